@@ -1,0 +1,521 @@
+//! CALL_SCHEMA: the JSON Schema every model turn is constrained to, and its narrowed
+//! forms.
+//!
+//! The schema does two jobs. Sent as Ollama's `format` (or an OpenAI `response_format`),
+//! llama.cpp turns it into a grammar, so the model *cannot* emit anything else; checked
+//! with `jsonschema` afterwards, it catches what an unconstrained backend lets through and
+//! explains the mistake to the model in one short line.
+//!
+//! llama.cpp's converter honours only some keywords (type, properties, required, enum,
+//! const, oneOf/anyOf, items, min/maxItems, min/maxLength, pattern, local `$ref`), ignores
+//! `properties` next to `oneOf`, and treats `additionalProperties` as false. So each kind
+//! is its own object in a root `oneOf`, with `kind` as a `const`, and every free string
+//! has a `maxLength`: a small model fills an unbounded string with repetition until the
+//! token limit.
+//!
+//! Narrowing (the default) gives every tool its own `tool_call` variant with `tool` fixed
+//! and the tool's own `inputSchema` as `arguments`, so the grammar makes an unknown tool or
+//! a malformed argument impossible. On the last allowed iteration
+//! [`CallSchema::answer_only`] leaves only `final_answer` and `clarify`.
+
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value, json};
+
+use crate::tools::ToolSpec;
+use crate::turn::{Kind, Turn};
+
+/// The longest string argument the narrowed schema allows where the tool's own schema
+/// sets no bound.
+pub const ARG_STRING_MAX: u64 = 1000;
+
+/// How far user-supplied schemas are walked when they are prepared; deeper parts are kept
+/// as they are.
+const WALK_DEPTH: usize = 64;
+
+/// The static CALL_SCHEMA, generated from [`Turn`] by schemars. `schemas/call_schema.json`
+/// holds the same text (see [`call_schema_json`]).
+///
+/// ```
+/// let schema = toolloop::schema::call_schema();
+/// let kinds: Vec<&str> = schema["oneOf"].as_array().unwrap().iter()
+///     .map(|v| v["properties"]["kind"]["const"].as_str().unwrap())
+///     .collect();
+/// assert_eq!(kinds, ["tool_call", "final_answer", "clarify"]);
+/// ```
+pub fn call_schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let schema = schemars::schema_for!(Turn);
+        serde_json::to_value(&schema).unwrap_or(Value::Null)
+    })
+}
+
+/// CALL_SCHEMA as the pretty-printed text stored in `schemas/call_schema.json`.
+pub fn call_schema_json() -> String {
+    let mut text = serde_json::to_string_pretty(call_schema()).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// How much of the tool catalogue is written into the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Narrowing {
+    /// The static schema: any tool name, any arguments object.
+    Off,
+    /// `tool` is an enum of the catalogue's names; arguments stay a free object.
+    ToolNames,
+    /// One `tool_call` variant per tool, with its `inputSchema` as `arguments`.
+    #[default]
+    PerTool,
+}
+
+#[derive(Debug, Clone)]
+struct Variant {
+    kind: Kind,
+    /// The tool this variant is fixed to, for [`Narrowing::PerTool`].
+    tool: Option<String>,
+    validator: Option<std::sync::Arc<jsonschema::Validator>>,
+}
+
+/// A CALL_SCHEMA for one request: the JSON to send and a validator for the reply.
+///
+/// ```
+/// use serde_json::json;
+/// use toolloop::schema::{CallSchema, Narrowing};
+/// use toolloop::tools::ToolSpec;
+/// use toolloop::turn::Turn;
+///
+/// let tools = [ToolSpec::new("get_weather", "Weather for a city", json!({
+///     "type": "object",
+///     "properties": {"city": {"type": "string"}},
+///     "required": ["city"],
+/// }))];
+/// let schema = CallSchema::for_tools(&tools, Narrowing::PerTool);
+/// let call = Turn::parse(r#"{"kind": "tool_call", "thought": "", "tool": "get_weather",
+///                            "arguments": {"town": "Oslo"}}"#).unwrap().turn;
+/// let err = schema.check(&call).unwrap_err();
+/// assert!(err.contains("city"), "{err}");
+/// ```
+#[derive(Debug, Clone)]
+pub struct CallSchema {
+    value: Value,
+    variants: Vec<Variant>,
+    tool_names: Vec<String>,
+}
+
+impl CallSchema {
+    /// The static schema: all three kinds, any tool, any arguments.
+    pub fn full() -> Self {
+        let variants = static_variants();
+        Self::build(
+            vec![variants.0.clone(), variants.1.clone(), variants.2.clone()],
+            vec![None, None, None],
+            Map::new(),
+            Vec::new(),
+        )
+    }
+
+    /// The schema narrowed to a catalogue. With no tools there is nothing to call, so only
+    /// `final_answer` and `clarify` remain (unless narrowing is [`Narrowing::Off`]).
+    pub fn for_tools(tools: &[ToolSpec], narrowing: Narrowing) -> Self {
+        if narrowing == Narrowing::Off {
+            return Self::full();
+        }
+        let (call, answer, clarify) = static_variants();
+        let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+        let mut schemas = Vec::new();
+        let mut fixed = Vec::new();
+        let mut defs = Map::new();
+        match narrowing {
+            _ if tools.is_empty() => {}
+            Narrowing::ToolNames => {
+                let mut v = call.clone();
+                v["properties"]["tool"] = json!({"type": "string", "enum": names});
+                schemas.push(v);
+                fixed.push(None);
+            }
+            _ => {
+                for tool in tools {
+                    let mut v = call.clone();
+                    v["properties"]["tool"] = json!({"type": "string", "const": tool.name});
+                    v["properties"]["arguments"] = prepare_arguments(tool, &mut defs);
+                    schemas.push(v);
+                    fixed.push(Some(tool.name.clone()));
+                }
+            }
+        }
+        schemas.push(answer.clone());
+        schemas.push(clarify.clone());
+        fixed.push(None);
+        fixed.push(None);
+        Self::build(schemas, fixed, defs, names)
+    }
+
+    /// Only `final_answer` and `clarify`: for the last allowed iteration, or when a model
+    /// keeps repeating a call.
+    pub fn answer_only() -> Self {
+        let (_, answer, clarify) = static_variants();
+        Self::build(
+            vec![answer.clone(), clarify.clone()],
+            vec![None, None],
+            Map::new(),
+            Vec::new(),
+        )
+    }
+
+    fn build(
+        schemas: Vec<Value>,
+        tools: Vec<Option<String>>,
+        defs: Map<String, Value>,
+        tool_names: Vec<String>,
+    ) -> Self {
+        let mut variants = Vec::with_capacity(schemas.len());
+        for (schema, tool) in schemas.iter().zip(tools) {
+            let kind = match schema["properties"]["kind"]["const"].as_str() {
+                Some("tool_call") => Kind::ToolCall,
+                Some("final_answer") => Kind::FinalAnswer,
+                _ => Kind::Clarify,
+            };
+            let mut standalone = schema.clone();
+            if !defs.is_empty() {
+                standalone["$defs"] = Value::Object(defs.clone());
+            }
+            let validator = match jsonschema::validator_for(&standalone) {
+                Ok(v) => Some(std::sync::Arc::new(v)),
+                Err(e) => {
+                    log::warn!(
+                        "schema of {} cannot be checked locally: {e}",
+                        tool.as_deref().unwrap_or(kind.as_str())
+                    );
+                    None
+                }
+            };
+            variants.push(Variant {
+                kind,
+                tool,
+                validator,
+            });
+        }
+        let mut value = Map::new();
+        value.insert(
+            "$schema".into(),
+            json!("https://json-schema.org/draft/2020-12/schema"),
+        );
+        value.insert("title".into(), json!("CALL_SCHEMA"));
+        value.insert("oneOf".into(), Value::Array(schemas));
+        if !defs.is_empty() {
+            value.insert("$defs".into(), Value::Object(defs));
+        }
+        CallSchema {
+            value: Value::Object(value),
+            variants,
+            tool_names,
+        }
+    }
+
+    /// The schema to send to the model server.
+    pub fn as_value(&self) -> &Value {
+        &self.value
+    }
+
+    /// Whether a turn of `kind` is allowed by this schema.
+    pub fn allows(&self, kind: Kind) -> bool {
+        self.variants.iter().any(|v| v.kind == kind)
+    }
+
+    /// Checks a parsed turn against the schema. The error is one short line for the model:
+    /// what is wrong and what is valid.
+    pub fn check(&self, turn: &Turn) -> Result<(), String> {
+        let kind = turn.kind();
+        if !self.allows(kind) {
+            let allowed: Vec<&str> = self.variants.iter().map(|v| v.kind.as_str()).collect();
+            let mut allowed_unique = allowed.clone();
+            allowed_unique.dedup();
+            return Err(format!(
+                "kind \"{}\" is not allowed now; reply with kind {}",
+                kind.as_str(),
+                quoted_list(&allowed_unique, " or ")
+            ));
+        }
+        let variant = match turn {
+            Turn::ToolCall { tool, .. } => {
+                if !self.tool_names.is_empty() && !self.tool_names.iter().any(|n| n == tool) {
+                    return Err(format!(
+                        "unknown tool \"{}\"; available tools: {}",
+                        truncate_chars(tool, 64),
+                        quoted_list(&self.tool_names, ", ")
+                    ));
+                }
+                self.variants
+                    .iter()
+                    .find(|v| v.kind == kind && v.tool.as_deref().is_none_or(|t| t == tool))
+            }
+            _ => self.variants.iter().find(|v| v.kind == kind),
+        };
+        let Some(validator) = variant.and_then(|v| v.validator.as_ref()) else {
+            return Ok(());
+        };
+        let value = turn.to_value();
+        let problems: Vec<String> = validator
+            .iter_errors(&value)
+            .take(3)
+            .map(|e| {
+                let mut msg = e.to_string();
+                if msg.chars().count() > 160 {
+                    msg = e.masked().to_string();
+                }
+                let path = e.instance_path().as_str().to_string();
+                if path.is_empty() {
+                    msg
+                } else {
+                    format!("{path}: {msg}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(truncate_chars(&problems.join("; "), 400))
+        }
+    }
+}
+
+fn quoted_list<S: AsRef<str>>(items: &[S], sep: &str) -> String {
+    items
+        .iter()
+        .map(|s| format!("\"{}\"", s.as_ref()))
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// The three variants of the static schema: tool_call, final_answer, clarify.
+fn static_variants() -> (&'static Value, &'static Value, &'static Value) {
+    static NULL: Value = Value::Null;
+    let one_of = call_schema()["oneOf"].as_array();
+    let find = |kind: &str| {
+        one_of
+            .and_then(|vs| {
+                vs.iter()
+                    .find(|v| v["properties"]["kind"]["const"].as_str() == Some(kind))
+            })
+            .unwrap_or(&NULL)
+    };
+    (find("tool_call"), find("final_answer"), find("clarify"))
+}
+
+/// Turns a tool's `inputSchema` into the `arguments` schema of its variant: an object
+/// schema, its `$defs` hoisted to the root under a prefix (local `$ref`s only resolve from
+/// the root), metadata that would confuse a validator dropped, and every unbounded string
+/// given a `maxLength`.
+fn prepare_arguments(tool: &ToolSpec, defs: &mut Map<String, Value>) -> Value {
+    let mut schema = match &tool.input_schema {
+        Value::Object(m) => Value::Object(m.clone()),
+        _ => json!({"type": "object"}),
+    };
+    if let Value::Object(m) = &mut schema {
+        m.remove("$schema");
+        m.remove("$id");
+        if !m.contains_key("type") {
+            m.insert("type".into(), json!("object"));
+        }
+    }
+    let prefix: String = tool
+        .name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect::<String>()
+        + "__";
+    let mut local = Map::new();
+    if let Value::Object(m) = &mut schema {
+        for key in ["$defs", "definitions"] {
+            if let Some(Value::Object(d)) = m.remove(key) {
+                local.extend(d);
+            }
+        }
+    }
+    rewrite(&mut schema, &prefix, 0);
+    for (name, mut def) in local {
+        rewrite(&mut def, &prefix, 0);
+        defs.insert(format!("{prefix}{name}"), def);
+    }
+    schema
+}
+
+fn rewrite(schema: &mut Value, prefix: &str, depth: usize) {
+    if depth > WALK_DEPTH {
+        return;
+    }
+    match schema {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get_mut("$ref") {
+                let name = r
+                    .strip_prefix("#/$defs/")
+                    .or_else(|| r.strip_prefix("#/definitions/"));
+                match name {
+                    Some(name) => *r = format!("#/$defs/{prefix}{name}"),
+                    // A reference to the tool's own root, or outside it, cannot be
+                    // resolved once embedded: accept any value there.
+                    None => {
+                        m.remove("$ref");
+                    }
+                }
+            }
+            let is_string = m.get("type").and_then(Value::as_str) == Some("string");
+            let bounded = ["maxLength", "enum", "const", "pattern", "format"]
+                .iter()
+                .any(|k| m.contains_key(*k));
+            if is_string && !bounded {
+                m.insert("maxLength".into(), json!(ARG_STRING_MAX));
+            }
+            for (key, child) in m.iter_mut() {
+                // Values of these keywords are data, not schemas.
+                if matches!(key.as_str(), "enum" | "const" | "default" | "examples" | "required") {
+                    continue;
+                }
+                rewrite(child, prefix, depth + 1);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                rewrite(item, prefix, depth + 1);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn weather() -> ToolSpec {
+        ToolSpec::new(
+            "get_weather",
+            "Weather",
+            json!({"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}),
+        )
+    }
+
+    fn turn(text: &str) -> Turn {
+        Turn::parse(text).unwrap().turn
+    }
+
+    #[test]
+    fn every_free_string_is_bounded() {
+        fn walk(v: &Value, path: &str) {
+            if let Value::Object(m) = v {
+                if m.get("type").and_then(Value::as_str) == Some("string")
+                    && !m.contains_key("const")
+                {
+                    assert!(m.contains_key("maxLength"), "unbounded string at {path}");
+                }
+                for (k, c) in m {
+                    walk(c, &format!("{path}/{k}"));
+                }
+            } else if let Value::Array(a) = v {
+                for (i, c) in a.iter().enumerate() {
+                    walk(c, &format!("{path}/{i}"));
+                }
+            }
+        }
+        walk(call_schema(), "");
+        walk(CallSchema::for_tools(&[weather()], Narrowing::PerTool).as_value(), "");
+    }
+
+    #[test]
+    fn per_tool_variant_fixes_name_and_arguments() {
+        let s = CallSchema::for_tools(&[weather()], Narrowing::PerTool);
+        let v = &s.as_value()["oneOf"][0];
+        assert_eq!(v["properties"]["tool"]["const"], "get_weather");
+        assert_eq!(
+            v["properties"]["arguments"]["properties"]["city"]["maxLength"],
+            ARG_STRING_MAX
+        );
+        assert!(s.check(&turn(r#"{"kind":"tool_call","tool":"get_weather","arguments":{"city":"Oslo"}}"#)).is_ok());
+    }
+
+    #[test]
+    fn unknown_tool_lists_the_valid_ones() {
+        let s = CallSchema::for_tools(&[weather()], Narrowing::ToolNames);
+        let e = s
+            .check(&turn(r#"{"kind":"tool_call","tool":"weather","arguments":{}}"#))
+            .unwrap_err();
+        assert_eq!(e, "unknown tool \"weather\"; available tools: \"get_weather\"");
+    }
+
+    #[test]
+    fn wrong_argument_type_names_the_path() {
+        let s = CallSchema::for_tools(&[weather()], Narrowing::PerTool);
+        let e = s
+            .check(&turn(r#"{"kind":"tool_call","tool":"get_weather","arguments":{"city":5}}"#))
+            .unwrap_err();
+        assert!(e.starts_with("/arguments/city: 5 is not of type"), "{e}");
+    }
+
+    #[test]
+    fn answer_only_refuses_tool_calls() {
+        let e = CallSchema::answer_only()
+            .check(&turn(r#"{"kind":"tool_call","tool":"x","arguments":{}}"#))
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "kind \"tool_call\" is not allowed now; reply with kind \"final_answer\" or \"clarify\""
+        );
+    }
+
+    #[test]
+    fn overlong_strings_are_reported_briefly() {
+        let long = "x".repeat(5000);
+        let e = CallSchema::full()
+            .check(&Turn::FinalAnswer {
+                thought: String::new(),
+                content: long,
+            })
+            .unwrap_err();
+        assert!(e.len() < 200, "{e}");
+        assert!(e.contains("/content"), "{e}");
+    }
+
+    #[test]
+    fn defs_are_hoisted_and_refs_rewritten() {
+        let tool = ToolSpec::new(
+            "geo.lookup",
+            "",
+            json!({"type": "object", "properties": {"p": {"$ref": "#/$defs/Point"}},
+                   "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}}}),
+        );
+        let s = CallSchema::for_tools(&[tool], Narrowing::PerTool);
+        assert_eq!(
+            s.as_value()["oneOf"][0]["properties"]["arguments"]["properties"]["p"]["$ref"],
+            "#/$defs/geo_lookup__Point"
+        );
+        assert!(s.as_value()["$defs"]["geo_lookup__Point"].is_object());
+        let e = s
+            .check(&turn(r#"{"kind":"tool_call","tool":"geo.lookup","arguments":{"p":{"x":"a"}}}"#))
+            .unwrap_err();
+        assert!(e.contains("/arguments/p/x"), "{e}");
+    }
+
+    #[test]
+    fn no_tools_means_no_tool_call_variant() {
+        let s = CallSchema::for_tools(&[], Narrowing::PerTool);
+        assert!(!s.allows(Kind::ToolCall));
+        assert!(s.allows(Kind::FinalAnswer));
+    }
+
+    #[test]
+    fn root_has_only_keywords_the_grammar_honours_next_to_one_of() {
+        let s = CallSchema::for_tools(&[weather()], Narrowing::PerTool);
+        let keys: Vec<&String> = s.as_value().as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["$schema", "title", "oneOf"]);
+    }
+}
