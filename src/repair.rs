@@ -206,7 +206,11 @@ impl Fixes {
 
     /// The fixes in a fixed order.
     pub fn to_vec(self) -> Vec<Fix> {
-        Fix::ALL.iter().copied().filter(|f| self.contains(*f)).collect()
+        Fix::ALL
+            .iter()
+            .copied()
+            .filter(|f| self.contains(*f))
+            .collect()
     }
 }
 
@@ -243,7 +247,11 @@ pub struct Repaired {
 /// ```
 pub fn repair(input: &str) -> Result<Repaired, RepairError> {
     let trimmed = input.trim();
-    if let Ok(value) = serde_json::from_str::<Value>(trimmed) {
+    // Skipping is several times cheaper than building a value that is then thrown away,
+    // so broken input is recognised before any value is built.
+    if serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok()
+        && let Ok(value) = serde_json::from_str::<Value>(trimmed)
+    {
         return Ok(Repaired {
             value,
             fixes: Fixes::default(),
@@ -267,10 +275,26 @@ pub fn repair(input: &str) -> Result<Repaired, RepairError> {
 /// ```
 pub fn repair_to_string(input: &str) -> Result<(String, Fixes), RepairError> {
     let trimmed = input.trim();
-    if serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok() {
+    if is_strict_json(trimmed) {
         return Ok((trimmed.to_string(), Fixes::default()));
     }
     repair_lenient(input)
+}
+
+/// Whether `text` is JSON that `serde_json` reads into a [`Value`], checked without
+/// building one where possible. Skipping a value accepts two things reading it refuses
+/// (numbers out of range and lone surrogate escapes), so text that might hold either is
+/// read in full.
+fn is_strict_json(text: &str) -> bool {
+    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+        return false;
+    }
+    let risky = text.contains("\\u")
+        || text
+            .as_bytes()
+            .windows(2)
+            .any(|w| w[0].is_ascii_digit() && (w[1] == b'e' || w[1] == b'E'));
+    !risky || serde_json::from_str::<Value>(text).is_ok()
 }
 
 /// Parses text the lenient parser wrote. The parser only writes valid JSON, so a failure
@@ -428,7 +452,8 @@ fn strip_code_fence<'a>(text: &'a str, fixes: &mut Fixes) -> &'a str {
         Some(close) => &inner[..close],
         None => inner,
     };
-    if inner.trim().is_empty() {
+    if !inner.bytes().any(|b| b == b'{' || b == b'[') {
+        // A fence with no JSON in it (an example, a shell command): look elsewhere.
         return text;
     }
     fixes.insert(Fix::CodeFence);
@@ -467,6 +492,22 @@ struct Parser<'a> {
     out: String,
     fixes: Fixes,
 }
+
+/// Bytes that end a run of ordinary string content: quotes, backslash, control
+/// characters, and 0xE2 (the first byte of typographic quotes).
+static STRING_SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\'' as usize] = true;
+    t[b'\\' as usize] = true;
+    t[0xE2] = true;
+    t
+};
 
 const LEFT_DOUBLE: &[u8] = "\u{201C}".as_bytes();
 const RIGHT_DOUBLE: &[u8] = "\u{201D}".as_bytes();
@@ -512,7 +553,10 @@ impl<'a> Parser<'a> {
         if rest.is_empty() {
             return;
         }
-        if rest.bytes().all(|b| matches!(b, b'}' | b']') || b.is_ascii_whitespace()) {
+        if rest
+            .bytes()
+            .all(|b| matches!(b, b'}' | b']') || b.is_ascii_whitespace())
+        {
             self.fix(Fix::ExtraCloser);
         } else {
             self.fix(Fix::SurroundingText);
@@ -828,7 +872,7 @@ impl<'a> Parser<'a> {
             // Copy the run of ordinary bytes in one go.
             let run = self.s[self.pos..]
                 .iter()
-                .position(|&b| b == b'"' || b == b'\'' || b == b'\\' || b < 0x20 || b == 0xE2)
+                .position(|&b| STRING_SPECIAL[b as usize])
                 .unwrap_or(self.s.len() - self.pos);
             self.out.push_str(&self.src[self.pos..self.pos + run]);
             self.pos += run;
@@ -866,7 +910,10 @@ impl<'a> Parser<'a> {
                 0xE2 => {
                     // Any other character starting with 0xE2 (smart quotes that do not
                     // close this string, arrows, dashes...) is copied whole.
-                    let len = self.src[self.pos..].chars().next().map_or(1, char::len_utf8);
+                    let len = self.src[self.pos..]
+                        .chars()
+                        .next()
+                        .map_or(1, char::len_utf8);
                     self.out.push_str(&self.src[self.pos..self.pos + len]);
                     self.pos += len;
                 }
@@ -932,7 +979,7 @@ impl<'a> Parser<'a> {
                     return true;
                 }
                 match ctx {
-                    Ctx::Array => d.is_ascii_digit() || matches!(d, b'-' | b't' | b'f' | b'n'),
+                    Ctx::Array => d.is_ascii_digit() || d == b'-' || is_word_start(d),
                     Ctx::Object => {
                         let len = self.s[i..]
                             .iter()
@@ -1110,7 +1157,8 @@ impl<'a> Parser<'a> {
             let trimmed = int_digits.trim_start_matches('0');
             if trimmed.len() != int_digits.len() && int_digits.len() > 1 {
                 reformatted = true;
-                self.out.push_str(if trimmed.is_empty() { "0" } else { trimmed });
+                self.out
+                    .push_str(if trimmed.is_empty() { "0" } else { trimmed });
             } else {
                 self.out.push_str(int_digits);
             }
@@ -1162,7 +1210,9 @@ impl<'a> Parser<'a> {
             }
             i = j;
         }
-        if s.get(i).is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_') {
+        if s.get(i)
+            .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
+        {
             // `12px`, `1st`: a word that starts with digits.
             self.out.truncate(mark);
             self.pos = start;
@@ -1206,7 +1256,14 @@ impl<'a> Parser<'a> {
             }
             _ => {
                 const LITERALS: [&str; 9] = [
-                    "true", "false", "null", "True", "False", "None", "NaN", "Infinity",
+                    "true",
+                    "false",
+                    "null",
+                    "True",
+                    "False",
+                    "None",
+                    "NaN",
+                    "Infinity",
                     "undefined",
                 ];
                 if at_end && LITERALS.iter().any(|l| l.starts_with(word)) && !word.is_empty() {
@@ -1401,10 +1458,7 @@ mod tests {
 
     #[test]
     fn python_literals() {
-        assert_eq!(
-            fixed("[True, False, None]").0,
-            json!([true, false, null])
-        );
+        assert_eq!(fixed("[True, False, None]").0, json!([true, false, null]));
     }
 
     #[test]

@@ -377,7 +377,10 @@ fn rewrite(schema: &mut Value, prefix: &str, depth: usize) {
             }
             for (key, child) in m.iter_mut() {
                 // Values of these keywords are data, not schemas.
-                if matches!(key.as_str(), "enum" | "const" | "default" | "examples" | "required") {
+                if matches!(
+                    key.as_str(),
+                    "enum" | "const" | "default" | "examples" | "required"
+                ) {
                     continue;
                 }
                 rewrite(child, prefix, depth + 1);
@@ -428,7 +431,10 @@ mod tests {
             }
         }
         walk(call_schema(), "");
-        walk(CallSchema::for_tools(&[weather()], Narrowing::PerTool).as_value(), "");
+        walk(
+            CallSchema::for_tools(&[weather()], Narrowing::PerTool).as_value(),
+            "",
+        );
     }
 
     #[test]
@@ -440,23 +446,35 @@ mod tests {
             v["properties"]["arguments"]["properties"]["city"]["maxLength"],
             ARG_STRING_MAX
         );
-        assert!(s.check(&turn(r#"{"kind":"tool_call","tool":"get_weather","arguments":{"city":"Oslo"}}"#)).is_ok());
+        assert!(
+            s.check(&turn(
+                r#"{"kind":"tool_call","tool":"get_weather","arguments":{"city":"Oslo"}}"#
+            ))
+            .is_ok()
+        );
     }
 
     #[test]
     fn unknown_tool_lists_the_valid_ones() {
         let s = CallSchema::for_tools(&[weather()], Narrowing::ToolNames);
         let e = s
-            .check(&turn(r#"{"kind":"tool_call","tool":"weather","arguments":{}}"#))
+            .check(&turn(
+                r#"{"kind":"tool_call","tool":"weather","arguments":{}}"#,
+            ))
             .unwrap_err();
-        assert_eq!(e, "unknown tool \"weather\"; available tools: \"get_weather\"");
+        assert_eq!(
+            e,
+            "unknown tool \"weather\"; available tools: \"get_weather\""
+        );
     }
 
     #[test]
     fn wrong_argument_type_names_the_path() {
         let s = CallSchema::for_tools(&[weather()], Narrowing::PerTool);
         let e = s
-            .check(&turn(r#"{"kind":"tool_call","tool":"get_weather","arguments":{"city":5}}"#))
+            .check(&turn(
+                r#"{"kind":"tool_call","tool":"get_weather","arguments":{"city":5}}"#,
+            ))
             .unwrap_err();
         assert!(e.starts_with("/arguments/city: 5 is not of type"), "{e}");
     }
@@ -500,7 +518,9 @@ mod tests {
         );
         assert!(s.as_value()["$defs"]["geo_lookup__Point"].is_object());
         let e = s
-            .check(&turn(r#"{"kind":"tool_call","tool":"geo.lookup","arguments":{"p":{"x":"a"}}}"#))
+            .check(&turn(
+                r#"{"kind":"tool_call","tool":"geo.lookup","arguments":{"p":{"x":"a"}}}"#,
+            ))
             .unwrap_err();
         assert!(e.contains("/arguments/p/x"), "{e}");
     }

@@ -266,7 +266,8 @@ impl Turn {
                 kind
             }
         };
-        let thought = take_text(&mut obj, &["thought", "thoughts", "reasoning"]).unwrap_or_default();
+        let thought =
+            take_text(&mut obj, &["thought", "thoughts", "reasoning"]).unwrap_or_default();
         match kind {
             Kind::ToolCall => {
                 let tool = match take_first(&mut obj, &["tool", "name", "tool_name", "function"]) {
@@ -331,7 +332,12 @@ impl Turn {
 }
 
 fn kind_alias(k: &str) -> Option<Kind> {
-    match k.trim().to_ascii_lowercase().replace(['-', ' '], "_").as_str() {
+    match k
+        .trim()
+        .to_ascii_lowercase()
+        .replace(['-', ' '], "_")
+        .as_str()
+    {
         "tool_call" | "toolcall" | "tool" | "call" | "function_call" | "tool_use" | "action" => {
             Some(Kind::ToolCall)
         }
@@ -412,7 +418,9 @@ mod tests {
     use serde_json::json;
 
     fn parse(text: &str) -> Turn {
-        Turn::parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}")).turn
+        Turn::parse(text)
+            .unwrap_or_else(|e| panic!("{text:?}: {e}"))
+            .turn
     }
 
     #[test]
@@ -441,8 +449,9 @@ mod tests {
 
     #[test]
     fn arguments_as_encoded_string() {
-        let p = Turn::parse(r#"{"kind":"tool_call","tool":"w","arguments":"{\"city\": \"Tokyo\"}"}"#)
-            .unwrap();
+        let p =
+            Turn::parse(r#"{"kind":"tool_call","tool":"w","arguments":"{\"city\": \"Tokyo\"}"}"#)
+                .unwrap();
         assert!(p.fixes.contains(Fix::EncodedArguments));
         assert_eq!(
             p.turn,
@@ -471,9 +480,13 @@ mod tests {
     fn errors_speak_to_the_model() {
         let e = Turn::parse(r#"{"kind": "dance"}"#).unwrap_err().to_string();
         assert!(e.contains("unknown kind \"dance\""), "{e}");
-        let e = Turn::parse(r#"{"kind": "tool_call"}"#).unwrap_err().to_string();
+        let e = Turn::parse(r#"{"kind": "tool_call"}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("needs \"tool\""), "{e}");
-        let e = Turn::parse("I think the answer is four.").unwrap_err().to_string();
+        let e = Turn::parse("I think the answer is four.")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not JSON"), "{e}");
     }
 }

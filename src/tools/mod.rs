@@ -38,7 +38,11 @@ fn empty_object_schema() -> Value {
 
 impl ToolSpec {
     /// A tool with a name, a description and an input schema.
-    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
         ToolSpec {
             name: name.into(),
             description: description.into(),
