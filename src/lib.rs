@@ -30,6 +30,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod backend;
+pub mod deadline;
+mod http;
 pub mod repair;
 pub mod schema;
 pub mod tools;

@@ -1,0 +1,337 @@
+//! Model backends: the seam between the loop and a model server.
+//!
+//! Each backend takes the history, the schema and generation options and returns the
+//! reply's text, why generation stopped, token usage and durations. Wire types stay
+//! private to each backend's module; what crosses the seam is normalised here (rig's
+//! pattern). Ollama's native API is the default ([`ollama`]); every OpenAI-compatible
+//! server (llama-server, vLLM, LM Studio, Ollama's `/v1`) shares [`openai`]; [`scripted`]
+//! replays turns from code or from a recording, for tests and the offline demo.
+
+pub mod ollama;
+pub mod openai;
+pub mod scripted;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::deadline::Deadline;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions for the model.
+    System,
+    /// The person (and, for most models, tool results written as text).
+    User,
+    /// The model.
+    Assistant,
+    /// A tool's result. Backends decide how the model gets to see it: Ollama's gemma3
+    /// template silently drops `tool` messages, so most models receive it as user text.
+    Tool,
+}
+
+/// One message of the history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who said it.
+    pub role: Role,
+    /// What was said.
+    pub content: String,
+    /// For [`Role::Tool`]: the tool's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+}
+
+impl Message {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new(Role::System, content)
+    }
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new(Role::User, content)
+    }
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new(Role::Assistant, content)
+    }
+    /// A tool result for the model.
+    pub fn tool(name: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            role: Role::Tool,
+            content: content.into(),
+            tool_name: Some(name.into()),
+        }
+    }
+    fn new(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: content.into(),
+            tool_name: None,
+        }
+    }
+
+    /// A tool result as user-role text, for models whose template has no tool role:
+    /// `Tool result (get_weather): {...}`.
+    pub fn tool_result_as_user_text(&self) -> String {
+        format!(
+            "Tool result ({}): {}",
+            self.tool_name.as_deref().unwrap_or("tool"),
+            self.content
+        )
+    }
+}
+
+/// Generation options. `None` leaves the server's default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenOptions {
+    /// Sampling temperature; 0 makes the grammar-constrained reply deterministic.
+    pub temperature: Option<f64>,
+    /// Context window in tokens (Ollama's `num_ctx`). Ollama silently drops the oldest
+    /// messages beyond it, so the loop watches the prompt size against it.
+    pub num_ctx: Option<u32>,
+    /// The most tokens to generate (`num_predict`, `max_tokens`). Bounded by default: a
+    /// small model can repeat itself until the context is full.
+    pub num_predict: Option<u32>,
+    /// Sampling seed.
+    pub seed: Option<i64>,
+    /// Top-k sampling.
+    pub top_k: Option<u32>,
+    /// Top-p sampling.
+    pub top_p: Option<f64>,
+    /// Stop sequences.
+    pub stop: Vec<String>,
+    /// How long Ollama keeps the model loaded after the request (`keep_alive`, e.g. `5m`).
+    pub keep_alive: Option<String>,
+    /// The longest one model request may take, within the run's deadline.
+    pub request_timeout: Duration,
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        GenOptions {
+            temperature: Some(0.0),
+            num_ctx: Some(8192),
+            num_predict: Some(512),
+            seed: None,
+            top_k: None,
+            top_p: None,
+            stop: Vec::new(),
+            keep_alive: None,
+            request_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// What the loop asks of a backend.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatRequest<'a> {
+    /// The history, oldest first.
+    pub messages: &'a [Message],
+    /// The JSON Schema the reply must follow, or `None` for free text.
+    pub schema: Option<&'a Value>,
+    /// Generation options.
+    pub options: &'a GenOptions,
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished (end of turn or a stop sequence).
+    Finished,
+    /// The token limit was hit: the reply is truncated and goes to the repairer.
+    Length,
+}
+
+/// Token counts of one request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens evaluated for this request.
+    pub prompt_tokens: u64,
+    /// Prompt tokens reused from the server's cache, where the server says
+    /// (llama-server's `timings.cache_n`).
+    pub cached_prompt_tokens: Option<u64>,
+    /// Tokens generated.
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    /// Adds another request's counts.
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        if let Some(c) = other.cached_prompt_tokens {
+            *self.cached_prompt_tokens.get_or_insert(0) += c;
+        }
+    }
+}
+
+/// Where the time of one request went, as far as the server says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timings {
+    /// Wall time of the request, measured here.
+    pub total: Duration,
+    /// Time the server spent loading the model.
+    pub load: Option<Duration>,
+    /// Time spent evaluating the prompt.
+    pub prompt: Option<Duration>,
+    /// Time spent generating.
+    pub generation: Option<Duration>,
+}
+
+/// A model's reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatReply {
+    /// The raw text, exactly as the model produced it.
+    pub text: String,
+    /// Why generation stopped.
+    pub stop: StopReason,
+    /// Token counts.
+    pub usage: Usage,
+    /// Durations.
+    pub timings: Timings,
+}
+
+/// Receives the reply's text as it streams in.
+pub type TextSink<'a> = &'a mut dyn FnMut(&str);
+
+/// A model server.
+pub trait Backend: Send {
+    /// A short description for messages: `ollama gemma3:4b at http://127.0.0.1:11434`.
+    fn describe(&self) -> String;
+
+    /// Checks that the server is up and the model is there, before a run starts, so that
+    /// the person gets "start the server" or "pull the model" at once.
+    fn preflight(&mut self, _deadline: Deadline) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// Sends one request and returns the whole reply; text chunks also go to `sink` as
+    /// they arrive.
+    fn chat(
+        &mut self,
+        request: &ChatRequest<'_>,
+        deadline: Deadline,
+        sink: TextSink<'_>,
+    ) -> Result<ChatReply, BackendError>;
+}
+
+impl<B: Backend + ?Sized> Backend for Box<B> {
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+    fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
+        (**self).preflight(deadline)
+    }
+    fn chat(
+        &mut self,
+        request: &ChatRequest<'_>,
+        deadline: Deadline,
+        sink: TextSink<'_>,
+    ) -> Result<ChatReply, BackendError> {
+        (**self).chat(request, deadline, sink)
+    }
+}
+
+/// Why a model request failed. Each message says what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// Nothing listens at the server's address.
+    #[error("{server} is not running at {url}: {hint}")]
+    NotRunning {
+        /// `Ollama` or `the model server`.
+        server: String,
+        /// The address tried.
+        url: String,
+        /// What to do: `start it with `ollama serve``.
+        hint: String,
+    },
+    /// The server does not have the model.
+    #[error("model '{model}' not found: {hint}")]
+    ModelNotFound {
+        /// The model asked for.
+        model: String,
+        /// What to do, e.g. `run ollama pull gemma3:4b`.
+        hint: String,
+    },
+    /// The server refused the request (HTTP 400).
+    #[error("the server rejected the request: {message}")]
+    BadRequest {
+        /// The server's own words.
+        message: String,
+    },
+    /// The server refused the credentials (HTTP 401/403).
+    #[error("the server refused the credentials (HTTP {status}): {message}; check OPENAI_API_KEY")]
+    Unauthorized {
+        /// 401 or 403.
+        status: u16,
+        /// The server's own words.
+        message: String,
+    },
+    /// The server stayed busy (HTTP 503/429) until the deadline.
+    #[error("the server is busy ({message}); retried until the deadline; try again later")]
+    Busy {
+        /// The server's own words.
+        message: String,
+    },
+    /// Any other HTTP error status.
+    #[error("the server failed (HTTP {status}): {message}")]
+    Server {
+        /// The HTTP status.
+        status: u16,
+        /// The server's own words.
+        message: String,
+    },
+    /// An error reported inside a streamed reply after it began.
+    #[error("the server failed while replying: {message}")]
+    Stream {
+        /// The server's own words.
+        message: String,
+    },
+    /// The reply could not be read: not JSON, not UTF-8, or cut off.
+    #[error("unreadable reply from the server: {detail}")]
+    InvalidResponse {
+        /// What was wrong.
+        detail: String,
+    },
+    /// The run's deadline passed during the request.
+    #[error("model request timed out after {waited:?}; raise --timeout for slow models")]
+    Timeout {
+        /// How long the request ran.
+        waited: Duration,
+    },
+    /// A network failure other than the above.
+    #[error("cannot talk to the server at {url}: {detail}")]
+    Transport {
+        /// The address.
+        url: String,
+        /// What failed.
+        detail: String,
+    },
+    /// The scripted backend has no more replies.
+    #[error("the scripted model has no reply left (after {used} replies)")]
+    ScriptExhausted {
+        /// Replies given so far.
+        used: usize,
+    },
+    /// A recording could not be read or written.
+    #[error("recording {path}: {detail}")]
+    Recording {
+        /// The file.
+        path: String,
+        /// What failed.
+        detail: String,
+    },
+}
+
+/// Waits before retrying a busy server: 250 ms doubling to 4 s, never past the deadline.
+pub(crate) fn backoff(attempt: u32, deadline: &Deadline) -> Option<Duration> {
+    let wait = Duration::from_millis(250u64 << attempt.min(4));
+    let left = deadline.remaining().unwrap_or(Duration::MAX);
+    (left > wait).then_some(wait)
+}

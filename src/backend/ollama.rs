@@ -1,0 +1,473 @@
+//! Ollama's native API: `POST /api/chat` with `format` set to the schema, streamed as
+//! NDJSON.
+//!
+//! Facts this module is built around (read from Ollama's source, see DESIGN.md):
+//! Gemma 3 has no native tool calling, so the schema goes in `format` and becomes a
+//! grammar; the gemma3 template drops `tool` messages, so tool results go as user text
+//! unless `POST /api/show` reports the `tools` capability; errors are `{"error": "..."}`,
+//! a missing model is a 404, a busy server a 503, and inside a stream an error can arrive
+//! as a line after a 200.
+
+use std::io::BufReader;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::{
+    Backend, BackendError, ChatReply, ChatRequest, GenOptions, Message, Role, StopReason, TextSink,
+    Timings, Usage, backoff,
+};
+use crate::deadline::Deadline;
+use crate::http::{self, Failure};
+
+/// Ollama's default address.
+pub const DEFAULT_HOST: &str = "http://127.0.0.1:11434";
+
+/// The longest line of a streamed reply we accept.
+const MAX_LINE: usize = 8 << 20;
+
+/// Turns an `OLLAMA_HOST` value into a base URL, exactly as Ollama's own client does: no
+/// scheme means http, a bare host gets port 11434 (80/443 when the scheme is given), an
+/// invalid port falls back to the default, and `0.0.0.0` (the address a server listens on)
+/// means connect to 127.0.0.1.
+///
+/// ```
+/// use toolloop::backend::ollama::parse_host;
+///
+/// assert_eq!(parse_host(""), "http://127.0.0.1:11434");
+/// assert_eq!(parse_host("0.0.0.0"), "http://127.0.0.1:11434");
+/// assert_eq!(parse_host("example.com"), "http://example.com:11434");
+/// assert_eq!(parse_host("https://example.com"), "https://example.com:443");
+/// assert_eq!(parse_host("[::1]:8080"), "http://[::1]:8080");
+/// ```
+pub fn parse_host(value: &str) -> String {
+    let s = value.trim();
+    let mut default_port = "11434";
+    let (scheme, hostport) = match s.split_once("://") {
+        None => {
+            if s == "ollama.com" {
+                ("https", "ollama.com:443")
+            } else {
+                ("http", s)
+            }
+        }
+        Some((scheme, rest)) => {
+            match scheme {
+                "http" => default_port = "80",
+                "https" => default_port = "443",
+                _ => {}
+            }
+            (scheme, rest)
+        }
+    };
+    let (hostport, path) = match hostport.split_once('/') {
+        Some((hp, path)) => (hp, path),
+        None => (hostport, ""),
+    };
+    let (host, port) = match split_host_port(hostport) {
+        Some((h, p)) => (h.to_string(), p.to_string()),
+        None => {
+            let trimmed = hostport.trim_matches(|c| c == '[' || c == ']');
+            let host = if let Ok(ip) = trimmed.parse::<IpAddr>() {
+                ip.to_string()
+            } else if !hostport.is_empty() {
+                hostport.to_string()
+            } else {
+                "127.0.0.1".to_string()
+            };
+            (host, default_port.to_string())
+        }
+    };
+    let port = match port.parse::<u32>() {
+        Ok(n) if n <= 65535 => port,
+        _ => default_port.to_string(),
+    };
+    // Go dials an empty host (":1234") as the local machine, and 0.0.0.0 is where a server
+    // listens, not an address to connect to.
+    let host = match host.parse::<IpAddr>() {
+        _ if host.is_empty() => "127.0.0.1".to_string(),
+        Ok(ip) if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_string(),
+        Ok(ip) if ip.is_unspecified() => "::1".to_string(),
+        _ => host,
+    };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    let mut url = format!("{scheme}://{host}:{port}");
+    if !path.is_empty() {
+        url.push('/');
+        url.push_str(path.trim_end_matches('/'));
+    }
+    url
+}
+
+/// Go's `net.SplitHostPort`: `host:port` or `[v6]:port`; anything else has no port.
+fn split_host_port(hp: &str) -> Option<(&str, &str)> {
+    if let Some(rest) = hp.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        let port = after.strip_prefix(':')?;
+        return Some((host, port));
+    }
+    let (host, port) = hp.split_once(':')?;
+    if port.contains(':') {
+        return None;
+    }
+    Some((host, port))
+}
+
+/// A model served by Ollama.
+///
+/// ```no_run
+/// use toolloop::backend::{Backend, ChatRequest, GenOptions, Message};
+/// use toolloop::backend::ollama::Ollama;
+/// use toolloop::deadline::Deadline;
+///
+/// let mut ollama = Ollama::new("http://127.0.0.1:11434", "gemma3:4b");
+/// let messages = [Message::user("Say hi")];
+/// let request = ChatRequest { messages: &messages, schema: None, options: &GenOptions::default() };
+/// let reply = ollama.chat(&request, Deadline::after(std::time::Duration::from_secs(30)), &mut |_| {})?;
+/// println!("{}", reply.text);
+/// # Ok::<(), toolloop::backend::BackendError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Ollama {
+    base: String,
+    model: String,
+    /// Whether the model's template renders `tool` messages; probed once.
+    tool_role: Option<bool>,
+}
+
+impl Ollama {
+    /// A backend for `model` at `host` (any `OLLAMA_HOST` form, see [`parse_host`]).
+    pub fn new(host: &str, model: impl Into<String>) -> Self {
+        Ollama {
+            base: parse_host(host),
+            model: model.into(),
+            tool_role: None,
+        }
+    }
+
+    /// The base URL requests go to.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// Whether tool results go to the model as `role: tool` messages (only when the model
+    /// reports the `tools` capability). `None` until probed.
+    pub fn tool_role(&self) -> Option<bool> {
+        self.tool_role
+    }
+
+    fn not_running(&self) -> BackendError {
+        BackendError::NotRunning {
+            server: "Ollama".into(),
+            url: self.base.clone(),
+            hint: "start it with `ollama serve`, or set OLLAMA_HOST / --ollama-host".into(),
+        }
+    }
+
+    fn model_missing(&self) -> BackendError {
+        BackendError::ModelNotFound {
+            model: self.model.clone(),
+            hint: format!("run `ollama pull {}`", self.model),
+        }
+    }
+
+    fn failure(&self, f: Failure, started: Instant) -> BackendError {
+        match f {
+            Failure::Unreachable => self.not_running(),
+            Failure::Timeout => BackendError::Timeout {
+                waited: started.elapsed(),
+            },
+            Failure::Other(detail) => BackendError::Transport {
+                url: self.base.clone(),
+                detail,
+            },
+        }
+    }
+
+    /// Sends a JSON body, retrying while the server says it is busy.
+    fn post(
+        &self,
+        path: &str,
+        body: &Value,
+        deadline: &Deadline,
+        own: Duration,
+    ) -> Result<ureq::http::Response<ureq::Body>, BackendError> {
+        let url = format!("{}{}", self.base, path);
+        let bytes = serde_json::to_vec(body).unwrap_or_default();
+        let started = Instant::now();
+        let mut attempt = 0;
+        loop {
+            let Some(budget) = http::budget(deadline, own) else {
+                return Err(BackendError::Timeout {
+                    waited: started.elapsed(),
+                });
+            };
+            let resp = http::agent()
+                .post(&url)
+                .config()
+                .timeout_global(Some(budget))
+                .build()
+                .header("Content-Type", "application/json")
+                .send(&bytes[..])
+                .map_err(|e| self.failure(http::classify(e), started))?;
+            let status = resp.status().as_u16();
+            if status == 200 {
+                return Ok(resp);
+            }
+            let (body, _) =
+                http::read_capped(resp.into_body().into_reader(), 64 << 10).unwrap_or_default();
+            let message = http::error_message(&body);
+            match status {
+                404 => return Err(self.model_missing()),
+                400 => return Err(BackendError::BadRequest { message }),
+                401 | 403 => return Err(BackendError::Unauthorized { status, message }),
+                429 | 503 => match backoff(attempt, deadline) {
+                    Some(wait) => {
+                        log::info!("{} is busy ({message}); retrying in {wait:?}", self.base);
+                        std::thread::sleep(wait);
+                        attempt += 1;
+                    }
+                    None => return Err(BackendError::Busy { message }),
+                },
+                _ => return Err(BackendError::Server { status, message }),
+            }
+        }
+    }
+
+    /// Asks `POST /api/show` whether the model reports the `tools` capability.
+    fn probe(&mut self, deadline: &Deadline) -> Result<bool, BackendError> {
+        if let Some(known) = self.tool_role {
+            return Ok(known);
+        }
+        let resp = self.post(
+            "/api/show",
+            &json!({"model": self.model}),
+            deadline,
+            Duration::from_secs(30),
+        );
+        let has_tools = match resp {
+            Ok(resp) => {
+                let (body, _) =
+                    http::read_capped(resp.into_body().into_reader(), 32 << 20).unwrap_or_default();
+                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                v["capabilities"]
+                    .as_array()
+                    .is_some_and(|caps| caps.iter().any(|c| c == "tools"))
+            }
+            Err(
+                e @ (BackendError::NotRunning { .. }
+                | BackendError::ModelNotFound { .. }
+                | BackendError::Timeout { .. }),
+            ) => return Err(e),
+            // An older server without /api/show, or one that fails it: the safe choice
+            // is user-role text, which every template renders.
+            Err(e) => {
+                log::warn!("capability probe failed ({e}); tool results go as user text");
+                false
+            }
+        };
+        self.tool_role = Some(has_tools);
+        Ok(has_tools)
+    }
+
+    /// The JSON body of `POST /api/chat`.
+    pub fn request_body(&self, request: &ChatRequest<'_>, tool_role: bool) -> Value {
+        let messages: Vec<Value> = request
+            .messages
+            .iter()
+            .map(|m| wire_message(m, tool_role))
+            .collect();
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("messages".into(), Value::Array(messages));
+        body.insert("stream".into(), json!(true));
+        if let Some(schema) = request.schema {
+            body.insert("format".into(), schema.clone());
+        }
+        let options = wire_options(request.options);
+        if !options.is_empty() {
+            body.insert("options".into(), Value::Object(options));
+        }
+        if let Some(k) = &request.options.keep_alive {
+            body.insert("keep_alive".into(), json!(k));
+        }
+        Value::Object(body)
+    }
+}
+
+fn wire_message(m: &Message, tool_role: bool) -> Value {
+    match m.role {
+        Role::Tool if tool_role => json!({
+            "role": "tool",
+            "content": m.content,
+            "tool_name": m.tool_name.as_deref().unwrap_or("tool"),
+        }),
+        Role::Tool => json!({"role": "user", "content": m.tool_result_as_user_text()}),
+        Role::System => json!({"role": "system", "content": m.content}),
+        Role::User => json!({"role": "user", "content": m.content}),
+        Role::Assistant => json!({"role": "assistant", "content": m.content}),
+    }
+}
+
+fn wire_options(o: &GenOptions) -> Map<String, Value> {
+    let mut m = Map::new();
+    if let Some(v) = o.temperature {
+        m.insert("temperature".into(), json!(v));
+    }
+    if let Some(v) = o.num_ctx {
+        m.insert("num_ctx".into(), json!(v));
+    }
+    if let Some(v) = o.num_predict {
+        m.insert("num_predict".into(), json!(v));
+    }
+    if let Some(v) = o.seed {
+        m.insert("seed".into(), json!(v));
+    }
+    if let Some(v) = o.top_k {
+        m.insert("top_k".into(), json!(v));
+    }
+    if let Some(v) = o.top_p {
+        m.insert("top_p".into(), json!(v));
+    }
+    if !o.stop.is_empty() {
+        m.insert("stop".into(), json!(o.stop));
+    }
+    m
+}
+
+fn nanos(v: &Value) -> Option<Duration> {
+    v.as_u64().map(Duration::from_nanos)
+}
+
+impl Backend for Ollama {
+    fn describe(&self) -> String {
+        format!("ollama {} at {}", self.model, self.base)
+    }
+
+    fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
+        self.probe(&deadline).map(|_| ())
+    }
+
+    fn chat(
+        &mut self,
+        request: &ChatRequest<'_>,
+        deadline: Deadline,
+        sink: TextSink<'_>,
+    ) -> Result<ChatReply, BackendError> {
+        let started = Instant::now();
+        let tool_role = self.probe(&deadline)?;
+        let body = self.request_body(request, tool_role);
+        let resp = self.post(
+            "/api/chat",
+            &body,
+            &deadline,
+            request.options.request_timeout,
+        )?;
+        let mut reader = BufReader::new(resp.into_body().into_reader());
+        let mut text = String::new();
+        loop {
+            let line = match http::read_line(&mut reader, MAX_LINE) {
+                Ok(Some(line)) => line,
+                Ok(None) => {
+                    return Err(BackendError::InvalidResponse {
+                        detail: "the connection closed before the reply was complete".into(),
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    return Err(BackendError::InvalidResponse {
+                        detail: e.to_string(),
+                    });
+                }
+                Err(e) => return Err(self.failure(http::classify_io(&e), started)),
+            };
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let line = std::str::from_utf8(&line).map_err(|_| BackendError::InvalidResponse {
+                detail: "the reply is not valid UTF-8".into(),
+            })?;
+            let chunk: Value =
+                serde_json::from_str(line).map_err(|_| BackendError::InvalidResponse {
+                    detail: format!("expected a JSON line, got {:?}", http::shorten(line, 120)),
+                })?;
+            if let Some(err) = chunk.get("error") {
+                let message = err
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| err.to_string());
+                return Err(BackendError::Stream { message });
+            }
+            if let Some(piece) = chunk["message"]["content"].as_str()
+                && !piece.is_empty()
+            {
+                text.push_str(piece);
+                sink(piece);
+            }
+            if chunk["done"] == true {
+                let stop = match chunk["done_reason"].as_str() {
+                    Some("length") => StopReason::Length,
+                    _ => StopReason::Finished,
+                };
+                return Ok(ChatReply {
+                    text,
+                    stop,
+                    usage: Usage {
+                        prompt_tokens: chunk["prompt_eval_count"].as_u64().unwrap_or(0),
+                        cached_prompt_tokens: None,
+                        completion_tokens: chunk["eval_count"].as_u64().unwrap_or(0),
+                    },
+                    timings: Timings {
+                        total: started.elapsed(),
+                        load: nanos(&chunk["load_duration"]),
+                        prompt: nanos(&chunk["prompt_eval_duration"]),
+                        generation: nanos(&chunk["eval_duration"]),
+                    },
+                });
+            }
+            if deadline.is_expired() {
+                return Err(BackendError::Timeout {
+                    waited: started.elapsed(),
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_host;
+
+    #[test]
+    fn host_forms_match_ollamas_client() {
+        for (input, want) in [
+            ("", "http://127.0.0.1:11434"),
+            ("   ", "http://127.0.0.1:11434"),
+            ("1.2.3.4", "http://1.2.3.4:11434"),
+            (":1234", "http://127.0.0.1:1234"),
+            ("1.2.3.4:1234", "http://1.2.3.4:1234"),
+            ("example.com", "http://example.com:11434"),
+            ("example.com:1234", "http://example.com:1234"),
+            ("http://example.com", "http://example.com:80"),
+            ("https://example.com", "https://example.com:443"),
+            (
+                "https://example.com:8443/ollama/",
+                "https://example.com:8443/ollama",
+            ),
+            ("0.0.0.0", "http://127.0.0.1:11434"),
+            ("0.0.0.0:8000", "http://127.0.0.1:8000"),
+            ("::1", "http://[::1]:11434"),
+            ("[::1]", "http://[::1]:11434"),
+            ("[::1]:1337", "http://[::1]:1337"),
+            ("example.com:99999", "http://example.com:11434"),
+            ("example.com:abc", "http://example.com:11434"),
+            ("ollama.com", "https://ollama.com:443"),
+        ] {
+            assert_eq!(parse_host(input), want, "OLLAMA_HOST={input:?}");
+        }
+    }
+}

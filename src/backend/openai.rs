@@ -1,0 +1,418 @@
+//! Every OpenAI-compatible server: llama.cpp's llama-server, vLLM, LM Studio, Ollama's
+//! `/v1`. One implementation for all (rig's pattern): `POST {base}/chat/completions` with
+//! `response_format: {"type": "json_schema", ...}`, streamed as server-sent events.
+//!
+//! llama-server adds `timings` to its replies; `timings.cache_n` says how many prompt
+//! tokens were reused from its cache, which is how the append-only history is seen to pay
+//! off.
+
+use std::io::BufReader;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::{
+    Backend, BackendError, ChatReply, ChatRequest, GenOptions, Message, Role, StopReason, TextSink,
+    Timings, Usage, backoff,
+};
+use crate::deadline::Deadline;
+use crate::http::{self, Failure};
+
+const MAX_LINE: usize = 8 << 20;
+
+/// A model behind an OpenAI-compatible API.
+///
+/// ```
+/// use toolloop::backend::openai::OpenAi;
+///
+/// let backend = OpenAi::new("http://127.0.0.1:8080/v1", "qwen", Some("sk-secret".into()));
+/// // The key never shows in debug output or logs.
+/// assert!(!format!("{backend:?}").contains("sk-secret"));
+/// ```
+#[derive(Clone)]
+pub struct OpenAi {
+    base: String,
+    model: String,
+    api_key: Option<String>,
+}
+
+impl std::fmt::Debug for OpenAi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAi")
+            .field("base", &self.base)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl OpenAi {
+    /// A backend for `model` at `base_url` (e.g. `http://127.0.0.1:8080/v1`), sending
+    /// `Authorization: Bearer KEY` when a key is given.
+    pub fn new(base_url: &str, model: impl Into<String>, api_key: Option<String>) -> Self {
+        OpenAi {
+            base: base_url.trim().trim_end_matches('/').to_string(),
+            model: model.into(),
+            api_key: api_key.filter(|k| !k.trim().is_empty()),
+        }
+    }
+
+    /// The base URL.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    fn not_running(&self) -> BackendError {
+        BackendError::NotRunning {
+            server: "the model server".into(),
+            url: self.base.clone(),
+            hint: "start it (for example `llama-server -m MODEL.gguf --port 8080`) or check --base-url"
+                .into(),
+        }
+    }
+
+    fn failure(&self, f: Failure, started: Instant) -> BackendError {
+        match f {
+            Failure::Unreachable => self.not_running(),
+            Failure::Timeout => BackendError::Timeout {
+                waited: started.elapsed(),
+            },
+            Failure::Other(detail) => BackendError::Transport {
+                url: self.base.clone(),
+                detail,
+            },
+        }
+    }
+
+    fn status_error(&self, status: u16, message: String) -> BackendError {
+        match status {
+            400 | 422 => BackendError::BadRequest { message },
+            401 | 403 => BackendError::Unauthorized { status, message },
+            404 if message.to_lowercase().contains("model") => BackendError::ModelNotFound {
+                model: self.model.clone(),
+                hint: format!(
+                    "check --model; the server lists its models at {}/models",
+                    self.base
+                ),
+            },
+            404 => BackendError::Server {
+                status,
+                message: format!(
+                    "{message} (is --base-url right? it usually ends in /v1, e.g. http://127.0.0.1:8080/v1)"
+                ),
+            },
+            _ => BackendError::Server { status, message },
+        }
+    }
+
+    /// The JSON body of `POST {base}/chat/completions`.
+    pub fn request_body(&self, request: &ChatRequest<'_>) -> Value {
+        let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("messages".into(), Value::Array(messages));
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+        if let Some(schema) = request.schema {
+            body.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": {"name": "turn", "schema": schema}}),
+            );
+        }
+        add_options(&mut body, request.options);
+        Value::Object(body)
+    }
+}
+
+/// Tool results go as user text: the loop does not use the server's native tool calls,
+/// so there is no `tool_call_id` a `tool` message could answer.
+fn wire_message(m: &Message) -> Value {
+    match m.role {
+        Role::Tool => json!({"role": "user", "content": m.tool_result_as_user_text()}),
+        Role::System => json!({"role": "system", "content": m.content}),
+        Role::User => json!({"role": "user", "content": m.content}),
+        Role::Assistant => json!({"role": "assistant", "content": m.content}),
+    }
+}
+
+fn add_options(body: &mut Map<String, Value>, o: &GenOptions) {
+    if let Some(v) = o.temperature {
+        body.insert("temperature".into(), json!(v));
+    }
+    if let Some(v) = o.num_predict {
+        body.insert("max_tokens".into(), json!(v));
+    }
+    if let Some(v) = o.seed {
+        body.insert("seed".into(), json!(v));
+    }
+    if let Some(v) = o.top_p {
+        body.insert("top_p".into(), json!(v));
+    }
+    if let Some(v) = o.top_k {
+        body.insert("top_k".into(), json!(v));
+    }
+    if !o.stop.is_empty() {
+        body.insert("stop".into(), json!(o.stop));
+    }
+}
+
+/// What the stream said so far.
+#[derive(Default)]
+struct Collected {
+    text: String,
+    finish: Option<String>,
+    usage: Option<Value>,
+    timings: Option<Value>,
+}
+
+impl Collected {
+    fn absorb(&mut self, chunk: &Value, sink: &mut dyn FnMut(&str)) {
+        let choice = &chunk["choices"][0];
+        let piece = choice["delta"]["content"]
+            .as_str()
+            .or_else(|| choice["message"]["content"].as_str());
+        if let Some(piece) = piece
+            && !piece.is_empty()
+        {
+            self.text.push_str(piece);
+            sink(piece);
+        }
+        if let Some(f) = choice["finish_reason"].as_str() {
+            self.finish = Some(f.to_string());
+        }
+        if chunk["usage"].is_object() {
+            self.usage = Some(chunk["usage"].clone());
+        }
+        if chunk["timings"].is_object() {
+            self.timings = Some(chunk["timings"].clone());
+        }
+    }
+
+    fn into_reply(self, started: Instant) -> ChatReply {
+        let usage = self.usage.unwrap_or(Value::Null);
+        let timings = self.timings.unwrap_or(Value::Null);
+        let cached = timings["cache_n"]
+            .as_u64()
+            .or_else(|| usage["prompt_tokens_details"]["cached_tokens"].as_u64());
+        let prompt_tokens = usage["prompt_tokens"].as_u64().unwrap_or_else(|| {
+            timings["prompt_n"].as_u64().unwrap_or(0) + timings["cache_n"].as_u64().unwrap_or(0)
+        });
+        let completion_tokens = usage["completion_tokens"]
+            .as_u64()
+            .or_else(|| timings["predicted_n"].as_u64())
+            .unwrap_or(0);
+        let ms = |v: &Value| {
+            v.as_f64()
+                .map(|m| Duration::from_secs_f64(m.max(0.0) / 1000.0))
+        };
+        ChatReply {
+            text: self.text,
+            stop: if self.finish.as_deref() == Some("length") {
+                StopReason::Length
+            } else {
+                StopReason::Finished
+            },
+            usage: Usage {
+                prompt_tokens,
+                cached_prompt_tokens: cached,
+                completion_tokens,
+            },
+            timings: Timings {
+                total: started.elapsed(),
+                load: None,
+                prompt: ms(&timings["prompt_ms"]),
+                generation: ms(&timings["predicted_ms"]),
+            },
+        }
+    }
+}
+
+fn stream_error(v: &Value) -> Option<String> {
+    let e = v.get("error")?;
+    Some(
+        e.as_str()
+            .or_else(|| e["message"].as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| e.to_string()),
+    )
+}
+
+impl Backend for OpenAi {
+    fn describe(&self) -> String {
+        format!("{} at {}", self.model, self.base)
+    }
+
+    fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
+        let started = Instant::now();
+        let Some(budget) = http::budget(&deadline, Duration::from_secs(10)) else {
+            return Err(BackendError::Timeout {
+                waited: Duration::ZERO,
+            });
+        };
+        let mut req = http::agent()
+            .get(format!("{}/models", self.base))
+            .config()
+            .timeout_global(Some(budget))
+            .build();
+        if let Some(key) = &self.api_key {
+            req = req.header("Authorization", format!("Bearer {key}"));
+        }
+        match req.call() {
+            Ok(resp) if matches!(resp.status().as_u16(), 401 | 403) => {
+                let status = resp.status().as_u16();
+                let (body, _) =
+                    http::read_capped(resp.into_body().into_reader(), 64 << 10).unwrap_or_default();
+                Err(BackendError::Unauthorized {
+                    status,
+                    message: http::error_message(&body),
+                })
+            }
+            // Servers differ in what they serve at /models; only "nobody there" and
+            // "not allowed" are worth stopping for before the first request.
+            Ok(_) => Ok(()),
+            Err(e) => match http::classify(e) {
+                Failure::Unreachable => Err(self.not_running()),
+                Failure::Timeout => Err(BackendError::Timeout {
+                    waited: started.elapsed(),
+                }),
+                Failure::Other(detail) => {
+                    log::warn!("{}/models: {detail}", self.base);
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    fn chat(
+        &mut self,
+        request: &ChatRequest<'_>,
+        deadline: Deadline,
+        sink: TextSink<'_>,
+    ) -> Result<ChatReply, BackendError> {
+        let started = Instant::now();
+        let url = format!("{}/chat/completions", self.base);
+        let bytes = serde_json::to_vec(&self.request_body(request)).unwrap_or_default();
+        let mut attempt = 0;
+        let resp = loop {
+            let Some(budget) = http::budget(&deadline, request.options.request_timeout) else {
+                return Err(BackendError::Timeout {
+                    waited: started.elapsed(),
+                });
+            };
+            let mut req = http::agent()
+                .post(&url)
+                .config()
+                .timeout_global(Some(budget))
+                .build()
+                .header("Content-Type", "application/json")
+                .header("Accept", "text/event-stream");
+            if let Some(key) = &self.api_key {
+                req = req.header("Authorization", format!("Bearer {key}"));
+            }
+            let resp = req
+                .send(&bytes[..])
+                .map_err(|e| self.failure(http::classify(e), started))?;
+            let status = resp.status().as_u16();
+            if status == 200 {
+                break resp;
+            }
+            let (body, _) =
+                http::read_capped(resp.into_body().into_reader(), 64 << 10).unwrap_or_default();
+            let message = http::error_message(&body);
+            if matches!(status, 429 | 503) {
+                if let Some(wait) = backoff(attempt, &deadline) {
+                    log::info!("{} is busy ({message}); retrying in {wait:?}", self.base);
+                    std::thread::sleep(wait);
+                    attempt += 1;
+                    continue;
+                }
+                return Err(BackendError::Busy { message });
+            }
+            return Err(self.status_error(status, message));
+        };
+        let is_sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.contains("event-stream"));
+        let mut reader = BufReader::new(resp.into_body().into_reader());
+        let mut got = Collected::default();
+        let read_err = |e: std::io::Error| {
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                BackendError::InvalidResponse {
+                    detail: e.to_string(),
+                }
+            } else {
+                self.failure(http::classify_io(&e), started)
+            }
+        };
+        if !is_sse {
+            // A server that ignores `stream` answers with one JSON object.
+            let (body, more) = http::read_capped(reader, 64 << 20).map_err(read_err)?;
+            if more {
+                return Err(BackendError::InvalidResponse {
+                    detail: "the reply is larger than 64 MiB".into(),
+                });
+            }
+            let text = std::str::from_utf8(&body).map_err(|_| BackendError::InvalidResponse {
+                detail: "the reply is not valid UTF-8".into(),
+            })?;
+            let v: Value =
+                serde_json::from_str(text).map_err(|_| BackendError::InvalidResponse {
+                    detail: format!("expected JSON, got {:?}", http::shorten(text, 120)),
+                })?;
+            if let Some(message) = stream_error(&v) {
+                return Err(BackendError::Stream { message });
+            }
+            got.absorb(&v, sink);
+            return Ok(got.into_reply(started));
+        }
+        loop {
+            let line = match http::read_line(&mut reader, MAX_LINE).map_err(read_err)? {
+                Some(line) => line,
+                None if got.finish.is_some() => return Ok(got.into_reply(started)),
+                None => {
+                    return Err(BackendError::InvalidResponse {
+                        detail: "the connection closed before the reply was complete".into(),
+                    });
+                }
+            };
+            let line = std::str::from_utf8(&line).map_err(|_| BackendError::InvalidResponse {
+                detail: "the reply is not valid UTF-8".into(),
+            })?;
+            let line = line.trim_end_matches(['\r', '\n']);
+            if line.is_empty() || line.starts_with(':') {
+                continue;
+            }
+            let (field, data) = line.split_once(':').unwrap_or((line, ""));
+            let data = data.strip_prefix(' ').unwrap_or(data);
+            match field {
+                "data" if data.trim() == "[DONE]" => return Ok(got.into_reply(started)),
+                "data" | "error" => {
+                    let v: Value =
+                        serde_json::from_str(data).map_err(|_| BackendError::InvalidResponse {
+                            detail: format!(
+                                "expected a JSON event, got {:?}",
+                                http::shorten(data, 120)
+                            ),
+                        })?;
+                    if let Some(message) = stream_error(&v) {
+                        return Err(BackendError::Stream { message });
+                    }
+                    if field == "error" {
+                        return Err(BackendError::Stream {
+                            message: v.to_string(),
+                        });
+                    }
+                    got.absorb(&v, sink);
+                }
+                _ => {}
+            }
+            if deadline.is_expired() {
+                return Err(BackendError::Timeout {
+                    waited: started.elapsed(),
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! One deadline for a whole run.
+//!
+//! The seed's `timeout` is not per request: it bounds the run. Every model and tool call
+//! asks the [`Deadline`] how long it may take, so a hung server cannot hold a run past its
+//! end by more than the time it takes to notice a socket timeout.
+
+use std::time::{Duration, Instant};
+
+/// The moment a run must end by, or none.
+///
+/// ```
+/// use std::time::Duration;
+/// use toolloop::deadline::Deadline;
+///
+/// let d = Deadline::after(Duration::from_secs(30));
+/// assert!(d.cap(Duration::from_secs(60)) <= Duration::from_secs(30));
+/// assert!(!d.is_expired());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadline {
+    at: Option<Instant>,
+}
+
+impl Deadline {
+    /// A deadline `d` from now.
+    pub fn after(d: Duration) -> Self {
+        Deadline {
+            at: Instant::now().checked_add(d),
+        }
+    }
+
+    /// No deadline at all.
+    pub fn none() -> Self {
+        Deadline { at: None }
+    }
+
+    /// Time left, or `None` without a deadline. Zero once it has passed.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.at
+            .map(|at| at.saturating_duration_since(Instant::now()))
+    }
+
+    /// Whether the deadline has passed.
+    pub fn is_expired(&self) -> bool {
+        self.remaining() == Some(Duration::ZERO)
+    }
+
+    /// The smaller of `own` (a call's own timeout) and the time left.
+    pub fn cap(&self, own: Duration) -> Duration {
+        match self.remaining() {
+            Some(left) => left.min(own),
+            None => own,
+        }
+    }
+
+    /// The instant itself, if any.
+    pub fn instant(&self) -> Option<Instant> {
+        self.at
+    }
+}

@@ -1,0 +1,251 @@
+//! The OpenAI-compatible backend's wire format and error paths (mockito and the fake
+//! server). The real llama-server test lives in `tests/real_model.rs`.
+
+mod common;
+
+use std::time::Duration;
+
+use mockito::Matcher;
+use serde_json::json;
+use toolloop::backend::openai::OpenAi;
+use toolloop::backend::{Backend, BackendError, ChatRequest, GenOptions, Message, StopReason};
+use toolloop::deadline::Deadline;
+
+fn sse(events: &[serde_json::Value]) -> String {
+    let mut s: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+    s.push_str("data: [DONE]\n\n");
+    s
+}
+
+fn chunk(text: &str) -> serde_json::Value {
+    json!({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]})
+}
+
+fn run(backend: &mut OpenAi) -> Result<toolloop::backend::ChatReply, BackendError> {
+    let messages = vec![
+        Message::system("sys"),
+        Message::user("q"),
+        Message::assistant("{}"),
+        Message::tool("calculator", "50"),
+    ];
+    let schema = json!({"type": "object"});
+    let opts = GenOptions {
+        temperature: Some(0.0),
+        num_predict: Some(128),
+        seed: Some(1),
+        ..GenOptions::default()
+    };
+    let req = ChatRequest {
+        messages: &messages,
+        schema: Some(&schema),
+        options: &opts,
+    };
+    backend.chat(&req, Deadline::after(Duration::from_secs(10)), &mut |_| {})
+}
+
+#[test]
+fn request_body_and_bearer_key() {
+    let mut server = mockito::Server::new();
+    let m = server
+        .mock("POST", "/v1/chat/completions")
+        .match_header("authorization", "Bearer sk-test")
+        .match_header("accept", "text/event-stream")
+        .match_body(Matcher::Json(json!({
+            "model": "qwen",
+            "messages": [
+                {"role": "system", "content": "sys"},
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": "{}"},
+                {"role": "user", "content": "Tool result (calculator): 50"},
+            ],
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "response_format": {"type": "json_schema",
+                                "json_schema": {"name": "turn", "schema": {"type": "object"}}},
+            "temperature": 0.0,
+            "max_tokens": 128,
+            "seed": 1,
+        })))
+        .with_header("content-type", "text/event-stream")
+        .with_body(sse(&[chunk("{}")]))
+        .create();
+    let mut b = OpenAi::new(
+        &format!("{}/v1/", server.url()),
+        "qwen",
+        Some("sk-test".into()),
+    );
+    run(&mut b).unwrap();
+    m.assert();
+}
+
+#[test]
+fn no_key_means_no_authorization_header() {
+    let mut server = mockito::Server::new();
+    let m = server
+        .mock("POST", "/v1/chat/completions")
+        .match_header("authorization", Matcher::Missing)
+        .with_header("content-type", "text/event-stream")
+        .with_body(sse(&[chunk("{}")]))
+        .create();
+    run(&mut OpenAi::new(
+        &format!("{}/v1", server.url()),
+        "qwen",
+        None,
+    ))
+    .unwrap();
+    m.assert();
+}
+
+#[test]
+fn llama_server_stream_with_usage_and_cache_timings() {
+    let mut server = mockito::Server::new();
+    server
+        .mock("POST", "/v1/chat/completions")
+        .with_header("content-type", "text/event-stream")
+        .with_body(sse(&[
+            chunk("{\"kind\":"),
+            chunk("\"final_answer\"}"),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 287, "completion_tokens": 12, "total_tokens": 299},
+                   "timings": {"cache_n": 255, "prompt_n": 32, "prompt_ms": 410.5,
+                               "predicted_n": 12, "predicted_ms": 400.0}}),
+        ]))
+        .create();
+    let reply = run(&mut OpenAi::new(&format!("{}/v1", server.url()), "m", None)).unwrap();
+    assert_eq!(reply.text, r#"{"kind":"final_answer"}"#);
+    assert_eq!(reply.stop, StopReason::Finished);
+    assert_eq!(reply.usage.prompt_tokens, 287);
+    assert_eq!(reply.usage.cached_prompt_tokens, Some(255));
+    assert_eq!(reply.usage.completion_tokens, 12);
+    assert_eq!(reply.timings.generation, Some(Duration::from_millis(400)));
+}
+
+#[test]
+fn finish_reason_length_is_truncation() {
+    let mut server = mockito::Server::new();
+    server
+        .mock("POST", "/v1/chat/completions")
+        .with_header("content-type", "text/event-stream")
+        .with_body(sse(&[
+            chunk("{\"kind\": \"final"),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+        ]))
+        .create();
+    let reply = run(&mut OpenAi::new(&format!("{}/v1", server.url()), "m", None)).unwrap();
+    assert_eq!(reply.stop, StopReason::Length);
+}
+
+#[test]
+fn non_streaming_reply_is_read_too() {
+    let mut server = mockito::Server::new();
+    server
+        .mock("POST", "/v1/chat/completions")
+        .with_header("content-type", "application/json")
+        .with_body(
+            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "{\"a\":1}"},
+                                "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 10, "completion_tokens": 3,
+                             "prompt_tokens_details": {"cached_tokens": 4}}})
+            .to_string(),
+        )
+        .create();
+    let reply = run(&mut OpenAi::new(&format!("{}/v1", server.url()), "m", None)).unwrap();
+    assert_eq!(reply.text, "{\"a\":1}");
+    assert_eq!(reply.usage.cached_prompt_tokens, Some(4));
+}
+
+#[test]
+fn openai_error_body_shape() {
+    let mut server = mockito::Server::new();
+    server
+        .mock("POST", "/v1/chat/completions")
+        .with_status(400)
+        .with_body(r#"{"error":{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}}"#)
+        .create();
+    let err = run(&mut OpenAi::new(&format!("{}/v1", server.url()), "m", None)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the server rejected the request: the request exceeds the available context size"
+    );
+}
+
+#[test]
+fn unauthorized_points_at_the_key() {
+    let mut server = mockito::Server::new();
+    server
+        .mock("POST", "/v1/chat/completions")
+        .with_status(401)
+        .with_body(r#"{"error":{"message":"Invalid API Key","type":"authentication_error"}}"#)
+        .create();
+    let err = run(&mut OpenAi::new(
+        &format!("{}/v1", server.url()),
+        "m",
+        Some("bad".into()),
+    ))
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the server refused the credentials (HTTP 401): Invalid API Key; check OPENAI_API_KEY"
+    );
+}
+
+#[test]
+fn unknown_model_404() {
+    let mut server = mockito::Server::new();
+    server
+        .mock("POST", "/v1/chat/completions")
+        .with_status(404)
+        .with_body(r#"{"error":{"message":"The model `gpt-9` does not exist","type":"invalid_request_error"}}"#)
+        .create();
+    let err = run(&mut OpenAi::new(
+        &format!("{}/v1", server.url()),
+        "gpt-9",
+        None,
+    ))
+    .unwrap_err();
+    assert!(matches!(err, BackendError::ModelNotFound { .. }), "{err}");
+    assert!(err.to_string().contains("/v1/models"), "{err}");
+}
+
+#[test]
+fn wrong_base_url_404_says_so() {
+    let mut server = mockito::Server::new();
+    server
+        .mock("POST", "/chat/completions")
+        .with_status(404)
+        .with_body("Not Found")
+        .create();
+    let err = run(&mut OpenAi::new(&server.url(), "m", None)).unwrap_err();
+    assert!(err.to_string().contains("usually ends in /v1"), "{err}");
+}
+
+#[test]
+fn error_event_mid_stream() {
+    let mut server = mockito::Server::new();
+    server
+        .mock("POST", "/v1/chat/completions")
+        .with_header("content-type", "text/event-stream")
+        .with_body(format!(
+            "data: {}\n\ndata: {}\n\n",
+            chunk("{"),
+            json!({"error": {"message": "slot unavailable", "code": 503}})
+        ))
+        .create();
+    let err = run(&mut OpenAi::new(&format!("{}/v1", server.url()), "m", None)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the server failed while replying: slot unavailable"
+    );
+}
+
+#[test]
+fn not_running_names_the_url() {
+    let url = format!("{}/v1", common::dead_url());
+    let err = run(&mut OpenAi::new(&url, "m", None)).unwrap_err();
+    assert!(matches!(err, BackendError::NotRunning { .. }), "{err}");
+    assert!(err.to_string().contains(&url), "{err}");
+    let err = OpenAi::new(&url, "m", None)
+        .preflight(Deadline::after(Duration::from_secs(5)))
+        .unwrap_err();
+    assert!(matches!(err, BackendError::NotRunning { .. }), "{err}");
+}

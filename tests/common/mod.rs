@@ -1,0 +1,115 @@
+//! Helpers shared by the integration tests: a tiny HTTP server on 127.0.0.1 that plays a
+//! script of canned responses and faults (hang, slow stream, cut connection), for the
+//! failure paths mockito cannot express.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+/// What the server does with one connection.
+#[derive(Clone, Debug)]
+pub enum Act {
+    /// Answer with a status, content type and body.
+    Respond(u16, &'static str, Vec<u8>),
+    /// Send headers and these chunks of body with a pause before each, then finish.
+    Stream(&'static str, Vec<Vec<u8>>, Duration),
+    /// Read the request and never answer (until the test ends).
+    Hang,
+    /// Send headers promising a body, part of it, and close the connection.
+    CutBody(Vec<u8>),
+}
+
+/// A running fake server.
+pub struct Fake {
+    pub url: String,
+    /// The raw requests received (request line, headers, body).
+    pub requests: Arc<Mutex<Vec<String>>>,
+}
+
+/// Serves `acts` to successive connections; the last act repeats.
+pub fn serve(acts: Vec<Act>) -> Fake {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&requests);
+    thread::spawn(move || {
+        for (i, stream) in listener.incoming().enumerate() {
+            let Ok(stream) = stream else { break };
+            let act = acts[i.min(acts.len() - 1)].clone();
+            let seen = Arc::clone(&seen);
+            thread::spawn(move || handle(stream, act, seen));
+        }
+    });
+    Fake { url, requests }
+}
+
+fn handle(mut stream: TcpStream, act: Act, seen: Arc<Mutex<Vec<String>>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut head = String::new();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+        head.push_str(&line);
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    let _ = reader.read_exact(&mut body);
+    head.push_str(&String::from_utf8_lossy(&body));
+    seen.lock().unwrap().push(head);
+    match act {
+        Act::Respond(status, ct, body) => {
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} X\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(&body);
+        }
+        Act::Stream(ct, chunks, pause) => {
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            );
+            for chunk in chunks {
+                thread::sleep(pause);
+                let _ = write!(stream, "{:x}\r\n", chunk.len());
+                let _ = stream.write_all(&chunk);
+                if stream.write_all(b"\r\n").is_err() {
+                    return;
+                }
+                let _ = stream.flush();
+            }
+            let _ = stream.write_all(b"0\r\n\r\n");
+        }
+        Act::Hang => thread::sleep(Duration::from_secs(60)),
+        Act::CutBody(part) => {
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\n\r\n",
+                part.len() + 1000
+            );
+            let _ = stream.write_all(&part);
+            let _ = stream.flush();
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// An address on 127.0.0.1 where nothing listens.
+pub fn dead_url() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    format!("http://{addr}")
+}
