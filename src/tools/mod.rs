@@ -1,11 +1,28 @@
-//! Tools the model can call.
+//! Tools the model can call, from every source, behind one [`Catalogue`].
 //!
-//! Every source of tools (the HTTP tool API, MCP servers, Rust closures) describes its
-//! tools the same way, as a [`ToolSpec`]: the shape MCP's `tools/list` and our HTTP tool
-//! API's `GET /tools` both use.
+//! A source is the HTTP tool API ([`http::HttpTools`]), an MCP server ([`mcp::McpTools`]),
+//! Rust closures ([`closure::FnTools`]) or the built-in tools ([`builtin::Builtin`]). Each
+//! describes its tools as a [`ToolSpec`], the shape MCP's `tools/list` and our
+//! `GET /tools` share, and answers a call with a [`ToolResult`] (seed 003's
+//! `{ok, content, error}`).
+//!
+//! The error policy follows smolagents: a mistake of the *model* (unknown tool, arguments
+//! that fail the schema, a tool that reports an error) becomes text the model sees and
+//! recovers from; a fault of the *infrastructure* is a [`ToolError`] the loop decides on.
+
+pub mod builtin;
+pub mod calculator;
+pub mod closure;
+pub mod http;
+pub mod mcp;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use crate::deadline::Deadline;
 
 /// A tool as the model sees it: a name, what it does, and the JSON Schema of its
 /// arguments.
@@ -48,5 +65,430 @@ impl ToolSpec {
             description: description.into(),
             input_schema,
         }
+    }
+}
+
+/// What a tool call gave: seed 003's `ToolResult`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// Whether the tool succeeded.
+    pub ok: bool,
+    /// The result: a string or any JSON.
+    #[serde(default)]
+    pub content: Value,
+    /// What went wrong, when `ok` is false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The default cap on a tool result as text for the model, in characters.
+pub const DEFAULT_RESULT_CAP: usize = 4000;
+
+impl ToolResult {
+    /// A success.
+    pub fn ok(content: impl Into<Value>) -> Self {
+        ToolResult {
+            ok: true,
+            content: content.into(),
+            error: None,
+        }
+    }
+
+    /// A failure the model should read.
+    pub fn err(message: impl Into<String>) -> Self {
+        ToolResult {
+            ok: false,
+            content: Value::Null,
+            error: Some(message.into()),
+        }
+    }
+
+    /// The result as text for the model, cut to `cap` characters with a marker saying
+    /// how much was cut.
+    ///
+    /// ```
+    /// use toolloop::tools::ToolResult;
+    ///
+    /// assert_eq!(ToolResult::ok("sunny").to_model_text(100), "sunny");
+    /// assert_eq!(ToolResult::err("no such city").to_model_text(100), "error: no such city");
+    /// let long = ToolResult::ok("x".repeat(50)).to_model_text(10);
+    /// assert_eq!(long, "xxxxxxxxxx…[cut 40 of 50 characters]");
+    /// ```
+    pub fn to_model_text(&self, cap: usize) -> String {
+        let text = if self.ok {
+            match &self.content {
+                Value::String(s) => s.clone(),
+                Value::Null => "(no output)".to_string(),
+                other => other.to_string(),
+            }
+        } else {
+            format!(
+                "error: {}",
+                self.error.as_deref().unwrap_or("the tool failed")
+            )
+        };
+        cap_text(&text, cap)
+    }
+}
+
+/// `text` cut to `cap` characters, with a marker saying how many were cut.
+pub fn cap_text(text: &str, cap: usize) -> String {
+    match text.char_indices().nth(cap) {
+        None => text.to_string(),
+        Some((at, _)) => {
+            let total = text.chars().count();
+            format!(
+                "{}…[cut {} of {} characters]",
+                &text[..at],
+                total - cap,
+                total
+            )
+        }
+    }
+}
+
+/// A failure of the tool infrastructure, or a call the catalogue refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// Nothing answers at a tool server's address.
+    #[error(
+        "tool server at {url} is not reachable: start it (e.g. `toolloop serve-tools`) or check --tools"
+    )]
+    Unreachable {
+        /// The address.
+        url: String,
+    },
+    /// A tool call or listing ran out of time.
+    #[error("{source_name}: no answer before the deadline")]
+    Timeout {
+        /// The source.
+        source_name: String,
+    },
+    /// A tool server answered with an error status.
+    #[error("{url}: HTTP {status}: {message}")]
+    Http {
+        /// The address.
+        url: String,
+        /// The status.
+        status: u16,
+        /// The server's own words.
+        message: String,
+    },
+    /// A source broke its protocol (invalid JSON, a malformed reply).
+    #[error("{source_name}: {detail}")]
+    Protocol {
+        /// The source.
+        source_name: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// An MCP server command could not be started.
+    #[error("cannot start MCP server `{command}`: {detail}")]
+    Spawn {
+        /// The command line.
+        command: String,
+        /// Why.
+        detail: String,
+    },
+    /// An MCP server process ended or closed its output.
+    #[error("MCP server `{command}` exited: {detail}")]
+    Exited {
+        /// The command line.
+        command: String,
+        /// What it said last.
+        detail: String,
+    },
+    /// The model named a tool the catalogue does not have.
+    #[error("unknown tool \"{name}\"; available tools: {}", available.join(", "))]
+    UnknownTool {
+        /// The name asked for.
+        name: String,
+        /// The names there are.
+        available: Vec<String>,
+    },
+    /// The arguments fail the tool's input schema.
+    #[error("invalid arguments for {tool}: {message}")]
+    InvalidArguments {
+        /// The tool.
+        tool: String,
+        /// What is wrong, for the model.
+        message: String,
+    },
+    /// Two sources offer a tool of the same name.
+    #[error("tool \"{name}\" is offered by both {first} and {second}; names must be unique")]
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// The first source.
+        first: String,
+        /// The second source.
+        second: String,
+    },
+    /// A source was configured wrongly (a bad path, a bad database).
+    #[error("{0}")]
+    Config(String),
+}
+
+/// A source of tools.
+pub trait ToolSource: Send {
+    /// Where the tools come from, for messages: a URL, a command line, `closures`.
+    fn label(&self) -> String;
+
+    /// The tools this source offers. Called once per run.
+    fn list(&mut self, deadline: Deadline) -> Result<Vec<ToolSpec>, ToolError>;
+
+    /// Calls one tool. `Ok` with `ok: false` is the tool's own error, for the model;
+    /// `Err` is a failure of the infrastructure.
+    fn call(
+        &mut self,
+        name: &str,
+        arguments: &Map<String, Value>,
+        deadline: Deadline,
+    ) -> Result<ToolResult, ToolError>;
+
+    /// Releases what the source holds (an MCP server process). Called when the catalogue
+    /// is dropped.
+    fn shutdown(&mut self) {}
+}
+
+struct Entry {
+    spec: ToolSpec,
+    source: usize,
+    validator: Option<Arc<jsonschema::Validator>>,
+}
+
+/// Every tool of every source, by unique name, listed once per run.
+///
+/// ```
+/// use serde_json::json;
+/// use toolloop::deadline::Deadline;
+/// use toolloop::tools::{Catalogue, ToolSpec};
+/// use toolloop::tools::closure::FnTools;
+///
+/// let mut fns = FnTools::new();
+/// fns.add(
+///     ToolSpec::new("double", "Doubles n", json!({"type": "object",
+///         "properties": {"n": {"type": "number"}}, "required": ["n"]})),
+///     |args| Ok(json!(args["n"].as_f64().unwrap_or(0.0) * 2.0)),
+/// );
+/// let mut tools = Catalogue::load(vec![Box::new(fns)], Deadline::none())?;
+/// let args = json!({"n": 21}).as_object().unwrap().clone();
+/// let result = tools.call("double", &args, Deadline::none())?;
+/// assert_eq!(result.content, json!(42.0));
+/// # Ok::<(), toolloop::tools::ToolError>(())
+/// ```
+pub struct Catalogue {
+    sources: Vec<Box<dyn ToolSource>>,
+    entries: BTreeMap<String, Entry>,
+    result_cap: usize,
+}
+
+impl std::fmt::Debug for Catalogue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalogue")
+            .field("tools", &self.entries.keys().collect::<Vec<_>>())
+            .field(
+                "sources",
+                &self.sources.iter().map(|s| s.label()).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Default for Catalogue {
+    fn default() -> Self {
+        Catalogue {
+            sources: Vec::new(),
+            entries: BTreeMap::new(),
+            result_cap: DEFAULT_RESULT_CAP,
+        }
+    }
+}
+
+impl Catalogue {
+    /// An empty catalogue.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Lists every source once and indexes the tools. A source that cannot be listed, or
+    /// two tools with one name, is an error naming the source.
+    pub fn load(sources: Vec<Box<dyn ToolSource>>, deadline: Deadline) -> Result<Self, ToolError> {
+        let mut catalogue = Catalogue::new();
+        for source in sources {
+            catalogue.add_source(source, deadline)?;
+        }
+        Ok(catalogue)
+    }
+
+    /// Lists one more source and adds its tools.
+    pub fn add_source(
+        &mut self,
+        mut source: Box<dyn ToolSource>,
+        deadline: Deadline,
+    ) -> Result<(), ToolError> {
+        let specs = match source.list(deadline) {
+            Ok(specs) => specs,
+            Err(e) => {
+                source.shutdown();
+                return Err(e);
+            }
+        };
+        let index = self.sources.len();
+        let label = source.label();
+        let mut seen_here = std::collections::HashSet::new();
+        for spec in &specs {
+            let clash = if let Some(existing) = self.entries.get(&spec.name) {
+                Some(self.sources[existing.source].label())
+            } else if !seen_here.insert(spec.name.clone()) {
+                Some(label.clone())
+            } else {
+                None
+            };
+            if let Some(first) = clash {
+                source.shutdown();
+                return Err(ToolError::DuplicateName {
+                    name: spec.name.clone(),
+                    first,
+                    second: label,
+                });
+            }
+        }
+        for spec in specs {
+            let validator = match jsonschema::validator_for(&spec.input_schema) {
+                Ok(v) => Some(Arc::new(v)),
+                Err(e) => {
+                    log::warn!(
+                        "{}: input schema of {} is not usable: {e}",
+                        label,
+                        spec.name
+                    );
+                    None
+                }
+            };
+            self.entries.insert(
+                spec.name.clone(),
+                Entry {
+                    spec,
+                    source: index,
+                    validator,
+                },
+            );
+        }
+        self.sources.push(source);
+        Ok(())
+    }
+
+    /// Sets the cap on result text for the model (characters).
+    pub fn set_result_cap(&mut self, cap: usize) {
+        self.result_cap = cap;
+    }
+
+    /// The cap on result text for the model.
+    pub fn result_cap(&self) -> usize {
+        self.result_cap
+    }
+
+    /// The tools, sorted by name.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.entries.values().map(|e| e.spec.clone()).collect()
+    }
+
+    /// The tool names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.entries.keys().cloned().collect()
+    }
+
+    /// Whether there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The labels of the sources.
+    pub fn source_labels(&self) -> Vec<String> {
+        self.sources.iter().map(|s| s.label()).collect()
+    }
+
+    /// One tool's spec.
+    pub fn get(&self, name: &str) -> Result<&ToolSpec, ToolError> {
+        self.entries
+            .get(name)
+            .map(|e| &e.spec)
+            .ok_or_else(|| ToolError::UnknownTool {
+                name: name.to_string(),
+                available: self.names(),
+            })
+    }
+
+    /// Checks arguments against the tool's input schema; the message is for the model.
+    pub fn check_arguments(&self, name: &str, args: &Map<String, Value>) -> Result<(), ToolError> {
+        let entry = self
+            .entries
+            .get(name)
+            .ok_or_else(|| ToolError::UnknownTool {
+                name: name.to_string(),
+                available: self.names(),
+            })?;
+        let Some(validator) = &entry.validator else {
+            return Ok(());
+        };
+        let instance = Value::Object(args.clone());
+        let problems: Vec<String> = validator
+            .iter_errors(&instance)
+            .take(3)
+            .map(|e| {
+                let mut msg = e.to_string();
+                if msg.chars().count() > 160 {
+                    msg = e.masked().to_string();
+                }
+                let path = e.instance_path().as_str().to_string();
+                if path.is_empty() {
+                    msg
+                } else {
+                    format!("{path}: {msg}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ToolError::InvalidArguments {
+                tool: name.to_string(),
+                message: problems.join("; "),
+            })
+        }
+    }
+
+    /// Validates the arguments and calls the tool.
+    pub fn call(
+        &mut self,
+        name: &str,
+        args: &Map<String, Value>,
+        deadline: Deadline,
+    ) -> Result<ToolResult, ToolError> {
+        self.check_arguments(name, args)?;
+        let source = self.entries[name].source;
+        if deadline.is_expired() {
+            return Err(ToolError::Timeout {
+                source_name: self.sources[source].label(),
+            });
+        }
+        self.sources[source].call(name, args, deadline)
+    }
+
+    /// Shuts every source down (MCP server processes end). Also done on drop.
+    pub fn shutdown(&mut self) {
+        for s in &mut self.sources {
+            s.shutdown();
+        }
+        self.sources.clear();
+        self.entries.clear();
+    }
+}
+
+impl Drop for Catalogue {
+    fn drop(&mut self) {
+        self.shutdown();
     }
 }

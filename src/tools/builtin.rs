@@ -1,0 +1,543 @@
+//! The built-in tools, useful out of the box and safe to hand to a model: exact
+//! arithmetic, the current time, read-only SQL over SQLite, ranked search over a folder
+//! of documents with line citations, reading files under one root, and demo weather.
+//!
+//! Safety is enforced by the layer that owns the resource, never by pattern matching:
+//! SQLite itself refuses writes (read-only open, `query_only`, no attached databases, a
+//! statement must be read-only), and `read_file` resolves symlinks and checks the real
+//! path is under the root.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+
+use super::{ToolError, ToolResult, ToolSource, ToolSpec, calculator};
+use crate::deadline::Deadline;
+
+/// The most rows `sql_query` returns (seed 002).
+pub const SQL_MAX_ROWS: usize = 100;
+/// The most bytes `read_file` returns.
+pub const READ_MAX_BYTES: usize = 64 << 10;
+/// The longest a SQL query may run.
+const SQL_TIME_LIMIT: Duration = Duration::from_secs(5);
+
+/// The weather the demo answers from.
+pub const DEMO_WEATHER: &str = include_str!("../../demo/weather.json");
+
+/// Which built-in tools to offer. `calculator` and `current_time` are always there.
+#[derive(Debug, Clone, Default)]
+pub struct BuiltinConfig {
+    /// A SQLite database for `sql_query`, opened read-only.
+    pub db: Option<PathBuf>,
+    /// A folder of text and Markdown files for `search_docs`.
+    pub docs: Option<PathBuf>,
+    /// The folder `read_file` may read under.
+    pub files_root: Option<PathBuf>,
+    /// Offer `get_weather`, answering from `demo/weather.json`.
+    pub demo: bool,
+}
+
+/// The built-in tools as a source.
+pub struct Builtin {
+    db: Option<rusqlite::Connection>,
+    docs: Option<DocIndex>,
+    root: Option<PathBuf>,
+    demo: bool,
+}
+
+impl std::fmt::Debug for Builtin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builtin")
+            .field("db", &self.db.is_some())
+            .field("docs", &self.docs.as_ref().map(|d| d.paragraphs.len()))
+            .field("root", &self.root)
+            .field("demo", &self.demo)
+            .finish()
+    }
+}
+
+impl Builtin {
+    /// Opens the database, indexes the documents and resolves the files root.
+    pub fn new(cfg: &BuiltinConfig) -> Result<Self, ToolError> {
+        let db = cfg.db.as_deref().map(open_read_only).transpose()?;
+        let docs = cfg.docs.as_deref().map(DocIndex::build).transpose()?;
+        let root = cfg
+            .files_root
+            .as_deref()
+            .map(|r| {
+                fs::canonicalize(r)
+                    .map_err(|e| ToolError::Config(format!("--files-root {}: {e}", r.display())))
+            })
+            .transpose()?;
+        Ok(Builtin {
+            db,
+            docs,
+            root,
+            demo: cfg.demo,
+        })
+    }
+
+    /// The specs of the tools this configuration offers.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        let mut specs = vec![
+            ToolSpec::new(
+                "calculator",
+                "Exact arithmetic: numbers, + - * / // % ** and parentheses.",
+                json!({"type": "object",
+                       "properties": {"expression": {"type": "string", "maxLength": 500,
+                                      "description": "e.g. (12.5 * 4) - 3"}},
+                       "required": ["expression"]}),
+            ),
+            ToolSpec::new(
+                "current_time",
+                "The current date and time, in UTC or at a UTC offset.",
+                json!({"type": "object",
+                       "properties": {"utc_offset": {"type": "string",
+                                      "pattern": "^[+-][0-9]{2}:[0-9]{2}$",
+                                      "description": "e.g. +09:00; UTC when absent"}}}),
+            ),
+        ];
+        if self.db.is_some() {
+            specs.push(ToolSpec::new(
+                "sql_query",
+                "Run one read-only SQL SELECT on the database; at most 100 rows.",
+                json!({"type": "object",
+                       "properties": {"sql": {"type": "string", "maxLength": 2000}},
+                       "required": ["sql"]}),
+            ));
+        }
+        if self.docs.is_some() {
+            specs.push(ToolSpec::new(
+                "search_docs",
+                "Search the documents; each hit cites its file and line.",
+                json!({"type": "object",
+                       "properties": {"query": {"type": "string", "maxLength": 300},
+                                      "limit": {"type": "integer", "minimum": 1, "maximum": 10}},
+                       "required": ["query"]}),
+            ));
+        }
+        if self.root.is_some() {
+            specs.push(ToolSpec::new(
+                "read_file",
+                "Read a text file by its path relative to the files root.",
+                json!({"type": "object",
+                       "properties": {"path": {"type": "string", "maxLength": 500}},
+                       "required": ["path"]}),
+            ));
+        }
+        if self.demo {
+            specs.push(ToolSpec::new(
+                "get_weather",
+                "Current weather for a city.",
+                json!({"type": "object",
+                       "properties": {"city": {"type": "string", "maxLength": 100}},
+                       "required": ["city"]}),
+            ));
+        }
+        specs
+    }
+
+    /// Runs one tool. Every failure is a result the model reads.
+    pub fn run(&mut self, name: &str, args: &Map<String, Value>) -> ToolResult {
+        let text = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
+        match name {
+            "calculator" => match calculator::evaluate(text("expression")) {
+                Ok(v) => ToolResult::ok(v.to_string()),
+                Err(e) => ToolResult::err(e.to_string()),
+            },
+            "current_time" => current_time(args.get("utc_offset").and_then(Value::as_str)),
+            "sql_query" => match &mut self.db {
+                Some(db) => sql_query(db, text("sql")),
+                None => ToolResult::err("sql_query needs --db"),
+            },
+            "search_docs" => match &self.docs {
+                Some(docs) => {
+                    let limit = args
+                        .get("limit")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(5)
+                        .clamp(1, 10);
+                    docs.search(text("query"), limit as usize)
+                }
+                None => ToolResult::err("search_docs needs --docs"),
+            },
+            "read_file" => match &self.root {
+                Some(root) => read_file(root, text("path")),
+                None => ToolResult::err("read_file needs --files-root"),
+            },
+            "get_weather" if self.demo => weather(text("city")),
+            _ => ToolResult::err(format!("unknown tool {name}")),
+        }
+    }
+}
+
+impl ToolSource for Builtin {
+    fn label(&self) -> String {
+        "built-in tools".into()
+    }
+
+    fn list(&mut self, _deadline: Deadline) -> Result<Vec<ToolSpec>, ToolError> {
+        Ok(self.specs())
+    }
+
+    fn call(
+        &mut self,
+        name: &str,
+        arguments: &Map<String, Value>,
+        _deadline: Deadline,
+    ) -> Result<ToolResult, ToolError> {
+        Ok(self.run(name, arguments))
+    }
+}
+
+fn current_time(offset: Option<&str>) -> ToolResult {
+    let minutes = match offset {
+        None | Some("") | Some("Z") | Some("UTC") => 0,
+        Some(o) => match parse_offset(o) {
+            Some(m) => m,
+            None => return ToolResult::err(format!("bad utc_offset {o:?}: use +HH:MM or -HH:MM")),
+        },
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    ToolResult::ok(format_time(now, minutes))
+}
+
+fn parse_offset(o: &str) -> Option<i64> {
+    let b = o.as_bytes();
+    if b.len() != 6 || !matches!(b[0], b'+' | b'-') || b[3] != b':' {
+        return None;
+    }
+    let h: i64 = o[1..3].parse().ok()?;
+    let m: i64 = o[4..6].parse().ok()?;
+    if h > 14 || m > 59 {
+        return None;
+    }
+    let total = h * 60 + m;
+    Some(if b[0] == b'-' { -total } else { total })
+}
+
+/// ISO 8601 for a Unix time at an offset in minutes.
+pub fn format_time(unix: i64, offset_minutes: i64) -> String {
+    let t = unix + offset_minutes * 60;
+    let days = t.div_euclid(86_400);
+    let secs = t.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    let zone = if offset_minutes == 0 {
+        "Z".to_string()
+    } else {
+        let sign = if offset_minutes < 0 { '-' } else { '+' };
+        let a = offset_minutes.abs();
+        format!("{sign}{:02}:{:02}", a / 60, a % 60)
+    };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}{zone}",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+fn open_read_only(path: &Path) -> Result<rusqlite::Connection, ToolError> {
+    use rusqlite::OpenFlags;
+    let err = |e: String| ToolError::Config(format!("--db {}: {e}", path.display()));
+    if !path.is_file() {
+        return Err(err("no such file".into()));
+    }
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| err(e.to_string()))?;
+    conn.pragma_update(None, "query_only", true)
+        .map_err(|e| err(e.to_string()))?;
+    // No other database can be attached, so nothing writable can be reached.
+    conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0)
+        .map_err(|e| err(e.to_string()))?;
+    conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))
+        .map_err(|e| err(format!("not a readable SQLite database: {e}")))?;
+    Ok(conn)
+}
+
+fn sql_query(db: &mut rusqlite::Connection, sql: &str) -> ToolResult {
+    use rusqlite::types::ValueRef;
+    if sql.trim().is_empty() {
+        return ToolResult::err("sql is empty");
+    }
+    let started = Instant::now();
+    if let Err(e) = db.progress_handler(10_000, Some(move || started.elapsed() > SQL_TIME_LIMIT)) {
+        return ToolResult::err(format!("cannot bound the query's time: {e}"));
+    }
+    let result = (|| -> Result<Value, String> {
+        let mut stmt = db.prepare(sql).map_err(|e| e.to_string())?;
+        if !stmt.readonly() {
+            return Err("only read-only statements are allowed".into());
+        }
+        let columns: Vec<String> = stmt.column_names().map(|c| c.to_string()).collect();
+        let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        let mut truncated = false;
+        while let Some(row) = rows.next().map_err(|e| e.to_string())? {
+            if out.len() == SQL_MAX_ROWS {
+                truncated = true;
+                break;
+            }
+            let mut obj = Map::new();
+            for (i, name) in columns.iter().enumerate() {
+                let v = match row.get_ref(i).map_err(|e| e.to_string())? {
+                    ValueRef::Null => Value::Null,
+                    ValueRef::Integer(n) => json!(n),
+                    ValueRef::Real(f) => json!(f),
+                    ValueRef::Text(t) => json!(String::from_utf8_lossy(t)),
+                    ValueRef::Blob(b) => json!(format!("<blob of {} bytes>", b.len())),
+                };
+                obj.insert(name.clone(), v);
+            }
+            out.push(Value::Object(obj));
+        }
+        Ok(json!({"columns": columns, "rows": out, "row_count": out.len(), "truncated": truncated}))
+    })();
+    let _ = db.progress_handler(0, None::<fn() -> bool>);
+    match result {
+        Ok(v) => ToolResult::ok(v),
+        Err(e) if e.contains("interrupted") => ToolResult::err(format!(
+            "query took longer than {SQL_TIME_LIMIT:?} and was stopped"
+        )),
+        Err(e) => ToolResult::err(format!("refused: {e}")),
+    }
+}
+
+fn read_file(root: &Path, rel: &str) -> ToolResult {
+    if rel.trim().is_empty() {
+        return ToolResult::err("path is empty");
+    }
+    if rel.chars().any(|c| c.is_control()) {
+        return ToolResult::err("refused: the path contains control characters");
+    }
+    let p = Path::new(rel);
+    if p.is_absolute() || rel.starts_with('\\') || rel.contains(':') {
+        return ToolResult::err("refused: give a path relative to the files root");
+    }
+    if p.components().any(|c| {
+        matches!(
+            c,
+            Component::ParentDir | Component::RootDir | Component::Prefix(_)
+        )
+    }) {
+        return ToolResult::err("refused: '..' is not allowed in paths");
+    }
+    let joined = root.join(p);
+    // The real path, symlinks resolved, must still be under the root.
+    let real = match fs::canonicalize(&joined) {
+        Ok(r) => r,
+        Err(_) => return ToolResult::err(format!("no such file: {rel}")),
+    };
+    if !real.starts_with(root) {
+        return ToolResult::err("refused: the path leads outside the files root");
+    }
+    if !real.is_file() {
+        return ToolResult::err(format!("not a file: {rel}"));
+    }
+    let mut buf = Vec::new();
+    let read = fs::File::open(&real).and_then(|f| {
+        use std::io::Read;
+        f.take(READ_MAX_BYTES as u64 + 1).read_to_end(&mut buf)
+    });
+    if let Err(e) = read {
+        return ToolResult::err(format!("cannot read {rel}: {e}"));
+    }
+    let cut = buf.len() > READ_MAX_BYTES;
+    buf.truncate(READ_MAX_BYTES);
+    let mut text = String::from_utf8_lossy(&buf).into_owned();
+    if cut {
+        text.push_str(&format!("…[file cut at {READ_MAX_BYTES} bytes]"));
+    }
+    ToolResult::ok(text)
+}
+
+fn weather(city: &str) -> ToolResult {
+    let all: Map<String, Value> = serde_json::from_str(DEMO_WEATHER).unwrap_or_default();
+    let wanted = city.trim().to_lowercase();
+    match all.iter().find(|(k, _)| k.to_lowercase() == wanted) {
+        Some((_, v)) => ToolResult::ok(v.clone()),
+        None => ToolResult::err(format!(
+            "no weather for {city:?}; known cities: {}",
+            all.keys().cloned().collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// Paragraphs of a folder's text files, for ranked search with citations (seed 002).
+struct DocIndex {
+    paragraphs: Vec<Paragraph>,
+    /// How many paragraphs each term occurs in.
+    df: HashMap<String, usize>,
+}
+
+struct Paragraph {
+    file: String,
+    line: usize,
+    text: String,
+    terms: HashMap<String, usize>,
+}
+
+const DOC_EXTENSIONS: [&str; 5] = ["md", "markdown", "txt", "rst", "text"];
+const DOC_MAX_FILES: usize = 5000;
+const DOC_MAX_FILE_BYTES: u64 = 2 << 20;
+
+fn terms(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 2)
+        .map(str::to_lowercase)
+}
+
+impl DocIndex {
+    fn build(dir: &Path) -> Result<Self, ToolError> {
+        if !dir.is_dir() {
+            return Err(ToolError::Config(format!(
+                "--docs {}: not a folder",
+                dir.display()
+            )));
+        }
+        let mut files = Vec::new();
+        let mut stack = vec![(dir.to_path_buf(), 0)];
+        while let Some((d, depth)) = stack.pop() {
+            let Ok(entries) = fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let path = e.path();
+                let Ok(ft) = e.file_type() else { continue };
+                if ft.is_dir() && depth < 8 {
+                    stack.push((path, depth + 1));
+                } else if ft.is_file()
+                    && path
+                        .extension()
+                        .and_then(|x| x.to_str())
+                        .is_some_and(|x| DOC_EXTENSIONS.contains(&x.to_lowercase().as_str()))
+                    && e.metadata().is_ok_and(|m| m.len() <= DOC_MAX_FILE_BYTES)
+                {
+                    files.push(path);
+                }
+            }
+            if files.len() >= DOC_MAX_FILES {
+                break;
+            }
+        }
+        files.sort();
+        let mut paragraphs = Vec::new();
+        for path in files.iter().take(DOC_MAX_FILES) {
+            let Ok(bytes) = fs::read(path) else { continue };
+            let text = String::from_utf8_lossy(&bytes);
+            let rel = path.strip_prefix(dir).unwrap_or(path).display().to_string();
+            let mut start = 0;
+            let mut buf: Vec<&str> = Vec::new();
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().chain(std::iter::once(&"")).enumerate() {
+                if line.trim().is_empty() {
+                    if !buf.is_empty() {
+                        let body = buf.join("\n");
+                        let mut tf = HashMap::new();
+                        for t in terms(&body) {
+                            *tf.entry(t).or_insert(0) += 1;
+                        }
+                        paragraphs.push(Paragraph {
+                            file: rel.clone(),
+                            line: start + 1,
+                            text: body,
+                            terms: tf,
+                        });
+                        buf.clear();
+                    }
+                } else {
+                    if buf.is_empty() {
+                        start = i;
+                    }
+                    buf.push(line);
+                }
+            }
+        }
+        let mut df = HashMap::new();
+        for p in &paragraphs {
+            for t in p.terms.keys() {
+                *df.entry(t.clone()).or_insert(0) += 1;
+            }
+        }
+        Ok(DocIndex { paragraphs, df })
+    }
+
+    fn search(&self, query: &str, limit: usize) -> ToolResult {
+        let q: Vec<String> = terms(query).collect();
+        if q.is_empty() {
+            return ToolResult::err("query has no words to search for");
+        }
+        let n = self.paragraphs.len().max(1) as f64;
+        let mut scored: Vec<(f64, &Paragraph)> = self
+            .paragraphs
+            .iter()
+            .filter_map(|p| {
+                let s: f64 = q
+                    .iter()
+                    .filter_map(|t| {
+                        let tf = *p.terms.get(t)? as f64;
+                        let df = *self.df.get(t).unwrap_or(&1) as f64;
+                        Some((1.0 + tf.ln()) * (1.0 + (n / df).ln()))
+                    })
+                    .sum();
+                (s > 0.0).then_some((s, p))
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.file.cmp(&b.1.file)));
+        let hits: Vec<Value> = scored
+            .into_iter()
+            .take(limit)
+            .map(|(s, p)| {
+                json!({"file": p.file, "line": p.line,
+                       "text": super::cap_text(&p.text, 400),
+                       "score": (s * 100.0).round() / 100.0})
+            })
+            .collect();
+        if hits.is_empty() {
+            return ToolResult::ok(json!({"hits": [], "note": "no document matches the query"}));
+        }
+        ToolResult::ok(json!({ "hits": hits }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_formatting() {
+        assert_eq!(format_time(0, 0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_time(1_700_000_000, 540), "2023-11-15T07:13:20+09:00");
+        assert_eq!(format_time(951_782_400, -330), "2000-02-28T18:30:00-05:30");
+        assert_eq!(parse_offset("+09:00"), Some(540));
+        assert_eq!(parse_offset("-05:30"), Some(-330));
+        assert_eq!(parse_offset("9"), None);
+    }
+
+    #[test]
+    fn weather_is_case_insensitive_and_unknown_cities_say_which_exist() {
+        assert!(weather("tokyo").ok);
+        let e = weather("Atlantis");
+        assert!(!e.ok);
+        assert!(e.error.unwrap().contains("Tokyo"));
+    }
+}

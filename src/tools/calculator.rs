@@ -1,0 +1,480 @@
+//! The `calculator` tool: exact arithmetic, and nothing else.
+//!
+//! Small models are bad at arithmetic and good at writing `12.5 * 4`; this evaluates it
+//! exactly, with rational numbers, so `0.1 + 0.2` is `0.3`. Only numbers, `+ - * / // %
+//! **`, parentheses and unary minus are understood: a name, a call or any other character
+//! is an error (seed 002 refuses calls and attribute access; here nothing but arithmetic
+//! exists to refuse).
+
+use std::fmt;
+
+/// Why an expression has no value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CalcError {
+    /// Not arithmetic.
+    #[error("{0}")]
+    Syntax(String),
+    /// Division or modulo by zero.
+    #[error("division by zero")]
+    DivisionByZero,
+    /// The exact result does not fit.
+    #[error("result too large for exact arithmetic")]
+    Overflow,
+}
+
+/// An exact rational number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rational {
+    num: i128,
+    den: i128,
+}
+
+fn gcd(mut a: i128, mut b: i128) -> i128 {
+    a = a.abs();
+    b = b.abs();
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.max(1)
+}
+
+impl Rational {
+    fn new(num: i128, den: i128) -> Result<Self, CalcError> {
+        if den == 0 {
+            return Err(CalcError::DivisionByZero);
+        }
+        let g = gcd(num, den);
+        let (mut num, mut den) = (num / g, den / g);
+        if den < 0 {
+            num = num.checked_neg().ok_or(CalcError::Overflow)?;
+            den = den.checked_neg().ok_or(CalcError::Overflow)?;
+        }
+        Ok(Rational { num, den })
+    }
+
+    fn int(n: i128) -> Self {
+        Rational { num: n, den: 1 }
+    }
+
+    fn add(self, o: Self) -> Result<Self, CalcError> {
+        let g = gcd(self.den, o.den);
+        let l = (self.den / g)
+            .checked_mul(o.den)
+            .ok_or(CalcError::Overflow)?;
+        let a = self
+            .num
+            .checked_mul(l / self.den)
+            .ok_or(CalcError::Overflow)?;
+        let b = o.num.checked_mul(l / o.den).ok_or(CalcError::Overflow)?;
+        Rational::new(a.checked_add(b).ok_or(CalcError::Overflow)?, l)
+    }
+
+    fn neg(self) -> Result<Self, CalcError> {
+        Ok(Rational {
+            num: self.num.checked_neg().ok_or(CalcError::Overflow)?,
+            den: self.den,
+        })
+    }
+
+    fn mul(self, o: Self) -> Result<Self, CalcError> {
+        // Cross-reduce first so that exact results that fit are not lost to overflow.
+        let g1 = gcd(self.num, o.den);
+        let g2 = gcd(o.num, self.den);
+        let num = (self.num / g1)
+            .checked_mul(o.num / g2)
+            .ok_or(CalcError::Overflow)?;
+        let den = (self.den / g2)
+            .checked_mul(o.den / g1)
+            .ok_or(CalcError::Overflow)?;
+        Rational::new(num, den)
+    }
+
+    fn recip(self) -> Result<Self, CalcError> {
+        Rational::new(self.den, self.num)
+    }
+
+    fn floor(self) -> i128 {
+        self.num.div_euclid(self.den)
+    }
+
+    fn pow(self, exp: Self) -> Result<Self, CalcError> {
+        if exp.den != 1 {
+            return Err(CalcError::Syntax(
+                "the exponent of ** must be a whole number".into(),
+            ));
+        }
+        if exp.num.abs() > 4096 {
+            return Err(CalcError::Overflow);
+        }
+        let mut base = if exp.num < 0 { self.recip()? } else { self };
+        let mut e = exp.num.unsigned_abs();
+        let mut acc = Rational::int(1);
+        while e > 0 {
+            if e & 1 == 1 {
+                acc = acc.mul(base)?;
+            }
+            e >>= 1;
+            if e > 0 {
+                base = base.mul(base)?;
+            }
+        }
+        Ok(acc)
+    }
+
+    /// Whether the decimal expansion ends.
+    fn terminates(self) -> bool {
+        let mut d = self.den;
+        while d % 2 == 0 {
+            d /= 2;
+        }
+        while d % 5 == 0 {
+            d /= 5;
+        }
+        d == 1
+    }
+
+    fn decimal(self, max_digits: usize) -> String {
+        let mut out = String::new();
+        if self.num < 0 {
+            out.push('-');
+        }
+        let n = self.num.unsigned_abs();
+        let d = self.den.unsigned_abs();
+        out.push_str(&(n / d).to_string());
+        let mut rem = n % d;
+        if rem == 0 {
+            return out;
+        }
+        out.push('.');
+        for _ in 0..max_digits {
+            rem *= 10;
+            out.push(char::from(b'0' + (rem / d) as u8));
+            rem %= d;
+            if rem == 0 {
+                break;
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for Rational {
+    /// `50`, `0.3`, or `0.333333333333333… (exactly 1/3)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.den == 1 {
+            write!(f, "{}", self.num)
+        } else if self.terminates() {
+            write!(f, "{}", self.decimal(40))
+        } else {
+            write!(
+                f,
+                "{}… (exactly {}/{})",
+                self.decimal(15),
+                self.num,
+                self.den
+            )
+        }
+    }
+}
+
+/// Evaluates an arithmetic expression exactly.
+///
+/// ```
+/// use toolloop::tools::calculator::evaluate;
+///
+/// assert_eq!(evaluate("12.5 * 4").unwrap().to_string(), "50");
+/// assert_eq!(evaluate("0.1 + 0.2").unwrap().to_string(), "0.3");
+/// assert_eq!(evaluate("-2 ** 2").unwrap().to_string(), "-4");
+/// assert_eq!(evaluate("7 // 2 + 7 % 3").unwrap().to_string(), "4");
+/// assert!(evaluate("__import__('os')").is_err());
+/// ```
+pub fn evaluate(expr: &str) -> Result<Rational, CalcError> {
+    if expr.len() > 2000 {
+        return Err(CalcError::Syntax(
+            "expression longer than 2000 characters".into(),
+        ));
+    }
+    let tokens = tokenize(expr)?;
+    let mut p = Parser { tokens, pos: 0 };
+    let v = p.expr(0)?;
+    match p.tokens.get(p.pos) {
+        None => Ok(v),
+        Some(t) => Err(CalcError::Syntax(format!(
+            "unexpected {t} after a complete expression"
+        ))),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Num(Rational),
+    Op(&'static str),
+    Open,
+    Close,
+}
+
+impl fmt::Display for Tok {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tok::Num(n) => write!(f, "number {n}"),
+            Tok::Op(o) => write!(f, "'{o}'"),
+            Tok::Open => write!(f, "'('"),
+            Tok::Close => write!(f, "')'"),
+        }
+    }
+}
+
+fn tokenize(s: &str) -> Result<Vec<Tok>, CalcError> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut out = Vec::new();
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+            b'0'..=b'9' | b'.' => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.' || b[i] == b'_') {
+                    i += 1;
+                }
+                let mantissa_end = i;
+                let mut exp = 0i32;
+                if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+                    let mut j = i + 1;
+                    if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+                        j += 1;
+                    }
+                    let ds = j;
+                    while j < b.len() && b[j].is_ascii_digit() {
+                        j += 1;
+                    }
+                    if j > ds {
+                        exp = s[i + 1..j]
+                            .parse()
+                            .map_err(|_| CalcError::Syntax("bad exponent".into()))?;
+                        i = j;
+                    }
+                }
+                out.push(Tok::Num(number(&s[start..mantissa_end], exp)?));
+            }
+            b'+' => {
+                out.push(Tok::Op("+"));
+                i += 1;
+            }
+            b'-' => {
+                out.push(Tok::Op("-"));
+                i += 1;
+            }
+            b'*' if b.get(i + 1) == Some(&b'*') => {
+                out.push(Tok::Op("**"));
+                i += 2;
+            }
+            b'*' => {
+                out.push(Tok::Op("*"));
+                i += 1;
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                out.push(Tok::Op("//"));
+                i += 2;
+            }
+            b'/' => {
+                out.push(Tok::Op("/"));
+                i += 1;
+            }
+            b'%' => {
+                out.push(Tok::Op("%"));
+                i += 1;
+            }
+            b'(' => {
+                out.push(Tok::Open);
+                i += 1;
+            }
+            b')' => {
+                out.push(Tok::Close);
+                i += 1;
+            }
+            b'^' => {
+                return Err(CalcError::Syntax(
+                    "'^' is not supported: write powers with **".into(),
+                ));
+            }
+            _ => {
+                let ch = s[i..].chars().next().unwrap_or('?');
+                return Err(CalcError::Syntax(format!(
+                    "only numbers, + - * / // % ** and parentheses are allowed, not {ch:?}"
+                )));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(CalcError::Syntax("empty expression".into()));
+    }
+    Ok(out)
+}
+
+fn number(text: &str, exp: i32) -> Result<Rational, CalcError> {
+    let text: String = text.chars().filter(|c| *c != '_').collect();
+    let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
+    if int.is_empty() && frac.is_empty() || frac.contains('.') {
+        return Err(CalcError::Syntax(format!("bad number {text:?}")));
+    }
+    if int.len() + frac.len() > 36 {
+        return Err(CalcError::Overflow);
+    }
+    let digits: i128 = format!("{int}{frac}")
+        .parse()
+        .map_err(|_| CalcError::Syntax(format!("bad number {text:?}")))?;
+    let scale = Rational::int(10).pow(Rational::int(frac.len() as i128))?;
+    let base = Rational::new(digits, scale.num)?;
+    if exp == 0 {
+        Ok(base)
+    } else {
+        base.mul(Rational::int(10).pow(Rational::int(exp as i128))?)
+    }
+}
+
+struct Parser {
+    tokens: Vec<Tok>,
+    pos: usize,
+}
+
+const MAX_NESTING: usize = 64;
+
+impl Parser {
+    fn peek_op(&self) -> Option<&'static str> {
+        match self.tokens.get(self.pos) {
+            Some(Tok::Op(o)) => Some(o),
+            _ => None,
+        }
+    }
+
+    fn expr(&mut self, depth: usize) -> Result<Rational, CalcError> {
+        let mut v = self.term(depth)?;
+        while let Some(op @ ("+" | "-")) = self.peek_op() {
+            self.pos += 1;
+            let r = self.term(depth)?;
+            v = if op == "+" {
+                v.add(r)?
+            } else {
+                v.add(r.neg()?)?
+            };
+        }
+        Ok(v)
+    }
+
+    fn term(&mut self, depth: usize) -> Result<Rational, CalcError> {
+        let mut v = self.unary(depth)?;
+        while let Some(op @ ("*" | "/" | "//" | "%")) = self.peek_op() {
+            self.pos += 1;
+            let r = self.unary(depth)?;
+            v = match op {
+                "*" => v.mul(r)?,
+                "/" => v.mul(r.recip()?)?,
+                "//" => Rational::int(v.mul(r.recip()?)?.floor()),
+                _ => {
+                    // Python's modulo: the result has the sign of the divisor.
+                    let q = Rational::int(v.mul(r.recip()?)?.floor());
+                    v.add(r.mul(q)?.neg()?)?
+                }
+            };
+        }
+        Ok(v)
+    }
+
+    fn unary(&mut self, depth: usize) -> Result<Rational, CalcError> {
+        if depth > MAX_NESTING {
+            return Err(CalcError::Syntax("expression nested too deeply".into()));
+        }
+        match self.peek_op() {
+            Some("-") => {
+                self.pos += 1;
+                self.unary(depth + 1)?.neg()
+            }
+            Some("+") => {
+                self.pos += 1;
+                self.unary(depth + 1)
+            }
+            _ => self.power(depth),
+        }
+    }
+
+    fn power(&mut self, depth: usize) -> Result<Rational, CalcError> {
+        let base = self.atom(depth)?;
+        if self.peek_op() == Some("**") {
+            self.pos += 1;
+            let exp = self.unary(depth + 1)?;
+            return base.pow(exp);
+        }
+        Ok(base)
+    }
+
+    fn atom(&mut self, depth: usize) -> Result<Rational, CalcError> {
+        match self.tokens.get(self.pos).cloned() {
+            Some(Tok::Num(n)) => {
+                self.pos += 1;
+                Ok(n)
+            }
+            Some(Tok::Open) => {
+                self.pos += 1;
+                let v = self.expr(depth + 1)?;
+                if self.tokens.get(self.pos) != Some(&Tok::Close) {
+                    return Err(CalcError::Syntax("missing ')'".into()));
+                }
+                self.pos += 1;
+                Ok(v)
+            }
+            Some(t) => Err(CalcError::Syntax(format!("expected a number, got {t}"))),
+            None => Err(CalcError::Syntax("the expression ends too early".into())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(s: &str) -> String {
+        evaluate(s)
+            .map(|v| v.to_string())
+            .unwrap_or_else(|e| format!("error: {e}"))
+    }
+
+    #[test]
+    fn arithmetic() {
+        assert_eq!(ev("1 + 2 * 3"), "7");
+        assert_eq!(ev("(1 + 2) * 3"), "9");
+        assert_eq!(ev("2 ** 3 ** 2"), "512");
+        assert_eq!(ev("2 ** -1"), "0.5");
+        assert_eq!(ev("-7 // 2"), "-4");
+        assert_eq!(ev("-7 % 3"), "2");
+        assert_eq!(ev("7 % -3"), "-2");
+        assert_eq!(ev("1 / 3"), "0.333333333333333… (exactly 1/3)");
+        assert_eq!(ev("1.5e3 + .5"), "1500.5");
+        assert_eq!(ev("123456789 * 987654321"), "121932631112635269");
+        assert_eq!(ev("--3"), "3");
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(ev("1 / 0"), "error: division by zero");
+        assert_eq!(ev("5 % 0"), "error: division by zero");
+        assert_eq!(
+            ev("2 ** 0.5"),
+            "error: the exponent of ** must be a whole number"
+        );
+        assert_eq!(
+            ev("10 ** 100"),
+            "error: result too large for exact arithmetic"
+        );
+        assert_eq!(
+            ev("2 ^ 3"),
+            "error: '^' is not supported: write powers with **"
+        );
+        assert!(ev("abs(1)").starts_with("error: only numbers"));
+        assert!(ev("().__class__").starts_with("error:"));
+        assert!(ev("1 +").starts_with("error: the expression ends too early"));
+        assert!(ev("(1").starts_with("error: missing ')'"));
+        assert!(ev("").starts_with("error: empty expression"));
+        assert!(ev(&"(".repeat(500)).starts_with("error: expression nested too deeply"));
+    }
+}

@@ -1,0 +1,708 @@
+//! A blocking MCP client, hand-written over `std::process` and ureq.
+//!
+//! The official `rmcp` crate needs tokio and a second HTTP stack; tools need only four
+//! messages (`initialize`, `notifications/initialized`, `tools/list`, `tools/call`), so
+//! they are written here. Both transports of protocol `2025-11-25`:
+//! - **stdio**: spawn a command, one JSON-RPC message per line. stdout is read on its own
+//!   thread so every wait has a timeout; stderr is drained on another so a chatty server
+//!   cannot block on a full pipe; `ping` is answered, notifications and garbage lines are
+//!   skipped. When the run ends: close stdin, wait, then kill.
+//! - **Streamable HTTP**: POST each message with `Accept: application/json,
+//!   text/event-stream`; the reply is JSON or an SSE stream; `Mcp-Session-Id` is kept and
+//!   `MCP-Protocol-Version` sent; a lost session (404) is initialized again.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::{ToolError, ToolResult, ToolSource, ToolSpec};
+use crate::deadline::Deadline;
+use crate::http::{self, Failure};
+
+/// The protocol version this client speaks.
+pub const PROTOCOL_VERSION: &str = "2025-11-25";
+/// The longest one MCP request may take, within the run's deadline.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest line accepted from a server.
+const MAX_LINE: usize = 16 << 20;
+/// How many pages of `tools/list` are followed.
+const MAX_PAGES: usize = 100;
+
+/// Tools of one MCP server.
+///
+/// ```no_run
+/// use toolloop::deadline::Deadline;
+/// use toolloop::tools::{Catalogue, ToolSource};
+/// use toolloop::tools::mcp::McpTools;
+///
+/// let server = McpTools::connect("npx -y @modelcontextprotocol/server-everything", Deadline::none())?;
+/// let tools = Catalogue::load(vec![Box::new(server)], Deadline::none())?;
+/// println!("{:?}", tools.names());
+/// # Ok::<(), toolloop::tools::ToolError>(())
+/// ```
+pub struct McpTools {
+    transport: Transport,
+    next_id: u64,
+    protocol: String,
+}
+
+impl std::fmt::Debug for McpTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpTools")
+            .field("server", &self.label())
+            .finish()
+    }
+}
+
+enum Transport {
+    Stdio(StdioServer),
+    Http(HttpServer),
+}
+
+struct StdioServer {
+    command: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Option<Vec<u8>>>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+struct HttpServer {
+    url: String,
+    session: Option<String>,
+}
+
+/// What came back for one request.
+enum Reply {
+    Result(Value),
+    Error { code: i64, message: String },
+}
+
+impl McpTools {
+    /// Connects to a server: a URL (`http://` or `https://`) means Streamable HTTP,
+    /// anything else is a command line started for stdio. Initializes the session.
+    pub fn connect(target: &str, deadline: Deadline) -> Result<Self, ToolError> {
+        let target = target.trim();
+        let transport = if target.starts_with("http://") || target.starts_with("https://") {
+            Transport::Http(HttpServer {
+                url: target.to_string(),
+                session: None,
+            })
+        } else {
+            Transport::Stdio(StdioServer::spawn(target)?)
+        };
+        let mut client = McpTools {
+            transport,
+            next_id: 1,
+            protocol: PROTOCOL_VERSION.to_string(),
+        };
+        if let Err(e) = client.initialize(deadline) {
+            client.shutdown();
+            return Err(e);
+        }
+        Ok(client)
+    }
+
+    fn initialize(&mut self, deadline: Deadline) -> Result<(), ToolError> {
+        if let Transport::Http(h) = &mut self.transport {
+            h.session = None;
+        }
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "toolloop", "version": env!("CARGO_PKG_VERSION")},
+        });
+        match self.request("initialize", params, deadline)? {
+            Reply::Result(r) => {
+                if let Some(v) = r["protocolVersion"].as_str() {
+                    self.protocol = v.to_string();
+                }
+            }
+            Reply::Error { code, message } => {
+                return Err(self.protocol_error(format!("initialize failed ({code}): {message}")));
+            }
+        }
+        self.notify("notifications/initialized", deadline)
+    }
+
+    fn protocol_error(&self, detail: String) -> ToolError {
+        ToolError::Protocol {
+            source_name: self.label(),
+            detail,
+        }
+    }
+
+    fn request(
+        &mut self,
+        method: &str,
+        params: Value,
+        deadline: Deadline,
+    ) -> Result<Reply, ToolError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let label = self.label();
+        let protocol = self.protocol.clone();
+        match &mut self.transport {
+            Transport::Stdio(s) => s.request(&msg, id, deadline, &label),
+            Transport::Http(h) => match h.post(&msg, Some(id), deadline, &protocol, &label) {
+                Err(ToolError::Http { status: 404, .. })
+                    if h.session.is_some() && method != "initialize" =>
+                {
+                    // The server forgot the session: start a new one and ask again.
+                    log::info!("{label}: session lost; initializing again");
+                    self.initialize(deadline)?;
+                    let protocol = self.protocol.clone();
+                    let Transport::Http(h) = &mut self.transport else {
+                        unreachable!()
+                    };
+                    h.post(&msg, Some(id), deadline, &protocol, &label)
+                }
+                other => other,
+            },
+        }
+    }
+
+    fn notify(&mut self, method: &str, deadline: Deadline) -> Result<(), ToolError> {
+        let msg = json!({"jsonrpc": "2.0", "method": method});
+        let label = self.label();
+        let protocol = self.protocol.clone();
+        match &mut self.transport {
+            Transport::Stdio(s) => s.send(&msg, &label),
+            Transport::Http(h) => h.post(&msg, None, deadline, &protocol, &label).map(|_| ()),
+        }
+    }
+}
+
+impl ToolSource for McpTools {
+    fn label(&self) -> String {
+        match &self.transport {
+            Transport::Stdio(s) => format!("mcp `{}`", s.command),
+            Transport::Http(h) => format!("mcp {}", h.url),
+        }
+    }
+
+    fn list(&mut self, deadline: Deadline) -> Result<Vec<ToolSpec>, ToolError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let page = match self.request("tools/list", params, deadline)? {
+                Reply::Result(r) => r,
+                Reply::Error { code, message } => {
+                    return Err(
+                        self.protocol_error(format!("tools/list failed ({code}): {message}"))
+                    );
+                }
+            };
+            let items = page["tools"].as_array().cloned().unwrap_or_default();
+            for item in items {
+                match serde_json::from_value::<ToolSpec>(item) {
+                    Ok(spec) => tools.push(spec),
+                    Err(e) => log::warn!("{}: skipping a malformed tool: {e}", self.label()),
+                }
+            }
+            cursor = page["nextCursor"].as_str().map(str::to_string);
+            if cursor.is_none() {
+                return Ok(tools);
+            }
+        }
+        log::warn!("{}: stopped after {MAX_PAGES} pages of tools", self.label());
+        Ok(tools)
+    }
+
+    fn call(
+        &mut self,
+        name: &str,
+        arguments: &Map<String, Value>,
+        deadline: Deadline,
+    ) -> Result<ToolResult, ToolError> {
+        let params = json!({"name": name, "arguments": arguments});
+        match self.request("tools/call", params, deadline)? {
+            Reply::Result(r) => Ok(call_result(&r)),
+            // -32602 is how servers say "unknown tool" or "bad arguments": the model's
+            // mistake, so the model reads it.
+            Reply::Error { code, message } => Ok(ToolResult::err(if code == -32602 {
+                message
+            } else {
+                format!("MCP error {code}: {message}")
+            })),
+        }
+    }
+
+    fn shutdown(&mut self) {
+        match &mut self.transport {
+            Transport::Stdio(s) => s.shutdown(),
+            Transport::Http(h) => h.close(),
+        }
+    }
+}
+
+impl Drop for McpTools {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Turns a `CallToolResult` into a [`ToolResult`]: text to the model, other content
+/// summarised in a line, `structuredContent` as JSON, `isError` as an error.
+pub fn call_result(r: &Value) -> ToolResult {
+    let mut parts = Vec::new();
+    for item in r["content"].as_array().into_iter().flatten() {
+        let mime = item["mimeType"].as_str().unwrap_or("unknown type");
+        match item["type"].as_str() {
+            Some("text") => parts.push(item["text"].as_str().unwrap_or("").to_string()),
+            Some("image") | Some("audio") => parts.push(format!(
+                "[{} content: {mime}, {} bytes base64]",
+                item["type"].as_str().unwrap_or(""),
+                item["data"].as_str().map_or(0, str::len)
+            )),
+            Some("resource") => {
+                let res = &item["resource"];
+                let uri = res["uri"].as_str().unwrap_or("?");
+                match res["text"].as_str() {
+                    Some(t) => parts.push(format!("[resource {uri}]\n{t}")),
+                    None => parts.push(format!("[resource {uri}: {mime}]")),
+                }
+            }
+            Some("resource_link") => parts.push(format!(
+                "[resource link {}: {}]",
+                item["uri"].as_str().unwrap_or("?"),
+                item["name"].as_str().unwrap_or("")
+            )),
+            other => parts.push(format!("[{} content]", other.unwrap_or("unknown"))),
+        }
+    }
+    let text = parts.join("\n");
+    if r["isError"] == true {
+        return ToolResult::err(if text.is_empty() {
+            "the tool reported an error".to_string()
+        } else {
+            text
+        });
+    }
+    match r.get("structuredContent") {
+        Some(s) if !s.is_null() => ToolResult::ok(s.clone()),
+        _ => ToolResult::ok(text),
+    }
+}
+
+/// Splits a command line into words, honouring single and double quotes.
+pub fn split_command(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            (Some(_), c) => cur.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, '\\') => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                    in_word = true;
+                }
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    words
+}
+
+impl StdioServer {
+    fn spawn(command: &str) -> Result<Self, ToolError> {
+        let words = split_command(command);
+        let Some((program, args)) = words.split_first() else {
+            return Err(ToolError::Spawn {
+                command: command.to_string(),
+                detail: "empty command".into(),
+            });
+        };
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| ToolError::Spawn {
+                command: command.to_string(),
+                detail: e.to_string(),
+            })?;
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let (tx, rx) = channel();
+        if let Some(out) = stdout {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(out);
+                loop {
+                    match http::read_line(&mut r, MAX_LINE) {
+                        Ok(Some(line)) => {
+                            if tx.send(Some(line)).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) | Err(_) => {
+                            let _ = tx.send(None);
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(err) = stderr {
+            let tail = Arc::clone(&tail);
+            let name = command.to_string();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(err);
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    match r.by_ref().take(64 << 10).read_until(b'\n', &mut line) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {
+                            let text = String::from_utf8_lossy(&line).trim_end().to_string();
+                            log::debug!("[{name}] {text}");
+                            if let Ok(mut t) = tail.lock() {
+                                if t.len() == 20 {
+                                    t.pop_front();
+                                }
+                                t.push_back(text);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        Ok(StdioServer {
+            command: command.to_string(),
+            stdin: child.stdin.take(),
+            child,
+            lines: rx,
+            stderr_tail: tail,
+        })
+    }
+
+    fn exited(&mut self) -> ToolError {
+        // Give the stderr thread a moment to collect the last words.
+        std::thread::sleep(Duration::from_millis(50));
+        let status = match self.child.try_wait() {
+            Ok(Some(s)) => format!("{s}"),
+            _ => "closed its output".to_string(),
+        };
+        let tail = self
+            .stderr_tail
+            .lock()
+            .map(|t| {
+                t.iter()
+                    .rev()
+                    .take(3)
+                    .rev()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            })
+            .unwrap_or_default();
+        ToolError::Exited {
+            command: self.command.clone(),
+            detail: if tail.is_empty() {
+                status
+            } else {
+                format!("{status}; stderr: {}", http::shorten(&tail, 300))
+            },
+        }
+    }
+
+    fn send(&mut self, msg: &Value, _label: &str) -> Result<(), ToolError> {
+        let mut line = serde_json::to_vec(msg).unwrap_or_default();
+        line.push(b'\n');
+        let ok = match self.stdin.as_mut() {
+            Some(stdin) => stdin.write_all(&line).and_then(|_| stdin.flush()).is_ok(),
+            None => false,
+        };
+        if ok { Ok(()) } else { Err(self.exited()) }
+    }
+
+    fn request(
+        &mut self,
+        msg: &Value,
+        id: u64,
+        deadline: Deadline,
+        label: &str,
+    ) -> Result<Reply, ToolError> {
+        self.send(msg, label)?;
+        let started = Instant::now();
+        let limit = deadline.cap(REQUEST_TIMEOUT);
+        loop {
+            let left = limit.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(ToolError::Timeout {
+                    source_name: label.to_string(),
+                });
+            }
+            let line = match self.lines.recv_timeout(left) {
+                Ok(Some(line)) => line,
+                Ok(None) | Err(RecvTimeoutError::Disconnected) => return Err(self.exited()),
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(ToolError::Timeout {
+                        source_name: label.to_string(),
+                    });
+                }
+            };
+            let Ok(v) = serde_json::from_slice::<Value>(&line) else {
+                log::warn!(
+                    "{label}: ignoring a line that is not JSON-RPC: {:?}",
+                    http::shorten(&String::from_utf8_lossy(&line), 80)
+                );
+                continue;
+            };
+            if let Some(method) = v["method"].as_str() {
+                if let Some(req_id) = v.get("id") {
+                    // A request from the server: answer ping, refuse the rest.
+                    let answer = if method == "ping" {
+                        json!({"jsonrpc": "2.0", "id": req_id, "result": {}})
+                    } else {
+                        json!({"jsonrpc": "2.0", "id": req_id,
+                               "error": {"code": -32601, "message": "method not supported by toolloop"}})
+                    };
+                    self.send(&answer, label)?;
+                }
+                continue;
+            }
+            if v["id"].as_u64() == Some(id) {
+                return Ok(to_reply(&v));
+            }
+        }
+    }
+
+    fn shutdown(&mut self) {
+        // Closing stdin is how stdio servers are asked to exit.
+        self.stdin.take();
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn to_reply(v: &Value) -> Reply {
+    if let Some(e) = v.get("error") {
+        Reply::Error {
+            code: e["code"].as_i64().unwrap_or(0),
+            message: e["message"].as_str().unwrap_or("unknown error").to_string(),
+        }
+    } else {
+        Reply::Result(v.get("result").cloned().unwrap_or(Value::Null))
+    }
+}
+
+impl HttpServer {
+    fn failure(&self, f: Failure, label: &str) -> ToolError {
+        match f {
+            Failure::Unreachable => ToolError::Unreachable {
+                url: self.url.clone(),
+            },
+            Failure::Timeout => ToolError::Timeout {
+                source_name: label.to_string(),
+            },
+            Failure::Other(detail) => ToolError::Protocol {
+                source_name: label.to_string(),
+                detail,
+            },
+        }
+    }
+
+    /// POSTs one message. For a request (`id` given) returns its reply; for a
+    /// notification, an empty result.
+    fn post(
+        &mut self,
+        msg: &Value,
+        id: Option<u64>,
+        deadline: Deadline,
+        protocol: &str,
+        label: &str,
+    ) -> Result<Reply, ToolError> {
+        let budget = http::budget(&deadline, REQUEST_TIMEOUT).ok_or(ToolError::Timeout {
+            source_name: label.to_string(),
+        })?;
+        let mut req = http::agent()
+            .post(&self.url)
+            .config()
+            .timeout_global(Some(budget))
+            .build()
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", protocol);
+        if let Some(s) = &self.session {
+            req = req.header("Mcp-Session-Id", s);
+        }
+        let body = serde_json::to_vec(msg).unwrap_or_default();
+        let resp = req
+            .send(&body[..])
+            .map_err(|e| self.failure(http::classify(e), label))?;
+        let status = resp.status().as_u16();
+        if let Some(s) = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            self.session = Some(s.to_string());
+        }
+        let is_sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.contains("event-stream"));
+        let reader = resp.into_body().into_reader();
+        if status == 202 || (id.is_none() && (200..300).contains(&status)) {
+            return Ok(Reply::Result(Value::Null));
+        }
+        if status != 200 {
+            let (bytes, _) = http::read_capped(reader, 64 << 10).unwrap_or_default();
+            return Err(ToolError::Http {
+                url: self.url.clone(),
+                status,
+                message: http::error_message(&bytes),
+            });
+        }
+        let Some(id) = id else {
+            return Ok(Reply::Result(Value::Null));
+        };
+        if !is_sse {
+            let (bytes, _) = http::read_capped(reader, MAX_LINE)
+                .map_err(|e| self.failure(http::classify_io(&e), label))?;
+            let v: Value = serde_json::from_slice(&bytes).map_err(|_| ToolError::Protocol {
+                source_name: label.to_string(),
+                detail: "reply is not JSON".into(),
+            })?;
+            // A batch, or a single message.
+            let found = match &v {
+                Value::Array(items) => items.iter().find(|m| m["id"].as_u64() == Some(id)).cloned(),
+                _ => Some(v),
+            };
+            return found.map(|m| to_reply(&m)).ok_or(ToolError::Protocol {
+                source_name: label.to_string(),
+                detail: "no reply to the request".into(),
+            });
+        }
+        let mut r = BufReader::new(reader);
+        let mut data = String::new();
+        loop {
+            let line = http::read_line(&mut r, MAX_LINE)
+                .map_err(|e| self.failure(http::classify_io(&e), label))?;
+            let Some(line) = line else {
+                return Err(ToolError::Protocol {
+                    source_name: label.to_string(),
+                    detail: "the event stream ended without a reply".into(),
+                });
+            };
+            let line = String::from_utf8_lossy(&line);
+            let line = line.trim_end_matches(['\r', '\n']);
+            if let Some(d) = line.strip_prefix("data:") {
+                data.push_str(d.strip_prefix(' ').unwrap_or(d));
+                continue;
+            }
+            if !line.is_empty() || data.is_empty() {
+                continue;
+            }
+            let event = std::mem::take(&mut data);
+            let Ok(v) = serde_json::from_str::<Value>(&event) else {
+                continue;
+            };
+            if v["id"].as_u64() == Some(id) && v.get("method").is_none() {
+                return Ok(to_reply(&v));
+            }
+            if v["method"] == "ping"
+                && let Some(ping_id) = v.get("id")
+            {
+                let answer = json!({"jsonrpc": "2.0", "id": ping_id, "result": {}});
+                let mut me = HttpServer {
+                    url: self.url.clone(),
+                    session: self.session.clone(),
+                };
+                let _ = me.post(&answer, None, deadline, protocol, label);
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        if let Some(s) = self.session.take() {
+            // Ending the session is a courtesy; a server that does not allow it says 405.
+            let _ = http::agent()
+                .delete(&self.url)
+                .config()
+                .timeout_global(Some(Duration::from_secs(2)))
+                .build()
+                .header("Mcp-Session-Id", &s)
+                .call();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_split_like_a_shell() {
+        assert_eq!(split_command("npx -y pkg"), ["npx", "-y", "pkg"]);
+        assert_eq!(
+            split_command(r#"python3 -c 'print("a b")' "x y" z\ w"#),
+            ["python3", "-c", "print(\"a b\")", "x y", "z w"]
+        );
+        assert!(split_command("   ").is_empty());
+    }
+
+    #[test]
+    fn call_results_become_text_or_json() {
+        let r = call_result(&json!({"content": [{"type": "text", "text": "hi"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"}]}));
+        assert_eq!(
+            r,
+            ToolResult::ok("hi\n[image content: image/png, 4 bytes base64]")
+        );
+        let r = call_result(&json!({"content": [{"type": "text", "text": "{\"a\":1}"}],
+            "structuredContent": {"a": 1}}));
+        assert_eq!(r, ToolResult::ok(json!({"a": 1})));
+        let r = call_result(
+            &json!({"content": [{"type": "text", "text": "Unknown tool: x"}],
+            "isError": true}),
+        );
+        assert_eq!(r, ToolResult::err("Unknown tool: x"));
+    }
+}
