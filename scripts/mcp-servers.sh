@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the real MCP servers the test suite talks to, into a cache outside the repo
-# (default ~/.cache/toolloop), and prints the environment the tests read:
+# (default ~/.cache/toolloop), and prints, as shell `export` lines, what the tests read:
 #   TOOLLOOP_MCP_EVERYTHING  command line of @modelcontextprotocol/server-everything (stdio)
 #   TOOLLOOP_MCP_PYTHON      a Python with the `mcp` package (for tests/mcp_http_server.py)
 # A second run only checks the cache.
@@ -27,5 +27,5 @@ if ! "$venv/bin/python" -c 'import mcp' 2>/dev/null; then
   "$venv/bin/pip" install -q mcp >&2
 fi
 
-echo "TOOLLOOP_MCP_EVERYTHING=node $entry stdio"
-echo "TOOLLOOP_MCP_PYTHON=$venv/bin/python"
+printf 'export TOOLLOOP_MCP_EVERYTHING=%q\n' "node $entry stdio"
+printf 'export TOOLLOOP_MCP_PYTHON=%q\n' "$venv/bin/python"

@@ -35,5 +35,6 @@ pub mod deadline;
 mod http;
 pub mod repair;
 pub mod schema;
+pub mod server;
 pub mod tools;
 pub mod turn;

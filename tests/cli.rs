@@ -87,3 +87,109 @@ fn unknown_flag_is_a_usage_error() {
     let out = toolloop(&["repair", "--bogus"], b"");
     assert_eq!(out.status.code(), Some(2));
 }
+
+mod tools {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    struct Killer(std::process::Child);
+    impl Drop for Killer {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[test]
+    fn serve_tools_then_list_them_over_http() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let _server = Killer(
+            Command::new(env!("CARGO_BIN_EXE_toolloop"))
+                .args(["serve-tools", "--addr", &addr, "--demo"])
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let started = Instant::now();
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = toolloop(
+            &["tools", "--tools", &format!("http://{addr}"), "--json"],
+            b"",
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let names: Vec<&str> = v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["calculator", "current_time", "get_weather"]);
+    }
+
+    #[test]
+    fn unreachable_tool_server_exits_1_naming_the_url() {
+        let out = toolloop(&["tools", "--tools", "http://127.0.0.1:9"], b"");
+        assert_eq!(out.status.code(), Some(1));
+        assert!(out.stdout.is_empty());
+        assert!(
+            String::from_utf8_lossy(&out.stderr)
+                .contains("tool server at http://127.0.0.1:9 is not reachable"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[test]
+    fn builtin_tools_listed_in_text() {
+        let out = toolloop(&["tools", "--builtin"], b"");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(|l| l.split('(').next().unwrap())
+                .collect::<Vec<_>>(),
+            ["calculator", "current_time"]
+        );
+    }
+
+    #[test]
+    fn narrowed_schema_for_builtin_tools() {
+        let out = toolloop(&["schema", "--builtin"], b"");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["oneOf"][0]["properties"]["tool"]["const"], "calculator");
+    }
+
+    #[test]
+    fn a_missing_database_exits_1() {
+        let out = toolloop(
+            &[
+                "serve-tools",
+                "--addr",
+                "127.0.0.1:0",
+                "--db",
+                "/nonexistent.db",
+            ],
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--db /nonexistent.db: no such file")
+        );
+    }
+}

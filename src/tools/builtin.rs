@@ -259,7 +259,7 @@ fn open_read_only(path: &Path) -> Result<rusqlite::Connection, ToolError> {
     if !path.is_file() {
         return Err(err("no such file".into()));
     }
-    let conn = rusqlite::Connection::open_with_flags(
+    let mut conn = rusqlite::Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
@@ -271,6 +271,27 @@ fn open_read_only(path: &Path) -> Result<rusqlite::Connection, ToolError> {
         .map_err(|e| err(e.to_string()))?;
     conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))
         .map_err(|e| err(format!("not a readable SQLite database: {e}")))?;
+    // SQLite's authorizer allows reading and nothing else, so no statement can even be
+    // prepared that changes a setting (`PRAGMA query_only = OFF`), attaches a file or
+    // loads an extension.
+    conn.authorizer(Some(|ctx: rusqlite::hooks::AuthContext<'_>| {
+        use rusqlite::hooks::{AuthAction, Authorization};
+        match ctx.action {
+            AuthAction::Select | AuthAction::Read { .. } | AuthAction::Recursive => {
+                Authorization::Allow
+            }
+            AuthAction::Pragma {
+                pragma_value: None, ..
+            } => Authorization::Allow,
+            AuthAction::Function { function_name }
+                if !function_name.eq_ignore_ascii_case("load_extension") =>
+            {
+                Authorization::Allow
+            }
+            _ => Authorization::Deny,
+        }
+    }))
+    .map_err(|e| err(e.to_string()))?;
     Ok(conn)
 }
 

@@ -492,3 +492,51 @@ impl Drop for Catalogue {
         self.shutdown();
     }
 }
+
+/// Where the tools of a run come from, as a person names them on the command line:
+/// HTTP tool API base URLs, MCP servers (URL or command line), the built-in tools.
+///
+/// ```
+/// use toolloop::deadline::Deadline;
+/// use toolloop::tools::ToolSetup;
+/// use toolloop::tools::builtin::BuiltinConfig;
+///
+/// let setup = ToolSetup { builtin: Some(BuiltinConfig::default()), ..ToolSetup::default() };
+/// let catalogue = setup.connect(Deadline::none())?;
+/// assert_eq!(catalogue.names(), ["calculator", "current_time"]);
+/// # Ok::<(), toolloop::tools::ToolError>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ToolSetup {
+    /// Base URLs of HTTP tool APIs.
+    pub http: Vec<String>,
+    /// MCP servers: a URL for Streamable HTTP, anything else a command line for stdio.
+    pub mcp: Vec<String>,
+    /// The built-in tools, in-process.
+    pub builtin: Option<builtin::BuiltinConfig>,
+}
+
+impl ToolSetup {
+    /// Whether no source is named.
+    pub fn is_empty(&self) -> bool {
+        self.http.is_empty() && self.mcp.is_empty() && self.builtin.is_none()
+    }
+
+    /// Connects every source and lists the tools once.
+    pub fn connect(&self, deadline: Deadline) -> Result<Catalogue, ToolError> {
+        let mut catalogue = Catalogue::new();
+        if let Some(cfg) = &self.builtin {
+            catalogue.add_source(Box::new(builtin::Builtin::new(cfg)?), deadline)?;
+        }
+        for url in &self.http {
+            catalogue.add_source(Box::new(http::HttpTools::new(url)), deadline)?;
+        }
+        for target in &self.mcp {
+            catalogue.add_source(
+                Box::new(mcp::McpTools::connect(target, deadline)?),
+                deadline,
+            )?;
+        }
+        Ok(catalogue)
+    }
+}

@@ -1,0 +1,298 @@
+//! The MCP client against real MCP servers: `@modelcontextprotocol/server-everything`
+//! (npm) over stdio and a server built on the Python `mcp` package over Streamable HTTP,
+//! both installed by `scripts/mcp-servers.sh`; plus a misbehaving stdio server
+//! (`tests/fake_mcp.py`) for the faults. Without the real servers these tests say so and
+//! pass, except under CI, where they must run.
+
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use toolloop::deadline::Deadline;
+use toolloop::tools::mcp::McpTools;
+use toolloop::tools::{Catalogue, ToolError, ToolSource};
+
+fn cache() -> PathBuf {
+    std::env::var_os("TOOLLOOP_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/toolloop")
+        })
+}
+
+/// A missing real server: fail under CI, skip elsewhere.
+fn missing(what: &str) -> Option<String> {
+    if std::env::var_os("CI").is_some() {
+        panic!("{what} is not installed: run scripts/mcp-servers.sh");
+    }
+    eprintln!("SKIPPED: {what} is not installed (run scripts/mcp-servers.sh)");
+    None
+}
+
+fn everything() -> Option<String> {
+    if let Ok(cmd) = std::env::var("TOOLLOOP_MCP_EVERYTHING") {
+        return Some(cmd);
+    }
+    let entry =
+        cache().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if entry.is_file() {
+        return Some(format!("node {} stdio", entry.display()));
+    }
+    missing("@modelcontextprotocol/server-everything")
+}
+
+fn mcp_python() -> Option<String> {
+    if let Ok(p) = std::env::var("TOOLLOOP_MCP_PYTHON") {
+        return Some(p);
+    }
+    let p = cache().join("mcp-venv/bin/python");
+    if p.is_file() {
+        return Some(p.display().to_string());
+    }
+    missing("the Python mcp package")
+}
+
+fn fake(mode: &str) -> String {
+    format!(
+        "python3 {}/tests/fake_mcp.py {mode}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn args(v: Value) -> Map<String, Value> {
+    v.as_object().unwrap().clone()
+}
+
+fn soon() -> Deadline {
+    Deadline::after(Duration::from_secs(30))
+}
+
+#[test]
+fn server_everything_over_stdio() {
+    let Some(cmd) = everything() else { return };
+    let server = McpTools::connect(&cmd, soon()).unwrap();
+    let mut tools = Catalogue::load(vec![Box::new(server)], soon()).unwrap();
+    let names = tools.names();
+    assert!(names.contains(&"echo".to_string()), "{names:?}");
+    assert!(names.contains(&"get-sum".to_string()), "{names:?}");
+    let r = tools
+        .call("echo", &args(json!({"message": "hello"})), soon())
+        .unwrap();
+    assert!(r.ok);
+    assert!(r.to_model_text(1000).contains("hello"), "{r:?}");
+    let r = tools
+        .call("get-sum", &args(json!({"a": 2, "b": 40})), soon())
+        .unwrap();
+    assert!(r.to_model_text(1000).contains("42"), "{r:?}");
+    // The catalogue checks arguments against the server's own schema.
+    let err = tools
+        .call("get-sum", &args(json!({"a": "two"})), soon())
+        .unwrap_err();
+    assert!(matches!(err, ToolError::InvalidArguments { .. }), "{err}");
+}
+
+#[test]
+fn server_everything_unknown_tool_comes_back_as_a_tool_error() {
+    let Some(cmd) = everything() else { return };
+    let mut server = McpTools::connect(&cmd, soon()).unwrap();
+    // Past the catalogue, straight to the server: it answers -32602 or isError.
+    let r = server.call("no-such-tool", &Map::new(), soon()).unwrap();
+    assert!(!r.ok);
+    assert!(r.error.unwrap().to_lowercase().contains("no-such-tool"));
+}
+
+struct Killer(Child);
+impl Drop for Killer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn python_http_server(json_mode: bool) -> Option<(Killer, String)> {
+    let python = mcp_python()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = Command::new(python);
+    cmd.arg(format!(
+        "{}/tests/mcp_http_server.py",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .arg(port.to_string());
+    if json_mode {
+        cmd.arg("json");
+    }
+    let mut child = Killer(cmd.spawn().unwrap());
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.0.try_wait() {
+            panic!("the Python MCP server exited: {status}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the Python MCP server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some((child, format!("http://127.0.0.1:{port}/mcp")))
+}
+
+fn python_server_round_trip(json_mode: bool) {
+    let Some((_server, url)) = python_http_server(json_mode) else {
+        return;
+    };
+    let client = McpTools::connect(&url, soon()).unwrap();
+    let mut tools = Catalogue::load(vec![Box::new(client)], soon()).unwrap();
+    assert_eq!(tools.names(), ["add", "fail", "greet"]);
+    let r = tools
+        .call("add", &args(json!({"a": 2, "b": 3})), soon())
+        .unwrap();
+    assert!(r.ok, "{r:?}");
+    assert!(r.to_model_text(100).contains('5'), "{r:?}");
+    let r = tools
+        .call("greet", &args(json!({"name": "Ada"})), soon())
+        .unwrap();
+    assert!(r.to_model_text(100).contains("Hello, Ada!"), "{r:?}");
+    let r = tools
+        .call("fail", &args(json!({"reason": "out of paper"})), soon())
+        .unwrap();
+    // isError: true comes back as a tool error (this SDK hides the exception's text).
+    assert!(!r.ok);
+    assert!(
+        r.to_model_text(200)
+            .starts_with("error: Error executing tool fail"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn python_mcp_server_over_streamable_http_with_sse() {
+    python_server_round_trip(false);
+}
+
+#[test]
+fn python_mcp_server_over_streamable_http_with_json() {
+    python_server_round_trip(true);
+}
+
+#[test]
+fn unreachable_http_server_names_the_url() {
+    let url = format!(
+        "http://{}/mcp",
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    );
+    // The listener is dropped at the end of the statement above: nothing listens.
+    let err = McpTools::connect(&url, soon()).unwrap_err();
+    assert!(matches!(err, ToolError::Unreachable { .. }), "{err}");
+}
+
+#[test]
+fn a_server_that_exits_at_start_shows_its_stderr() {
+    let err = McpTools::connect(&fake("exit_at_start"), soon()).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, ToolError::Exited { .. }), "{text}");
+    assert!(text.contains("missing API_TOKEN"), "{text}");
+}
+
+#[test]
+fn a_command_that_does_not_exist() {
+    let err = McpTools::connect("/nonexistent/mcp-server --stdio", soon()).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("cannot start MCP server `/nonexistent/mcp-server --stdio`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_crash_mid_call_is_an_exited_error() {
+    let mut s = McpTools::connect(&fake("crash_on_call"), soon()).unwrap();
+    let err = s
+        .call("echo", &args(json!({"text": "x"})), soon())
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Exited { .. }), "{err}");
+    assert!(err.to_string().contains("index out of range"), "{err}");
+}
+
+#[test]
+fn a_server_that_never_answers_is_cut_by_the_deadline() {
+    let mut s = McpTools::connect(&fake("hang_on_call"), soon()).unwrap();
+    let started = Instant::now();
+    let err = s
+        .call(
+            "echo",
+            &Map::new(),
+            Deadline::after(Duration::from_millis(500)),
+        )
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Timeout { .. }), "{err}");
+    assert!(started.elapsed() < Duration::from_millis(1000));
+    // Shutting down a hung server ends the process: close stdin, wait, kill.
+    let started = Instant::now();
+    s.shutdown();
+    assert!(started.elapsed() < Duration::from_secs(4));
+}
+
+#[test]
+fn garbage_lines_and_notifications_on_stdout_are_skipped() {
+    let mut s = McpTools::connect(&fake("garbage"), soon()).unwrap();
+    let r = s
+        .call("echo", &args(json!({"text": "still works"})), soon())
+        .unwrap();
+    assert_eq!(r.to_model_text(100), "still works");
+}
+
+#[test]
+fn heavy_stderr_does_not_block_the_server() {
+    let mut s = McpTools::connect(&fake("stderr_flood"), soon()).unwrap();
+    for _ in 0..3 {
+        let r = s
+            .call("echo", &args(json!({"text": "ok"})), soon())
+            .unwrap();
+        assert_eq!(r.to_model_text(100), "ok");
+    }
+}
+
+#[test]
+fn tool_lists_are_followed_across_pages() {
+    let mut s = McpTools::connect(&fake("paginate"), soon()).unwrap();
+    let names: Vec<String> = s
+        .list(soon())
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, ["echo", "slow"]);
+}
+
+#[test]
+fn a_ping_from_the_server_is_answered() {
+    let mut s = McpTools::connect(&fake("ping_first"), soon()).unwrap();
+    let r = s
+        .call("echo", &args(json!({"text": "pong"})), soon())
+        .unwrap();
+    assert_eq!(r.to_model_text(100), "pong");
+}
+
+#[test]
+fn json_rpc_invalid_params_is_a_tool_error_for_the_model() {
+    let mut s = McpTools::connect(&fake("unknown_tool_error"), soon()).unwrap();
+    let r = s.call("echo", &Map::new(), soon()).unwrap();
+    assert_eq!(r.to_model_text(100), "error: Unknown tool: echo");
+}
+
+#[test]
+fn the_process_is_gone_after_shutdown() {
+    let mut s = McpTools::connect(&fake("ok"), soon()).unwrap();
+    s.shutdown();
+    let err = s.call("echo", &Map::new(), soon()).unwrap_err();
+    assert!(matches!(err, ToolError::Exited { .. }), "{err}");
+}
