@@ -32,7 +32,12 @@
 
 pub mod backend;
 pub mod deadline;
+pub mod engine;
+pub mod events;
+pub mod guardrails;
 mod http;
+pub mod orchestrator;
+pub mod prompt;
 pub mod repair;
 pub mod schema;
 pub mod server;

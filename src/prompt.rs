@@ -1,0 +1,215 @@
+//! The system prompt (seed 003's `build_system_prompt`).
+//!
+//! Ollama does not show the `format` schema to the model, so the prompt must describe the
+//! protocol. With a 0.5B model the prompt decides more than anything else (REAL_MODEL.md):
+//! a bare "reply with JSON of these kinds" made it copy placeholders and never call a
+//! tool; listing the two kinds, one sentence on when to use a tool, the numbered tool list
+//! and one example written as `user asks "..." -> {...}` made it call the right tools.
+//! Adding a `clarify` line and "if no tool fits, answer directly" dropped tool calls to
+//! zero, so neither is here: the schema still allows `clarify`. Change this text only with
+//! a measurement before and after (`toolloop eval`).
+//!
+//! The prompt is built once per run and never changes, so the server's prompt cache is
+//! reused from one iteration to the next.
+
+use serde_json::{Value, json};
+
+use crate::tools::ToolSpec;
+
+/// Builds the system prompt for a catalogue. `extra` (the `--system` text) is appended.
+///
+/// ```
+/// use serde_json::json;
+/// use toolloop::prompt::build_system_prompt;
+/// use toolloop::tools::ToolSpec;
+///
+/// let tools = [ToolSpec::new("calculator", "Exact arithmetic", json!({
+///     "type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]
+/// }))];
+/// let prompt = build_system_prompt(&tools, None);
+/// assert!(prompt.contains("1. calculator(expression: string) - Exact arithmetic"));
+/// assert!(prompt.contains(r#"user asks "How much is 12.5 * 4?" -> "#));
+/// ```
+pub fn build_system_prompt(tools: &[ToolSpec], extra: Option<&str>) -> String {
+    let mut p = String::new();
+    p.push_str(
+        "You are a helpful assistant. Reply with exactly one JSON object and nothing else.\n\n",
+    );
+    if tools.is_empty() {
+        p.push_str("Reply in this form:\n");
+        p.push_str(
+            "{\"kind\": \"final_answer\", \"thought\": \"<brief reasoning>\", \"content\": \"<the answer for the user>\"}\n",
+        );
+    } else {
+        p.push_str("Kinds of reply:\n");
+        p.push_str(
+            "- {\"kind\": \"tool_call\", \"thought\": \"<brief reasoning>\", \"tool\": \"<tool name>\", \"arguments\": {...}}\n",
+        );
+        p.push_str(
+            "- {\"kind\": \"final_answer\", \"thought\": \"<brief reasoning>\", \"content\": \"<the answer for the user>\"}\n\n",
+        );
+        p.push_str(
+            "Use a tool whenever it gives a more reliable answer: live data, exact arithmetic. \
+             When a tool result arrives, answer from it.\n\n",
+        );
+        p.push_str("Tools:\n");
+        for (i, t) in tools.iter().enumerate() {
+            p.push_str(&format!("{}. {}", i + 1, signature(t)));
+            let desc = t.description.trim();
+            if !desc.is_empty() {
+                p.push_str(" - ");
+                p.push_str(&desc.replace('\n', " "));
+            }
+            p.push('\n');
+        }
+        p.push('\n');
+        p.push_str(&example(tools));
+        p.push('\n');
+    }
+    if let Some(extra) = extra.map(str::trim).filter(|e| !e.is_empty()) {
+        p.push('\n');
+        p.push_str(extra);
+        p.push('\n');
+    }
+    p
+}
+
+/// `name(arg: type, other?: type)`: required arguments plain, optional ones with `?`.
+pub fn signature(t: &ToolSpec) -> String {
+    let required: Vec<&str> = t.input_schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let params: Vec<String> = t.input_schema["properties"]
+        .as_object()
+        .map(|props| {
+            props
+                .iter()
+                .map(|(name, s)| {
+                    let opt = if required.contains(&name.as_str()) {
+                        ""
+                    } else {
+                        "?"
+                    };
+                    format!("{name}{opt}: {}", type_name(s))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{}({})", t.name, params.join(", "))
+}
+
+fn type_name(s: &Value) -> String {
+    if let Some(values) = s["enum"].as_array() {
+        let names: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+        return names.join(" | ");
+    }
+    match &s["type"] {
+        Value::String(t) if t == "array" => format!("{}[]", type_name(&s["items"])),
+        Value::String(t) => t.clone(),
+        Value::Array(ts) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" | "),
+        _ => "any".to_string(),
+    }
+}
+
+/// One example call. The calculator example is the measured one; for other catalogues the
+/// first tool is shown with values taken from its schema (examples, defaults, enums), so
+/// the model sees a call, not placeholders to copy.
+fn example(tools: &[ToolSpec]) -> String {
+    if tools.iter().any(|t| t.name == "calculator") {
+        return "Example: user asks \"How much is 12.5 * 4?\" -> {\"kind\": \"tool_call\", \
+                \"thought\": \"exact product\", \"tool\": \"calculator\", \
+                \"arguments\": {\"expression\": \"12.5 * 4\"}}\n"
+            .to_string();
+    }
+    let t = &tools[0];
+    let mut args = serde_json::Map::new();
+    let required: Vec<&str> = t.input_schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if let Some(props) = t.input_schema["properties"].as_object() {
+        for (name, s) in props {
+            if required.contains(&name.as_str()) {
+                args.insert(name.clone(), sample(name, s));
+            }
+        }
+    }
+    let call = json!({"kind": "tool_call", "thought": format!("{} gives a reliable answer", t.name),
+                      "tool": t.name, "arguments": args});
+    format!(
+        "Example: a request that needs {} -> {}\n",
+        t.name,
+        serde_json::to_string(&call).unwrap_or_default()
+    )
+}
+
+fn sample(name: &str, s: &Value) -> Value {
+    if let Some(v) = s["examples"].as_array().and_then(|e| e.first()) {
+        return v.clone();
+    }
+    if let Some(v) = s.get("default") {
+        return v.clone();
+    }
+    if let Some(v) = s["enum"].as_array().and_then(|e| e.first()) {
+        return v.clone();
+    }
+    match s["type"].as_str() {
+        Some("integer") => json!(3),
+        Some("number") => json!(2.5),
+        Some("boolean") => json!(true),
+        Some("array") => json!([sample(name, &s["items"])]),
+        Some("object") => json!({}),
+        _ => match name {
+            "city" | "location" => json!("Paris"),
+            "query" | "q" => json!("opening hours"),
+            _ => json!(format!("some {name}")),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn optional_arguments_and_types_are_marked() {
+        let t = ToolSpec::new(
+            "search",
+            "Find",
+            json!({"type": "object", "properties": {
+                "q": {"type": "string"}, "limit": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "mode": {"enum": ["fast", "full"]}}, "required": ["q"]}),
+        );
+        assert_eq!(
+            signature(&t),
+            "search(q: string, limit?: integer, tags?: string[], mode?: \"fast\" | \"full\")"
+        );
+    }
+
+    #[test]
+    fn example_uses_the_first_tool_without_placeholders() {
+        let t = ToolSpec::new(
+            "get_weather",
+            "Weather",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+        );
+        let p = build_system_prompt(&[t], Some("Answer in French."));
+        assert!(p.contains(
+            r#"Example: a request that needs get_weather -> {"kind":"tool_call","thought":"get_weather gives a reliable answer","tool":"get_weather","arguments":{"city":"Paris"}}"#
+        ), "{p}");
+        assert!(p.ends_with("Answer in French.\n"));
+    }
+
+    #[test]
+    fn without_tools_only_the_answer_form_is_described() {
+        let p = build_system_prompt(&[], None);
+        assert!(!p.contains("tool_call"));
+        assert!(p.contains("final_answer"));
+    }
+}
