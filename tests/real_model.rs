@@ -114,3 +114,109 @@ fn schema_constrained_reply_is_valid_and_usage_and_cache_are_read() {
         second.usage
     );
 }
+
+/// The loop with a real model: a question that needs the calculator, one that needs a
+/// tool lookup, and one that needs no tool. Set `TOOLLOOP_RECORD_DIR` to keep the raw
+/// replies as recordings (`tests/data/qwen_*.jsonl` came from here).
+#[test]
+#[ignore = "needs a llama-server: see the module docs"]
+fn the_loop_answers_with_a_real_model() {
+    use std::sync::{Arc, Mutex};
+    use toolloop::backend::scripted::Recorder;
+    use toolloop::events::{Event, Trace};
+    use toolloop::orchestrator::{Orchestrator, StopKind};
+
+    let cases: [(&str, &str, Option<&str>, &[&str]); 3] = [
+        (
+            "calc",
+            "How much is 123.5 * 48?",
+            Some("calculator"),
+            &["5928"],
+        ),
+        (
+            "weather",
+            "What is the weather in Paris right now?",
+            Some("get_weather"),
+            &["11", "rain"],
+        ),
+        (
+            "capital",
+            "What is the capital of France?",
+            None,
+            &["paris"],
+        ),
+    ];
+    for (name, question, tool, expect) in cases {
+        let tools = deterministic_tools();
+        let backend: Box<dyn Backend> = match std::env::var("TOOLLOOP_RECORD_DIR") {
+            Ok(dir) => {
+                let path = std::path::Path::new(&dir).join(format!("qwen_{name}.jsonl"));
+                let _ = std::fs::remove_file(&path);
+                Box::new(Recorder::new(OpenAi::new(&url(), "qwen", None), path).unwrap())
+            }
+            Err(_) => Box::new(OpenAi::new(&url(), "qwen", None)),
+        };
+        let trace = Arc::new(Mutex::new(Trace::collect()));
+        let t = Arc::clone(&trace);
+        let mut o = Orchestrator::builder()
+            .boxed_backend(backend)
+            .catalogue(tools)
+            .timeout(Duration::from_secs(120))
+            .observer(move |e: &Event| {
+                toolloop::events::Observer::event(&mut *t.lock().unwrap(), e)
+            })
+            .build()
+            .unwrap();
+        let out = o.run(question).unwrap();
+        eprintln!("--- {question}");
+        for line in trace.lock().unwrap().lines() {
+            eprintln!("{line}");
+        }
+        eprintln!("answer: {:?}", out.answer);
+        assert_eq!(out.stop_reason, StopKind::Completed, "{name}");
+        let used: Vec<&str> = out.steps.iter().filter_map(|s| s.tool.as_deref()).collect();
+        match tool {
+            Some(t) => assert_eq!(
+                used.first().copied(),
+                Some(t),
+                "{name}: tools used {used:?}"
+            ),
+            // Measured: Qwen 0.5B often calls current_time before a general-knowledge
+            // answer; the answer is what is asserted, the needless call only reported.
+            None if !used.is_empty() => eprintln!("{name}: needless tool calls {used:?}"),
+            None => {}
+        }
+        let answer = out.answer.unwrap_or_default().to_lowercase();
+        // The answer is drawn from the tool's result: it holds one of its facts.
+        assert!(
+            expect.is_empty() || expect.iter().any(|e| answer.contains(e)),
+            "{name}: answer {answer:?} has none of {expect:?}"
+        );
+    }
+}
+
+/// Calculator and demo weather only: tools whose results never change, so a greedy model
+/// gives the same replies on every run (current_time would make each run differ).
+fn deterministic_tools() -> toolloop::tools::Catalogue {
+    use toolloop::tools::builtin::DEMO_WEATHER;
+    use toolloop::tools::closure::FnTools;
+    let mut f = FnTools::new();
+    let calc = tools().remove(0);
+    let weather = tools().remove(1);
+    f.add(calc, |a| {
+        toolloop::tools::calculator::evaluate(a["expression"].as_str().unwrap_or(""))
+            .map(|v| json!(v.to_string()))
+            .map_err(|e| e.to_string())
+    });
+    f.add(weather, |a| {
+        let all: serde_json::Value = serde_json::from_str(DEMO_WEATHER).unwrap();
+        let city = a["city"].as_str().unwrap_or("");
+        all.as_object()
+            .unwrap()
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(city))
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| format!("no weather for {city:?}"))
+    });
+    toolloop::tools::Catalogue::load(vec![Box::new(f)], Deadline::none()).unwrap()
+}

@@ -294,3 +294,16 @@ fn the_contract_file_names_the_three_endpoints() {
         assert!(spec["paths"]["/tools/{name}"]["post"]["responses"][status].is_object());
     }
 }
+
+#[test]
+fn a_dropped_server_stops_listening() {
+    let server = builtin_server();
+    let addr = server.url().trim_start_matches("http://").to_string();
+    drop(server);
+    std::thread::sleep(Duration::from_millis(100));
+    let err = HttpTools::new(&format!("http://{addr}"))
+        .with_timeout(Duration::from_secs(2))
+        .list(soon())
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Unreachable { .. }), "{err}");
+}

@@ -93,7 +93,7 @@ impl Builtin {
             ),
             ToolSpec::new(
                 "current_time",
-                "The current date and time, in UTC or at a UTC offset.",
+                "The current date and time, in UTC or at a UTC offset; only for questions about the date or time.",
                 json!({"type": "object",
                        "properties": {"utc_offset": {"type": "string",
                                       "pattern": "^[+-][0-9]{2}:[0-9]{2}$",

@@ -1,0 +1,574 @@
+//! The loop end to end, with the scripted model and our real built-in tool server on
+//! 127.0.0.1: the seed's four scenarios (one iteration, max iterations, timeout, tool
+//! error) and every behaviour the loop promises.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use toolloop::backend::scripted::{Scripted, ScriptedReply, SeenRequests};
+use toolloop::backend::{Role, StopReason, Usage};
+use toolloop::deadline::Deadline;
+use toolloop::events::{Event, Trace, Transcript};
+use toolloop::guardrails::{Action, Guardrails};
+use toolloop::orchestrator::{Orchestrator, OrchestratorBuilder, OrchestratorError, StopKind};
+use toolloop::server::{RunningServer, ToolServer};
+use toolloop::tools::builtin::{Builtin, BuiltinConfig};
+use toolloop::tools::closure::FnTools;
+use toolloop::tools::http::HttpTools;
+use toolloop::tools::{Catalogue, ToolSpec};
+
+fn server() -> RunningServer {
+    let tools = Builtin::new(&BuiltinConfig {
+        demo: true,
+        ..Default::default()
+    })
+    .unwrap();
+    ToolServer::bind("127.0.0.1:0", Box::new(tools))
+        .unwrap()
+        .spawn()
+}
+
+fn catalogue(server: &RunningServer) -> Catalogue {
+    Catalogue::load(
+        vec![Box::new(HttpTools::new(server.url()))],
+        Deadline::none(),
+    )
+    .unwrap()
+}
+
+fn builder(model: Scripted, server: &RunningServer) -> OrchestratorBuilder {
+    Orchestrator::builder()
+        .backend(model)
+        .catalogue(catalogue(server))
+        .timeout(Duration::from_secs(10))
+}
+
+fn call(tool: &str, args: serde_json::Value) -> String {
+    json!({"kind": "tool_call", "thought": format!("use {tool}"), "tool": tool, "arguments": args})
+        .to_string()
+}
+
+fn answer(text: &str) -> String {
+    json!({"kind": "final_answer", "thought": "done", "content": text}).to_string()
+}
+
+fn events() -> (Arc<Mutex<Vec<Event>>>, impl FnMut(&Event) + Send + 'static) {
+    let store = Arc::new(Mutex::new(Vec::new()));
+    let s = Arc::clone(&store);
+    (store, move |e: &Event| s.lock().unwrap().push(e.clone()))
+}
+
+#[test]
+fn seed_scenario_one_iteration() {
+    let s = server();
+    let mut o = builder(Scripted::new([answer("Hello!")]), &s)
+        .build()
+        .unwrap();
+    let out = o.run("Say hello").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Hello!"));
+    assert_eq!(out.stop_reason, StopKind::Completed);
+    assert_eq!(out.iterations, 1);
+    assert_eq!(out.history_delta().len(), 2, "question and answer");
+    assert_eq!(out.history_delta()[0].content, "Say hello");
+}
+
+#[test]
+fn tool_call_over_http_then_answer_from_the_result() {
+    let s = server();
+    let model = Scripted::new([
+        call("calculator", json!({"expression": "12.5 * 4"})),
+        answer("12.5 * 4 = 50"),
+    ]);
+    let seen = model.seen();
+    let mut o = builder(model, &s).build().unwrap();
+    let out = o.run("How much is 12.5 * 4?").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("12.5 * 4 = 50"));
+    assert_eq!(out.iterations, 2);
+    let step = &out.steps[0];
+    assert_eq!(step.tool.as_deref(), Some("calculator"));
+    assert_eq!(step.observation, "50");
+    assert!(step.ok);
+    let second = &seen.lock().unwrap()[1];
+    let last = second.last().unwrap();
+    assert_eq!((last.role, last.content.as_str()), (Role::Tool, "50"));
+    assert_eq!(last.tool_name.as_deref(), Some("calculator"));
+}
+
+#[test]
+fn seed_scenario_max_iterations_carries_the_steps() {
+    let s = server();
+    let model = Scripted::new([
+        call("calculator", json!({"expression": "1 + 1"})),
+        r#"{"kind":"clarify","thought":"","question":"Which numbers?","missing_params":[]}"#
+            .to_string(),
+    ]);
+    let mut o = builder(model, &s)
+        .max_iterations(2)
+        .clarify_handler(|_: &str, _: &[String]| Some("any".to_string()))
+        .build()
+        .unwrap();
+    let out = o.run("Add some numbers").unwrap();
+    assert_eq!(out.stop_reason, StopKind::MaxIterations);
+    let err = out.into_answer().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            OrchestratorError::MaxIterationsReached { iterations: 2, .. }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.steps().len(), 2);
+    assert_eq!(err.steps()[0].observation, "2");
+}
+
+#[test]
+fn seed_scenario_timeout_ends_within_the_deadline() {
+    let s = server();
+    let model = Scripted::new([answer("late")]).with_delay(Duration::from_secs(5));
+    let mut o = builder(model, &s)
+        .timeout(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let out = o.run("anything").unwrap();
+    assert_eq!(out.stop_reason, StopKind::Timeout);
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(
+        out.into_answer(),
+        Err(OrchestratorError::Timeout { .. })
+    ));
+}
+
+#[test]
+fn seed_scenario_tool_error_goes_back_to_the_model() {
+    let s = server();
+    let model = Scripted::new([
+        call("get_weather", json!({"city": "Atlantis"})),
+        answer("I have no weather for Atlantis."),
+    ]);
+    let seen = model.seen();
+    let mut o = builder(model, &s).build().unwrap();
+    let out = o.run("Weather in Atlantis?").unwrap();
+    assert_eq!(out.stop_reason, StopKind::Completed);
+    assert!(!out.steps[0].ok);
+    assert!(
+        out.steps[0]
+            .observation
+            .starts_with("error: no weather for \"Atlantis\"")
+    );
+    assert!(
+        seen.lock().unwrap()[1]
+            .last()
+            .unwrap()
+            .content
+            .starts_with("error: no weather")
+    );
+}
+
+#[test]
+fn invalid_reply_is_fed_back_and_the_model_recovers() {
+    let s = server();
+    let (log, observer) = events();
+    let model = Scripted::new(["The weather is nice.".to_string(), answer("Sunny.")]);
+    let seen = model.seen();
+    let mut o = builder(model, &s).observer(observer).build().unwrap();
+    let out = o.run("Weather?").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Sunny."));
+    let feedback = seen.lock().unwrap()[1].last().unwrap().content.clone();
+    assert!(
+        feedback.starts_with("Your last reply was not valid: reply is not JSON"),
+        "{feedback}"
+    );
+    assert!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, Event::Invalid { attempt: 1, .. }))
+    );
+}
+
+#[test]
+fn three_invalid_replies_are_an_invalid_response_format_error() {
+    let s = server();
+    let model = Scripted::new(["no", "still no", "never"]);
+    let mut o = builder(model, &s).build().unwrap();
+    let err = o.run("Weather?").unwrap_err();
+    assert!(
+        matches!(err, OrchestratorError::InvalidResponseFormat { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_tool_and_bad_arguments_get_feedback_listing_what_is_valid() {
+    let s = server();
+    let model = Scripted::new([
+        call("weather", json!({"city": "Oslo"})),
+        call("get_weather", json!({"town": "Oslo"})),
+        call("get_weather", json!({"city": "Oslo"})),
+        answer("Snow in Oslo."),
+    ]);
+    let seen = model.seen();
+    let mut o = builder(model, &s).build().unwrap();
+    let out = o.run("Weather in Oslo?").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Snow in Oslo."));
+    let seen = seen.lock().unwrap();
+    let first = &seen[1].last().unwrap().content;
+    assert!(
+        first.contains("unknown tool \"weather\"; available tools: \"calculator\", \"current_time\", \"get_weather\""),
+        "{first}"
+    );
+    let second = &seen[2].last().unwrap().content;
+    assert!(second.contains("city"), "{second}");
+}
+
+#[test]
+fn a_truncated_reply_is_repaired() {
+    let s = server();
+    let (log, observer) = events();
+    let model = Scripted::from_replies([ScriptedReply::truncated(
+        r#"{"kind": "final_answer", "thought": "weather", "content": "It is sunny in Tok"#,
+    )]);
+    let mut o = builder(model, &s).observer(observer).build().unwrap();
+    let out = o.run("Weather in Tokyo?").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("It is sunny in Tok"));
+    let log = log.lock().unwrap();
+    assert!(log.iter().any(
+        |e| matches!(e, Event::Repaired { fixes } if fixes.iter().any(|f| f.contains("truncated")))
+    ));
+    assert!(
+        log.iter()
+            .any(|e| matches!(e, Event::Warning { message } if message.contains("token limit")))
+    );
+}
+
+#[test]
+fn an_identical_call_is_not_executed_again() {
+    let count = Arc::new(Mutex::new(0));
+    let c = Arc::clone(&count);
+    let mut f = FnTools::new();
+    f.add(
+        ToolSpec::new(
+            "lookup",
+            "Order status",
+            json!({"type": "object",
+            "properties": {"id": {"type": "integer"}}, "required": ["id"]}),
+        ),
+        move |_| {
+            *c.lock().unwrap() += 1;
+            Ok(json!("shipped"))
+        },
+    );
+    let model = Scripted::new([
+        call("lookup", json!({"id": 7})),
+        call("lookup", json!({"id": 7})),
+        answer("Order 7 has shipped."),
+    ]);
+    let seen = model.seen();
+    let mut o = Orchestrator::builder()
+        .backend(model)
+        .catalogue(Catalogue::load(vec![Box::new(f)], Deadline::none()).unwrap())
+        .build()
+        .unwrap();
+    let out = o.run("Status of order 7?").unwrap();
+    assert_eq!(out.answer.as_deref(), Some("Order 7 has shipped."));
+    assert_eq!(*count.lock().unwrap(), 1);
+    assert!(
+        seen.lock().unwrap()[2]
+            .last()
+            .unwrap()
+            .content
+            .contains("You already called lookup")
+    );
+}
+
+struct Killer(std::process::Child);
+impl Drop for Killer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_tool_server_that_dies_mid_run_degrades_to_a_direct_answer() {
+    // A real `toolloop serve-tools` process, killed after the tools were listed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Killer(
+        std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
+            .args(["serve-tools", "--addr", &addr, "--demo"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let cat = Catalogue::load(
+        vec![Box::new(HttpTools::new(&format!("http://{addr}")))],
+        Deadline::none(),
+    )
+    .unwrap();
+    let _ = child.0.kill();
+    let _ = child.0.wait();
+    let model = Scripted::new([
+        call("get_weather", json!({"city": "Paris"})),
+        answer("I cannot check the weather right now."),
+    ]);
+    let seen: SeenRequests = model.seen();
+    let mut o = Orchestrator::builder()
+        .backend(model)
+        .catalogue(cat)
+        .build()
+        .unwrap();
+    let out = o.run("Weather in Paris?").unwrap();
+    assert_eq!(out.stop_reason, StopKind::ToolFailureDegraded);
+    assert_eq!(
+        out.answer.as_deref(),
+        Some("I cannot check the weather right now.")
+    );
+    let last = seen.lock().unwrap()[1].last().unwrap().content.clone();
+    assert!(
+        last.contains("is not reachable") && last.contains("unavailable now"),
+        "{last}"
+    );
+}
+
+#[test]
+fn clarify_is_answered_by_the_handler_and_the_run_resumes() {
+    let s = server();
+    let model = Scripted::new([
+        r#"{"kind":"clarify","thought":"","question":"Which city?","missing_params":["city"]}"#
+            .to_string(),
+        call("get_weather", json!({"city": "Tokyo"})),
+        answer("18 °C and sunny in Tokyo."),
+    ]);
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let a = Arc::clone(&asked);
+    let mut o = builder(model, &s)
+        .clarify_handler(move |q: &str, missing: &[String]| {
+            a.lock().unwrap().push((q.to_string(), missing.to_vec()));
+            Some("Tokyo".to_string())
+        })
+        .build()
+        .unwrap();
+    let out = o.run("What's the weather?").unwrap();
+    assert_eq!(out.stop_reason, StopKind::Completed);
+    assert_eq!(
+        asked.lock().unwrap()[0],
+        ("Which city?".to_string(), vec!["city".to_string()])
+    );
+    assert!(
+        out.history
+            .iter()
+            .any(|m| m.role == Role::User && m.content == "Tokyo")
+    );
+}
+
+#[test]
+fn clarify_without_a_handler_ends_with_the_question() {
+    let s = server();
+    let model = Scripted::new([
+        r#"{"kind":"clarify","thought":"","question":"Which city?","missing_params":["city"]}"#,
+    ]);
+    let mut o = builder(model, &s).build().unwrap();
+    let out = o.run("What's the weather?").unwrap();
+    assert_eq!(out.stop_reason, StopKind::ClarificationNeeded);
+    assert_eq!(out.question.as_deref(), Some("Which city?"));
+    assert_eq!(out.missing_params, ["city"]);
+}
+
+#[test]
+fn guardrails_block_input_and_warn_on_output() {
+    let s = server();
+    let g = Guardrails::default()
+        .block_pattern("secrets", r"(?i)password", Action::Block)
+        .unwrap()
+        .block_pattern("shouting", r"[A-Z]{10,}", Action::Warn)
+        .unwrap();
+    let model = Scripted::new([answer("never sent")]);
+    let seen = model.seen();
+    let mut o = builder(model, &s).guardrails(g.clone()).build().unwrap();
+    let out = o.run("What is the admin password?").unwrap();
+    assert_eq!(out.stop_reason, StopKind::Blocked);
+    assert!(seen.lock().unwrap().is_empty(), "the model never saw it");
+
+    let (log, observer) = events();
+    let model = Scripted::new([answer("THISISVERYLOUD")]);
+    let mut o = builder(model, &s)
+        .guardrails(g)
+        .observer(observer)
+        .build()
+        .unwrap();
+    let out = o.run("Say something").unwrap();
+    assert_eq!(out.stop_reason, StopKind::Completed);
+    assert!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, Event::Warning { message } if message.contains("shouting")))
+    );
+}
+
+#[test]
+fn history_is_append_only_so_the_prompt_cache_is_reused() {
+    let s = server();
+    let model = Scripted::new([
+        call("calculator", json!({"expression": "2 ** 10"})),
+        call("get_weather", json!({"city": "Oslo"})),
+        answer("1024, and snow in Oslo."),
+    ]);
+    let seen = model.seen();
+    let mut o = builder(model, &s).build().unwrap();
+    o.run("2**10 and Oslo weather?").unwrap();
+    let seen = seen.lock().unwrap();
+    for pair in seen.windows(2) {
+        assert_eq!(
+            &pair[1][..pair[0].len()],
+            &pair[0][..],
+            "an earlier message changed"
+        );
+    }
+    assert_eq!(seen[0][0].role, Role::System);
+}
+
+#[test]
+fn trace_and_transcript_record_every_event() {
+    let s = server();
+    let dir = std::env::temp_dir().join(format!("toolloop-loop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.jsonl");
+    let _ = std::fs::remove_file(&path);
+    let trace = Arc::new(Mutex::new(Trace::collect()));
+    let t = Arc::clone(&trace);
+    let model = Scripted::new([
+        call("calculator", json!({"expression": "6 * 7"})),
+        answer("42"),
+    ]);
+    let mut o = builder(model, &s)
+        .observer(Transcript::open(&path).unwrap())
+        .observer(move |e: &Event| toolloop::events::Observer::event(&mut *t.lock().unwrap(), e))
+        .build()
+        .unwrap();
+    o.run("6 times 7?").unwrap();
+    let lines: Vec<String> = trace.lock().unwrap().lines().to_vec();
+    let tags: Vec<&str> = lines.iter().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(
+        tags,
+        [
+            "[START]",
+            "[LLM]",
+            "[LLM]",
+            "[ACT]",
+            "[OBSERVE]",
+            "[LLM]",
+            "[LLM]",
+            "[DONE]"
+        ],
+        "{lines:#?}"
+    );
+    let events = Transcript::read(&path).unwrap();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "run_started",
+            "model_request",
+            "model_reply",
+            "tool_call",
+            "tool_result",
+            "model_request",
+            "model_reply",
+            "stopped"
+        ]
+    );
+    assert_eq!(events.last().unwrap()["stop_reason"], "completed");
+    assert!(events.iter().all(|e| e["t_ms"].is_u64()));
+}
+
+#[test]
+fn usage_is_summed_over_the_run() {
+    let s = server();
+    let usage = Usage {
+        prompt_tokens: 100,
+        cached_prompt_tokens: Some(80),
+        completion_tokens: 10,
+    };
+    let model = Scripted::from_replies([
+        ScriptedReply {
+            reply: call("calculator", json!({"expression": "1+1"})),
+            stop: StopReason::Finished,
+            usage,
+        },
+        ScriptedReply {
+            reply: answer("2"),
+            stop: StopReason::Finished,
+            usage,
+        },
+    ]);
+    let mut o = builder(model, &s).build().unwrap();
+    let out = o.run("1+1?").unwrap();
+    assert_eq!(
+        out.usage,
+        Usage {
+            prompt_tokens: 200,
+            cached_prompt_tokens: Some(160),
+            completion_tokens: 20
+        }
+    );
+}
+
+#[test]
+fn a_missing_model_is_an_error_with_the_pull_hint() {
+    let mut server = mockito::Server::new();
+    server
+        .mock("POST", "/api/show")
+        .with_status(404)
+        .with_body(r#"{"error":"model 'gemma3:4b' not found"}"#)
+        .create();
+    let mut o = Orchestrator::builder()
+        .backend(toolloop::backend::ollama::Ollama::new(
+            &server.url(),
+            "gemma3:4b",
+        ))
+        .build()
+        .unwrap();
+    let err = o.run("hi").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "model 'gemma3:4b' not found: run `ollama pull gemma3:4b`"
+    );
+}
+
+#[test]
+fn run_loop_fails_clearly_when_the_tool_server_is_down() {
+    let config = toolloop::orchestrator::Config {
+        tools: toolloop::tools::ToolSetup {
+            http: vec!["http://127.0.0.1:9".into()],
+            ..Default::default()
+        },
+        timeout: Duration::from_secs(5),
+        ..Default::default()
+    };
+    let err = toolloop::orchestrator::run_loop("hi", &config).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("tool server at http://127.0.0.1:9 is not reachable"),
+        "{err}"
+    );
+}

@@ -1,0 +1,72 @@
+//! Real sessions, replayed offline: the raw replies Qwen2.5-Coder 0.5B gave through
+//! llama-server (recorded by `tests/real_model.rs` with `TOOLLOOP_RECORD_DIR`) are fed to
+//! the loop again, with the real built-in tools. The loop must reach the same answers by
+//! the same steps.
+
+use std::time::Duration;
+
+use toolloop::backend::scripted::Scripted;
+use toolloop::deadline::Deadline;
+use toolloop::orchestrator::{Orchestrator, StopKind};
+use toolloop::tools::Catalogue;
+use toolloop::tools::builtin::{Builtin, BuiltinConfig};
+
+fn replay(file: &str, question: &str) -> toolloop::orchestrator::Outcome {
+    let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
+    let model = Scripted::from_file(&path).unwrap();
+    let builtin = Builtin::new(&BuiltinConfig {
+        demo: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let tools = Catalogue::load(vec![Box::new(builtin)], Deadline::none()).unwrap();
+    let mut o = Orchestrator::builder()
+        .backend(model)
+        .catalogue(tools)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    o.run(question).unwrap()
+}
+
+fn tools_used(out: &toolloop::orchestrator::Outcome) -> Vec<&str> {
+    out.steps.iter().filter_map(|s| s.tool.as_deref()).collect()
+}
+
+#[test]
+fn recorded_calculator_session() {
+    let out = replay("qwen_calc.jsonl", "How much is 123.5 * 48?");
+    assert_eq!(out.stop_reason, StopKind::Completed);
+    assert_eq!(tools_used(&out), ["calculator"]);
+    assert_eq!(out.steps[0].observation, "5928");
+    assert_eq!(out.answer.as_deref(), Some("5928"));
+    assert!(
+        out.usage.cached_prompt_tokens.unwrap() > 0,
+        "recorded cache figures replay too"
+    );
+}
+
+#[test]
+fn recorded_weather_session() {
+    let out = replay(
+        "qwen_weather.jsonl",
+        "What is the weather in Paris right now?",
+    );
+    assert_eq!(tools_used(&out), ["get_weather"]);
+    assert!(out.answer.unwrap().contains("light rain"));
+}
+
+#[test]
+fn recorded_needless_repeat_is_answered_from_the_earlier_result() {
+    // The model looked up the weather for a general-knowledge question, twice; the
+    // second call was not executed and the model then answered.
+    let out = replay("qwen_capital.jsonl", "What is the capital of France?");
+    assert_eq!(tools_used(&out), ["get_weather", "get_weather"]);
+    assert!(
+        out.steps[1]
+            .observation
+            .contains("You already called get_weather")
+    );
+    assert_eq!(out.answer.as_deref(), Some("Paris"));
+    assert_eq!(out.iterations, 3);
+}
