@@ -288,6 +288,14 @@ impl Engine {
             });
         }
         if let Err(e) = self.schema().check(&parsed.turn) {
+            // A valid call on the last iteration is not a format error: the iterations
+            // are used up (seed 003's MaxIterationsReached).
+            let last = self.iterations + 1 >= self.limits.max_iterations;
+            if last && !self.forced_answer && self.schema.check(&parsed.turn).is_ok() {
+                self.iterations += 1;
+                self.end = Some(End::MaxIterations);
+                return;
+            }
             return self.invalid(&reply.text, reply.stop, e);
         }
         self.invalid_streak = 0;

@@ -32,6 +32,8 @@
 
 pub mod backend;
 pub mod deadline;
+pub mod demo;
+pub mod display;
 pub mod engine;
 pub mod events;
 pub mod guardrails;

@@ -8,7 +8,18 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use std::io::IsTerminal;
+
+use toolloop::backend::ollama::Ollama;
+use toolloop::backend::openai::OpenAi;
+use toolloop::backend::scripted::Recorder;
+use toolloop::backend::{Backend, GenOptions};
 use toolloop::deadline::Deadline;
+use toolloop::display::Progress;
+use toolloop::events::Transcript;
+use toolloop::orchestrator::{
+    ClarifyHandler, Conversation, Orchestrator, OrchestratorError, Outcome, StopKind,
+};
 use toolloop::repair;
 use toolloop::schema::{self, CallSchema, Narrowing};
 use toolloop::server::ToolServer;
@@ -91,8 +102,109 @@ impl ToolArgs {
     }
 }
 
+/// A positive, finite number of seconds.
+fn parse_secs(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e7 => Ok(v),
+        _ => Err(format!("expected a positive number of seconds, got {s:?}")),
+    }
+}
+
+/// Which model server to talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BackendKind {
+    /// Ollama's native API.
+    Ollama,
+    /// Any OpenAI-compatible server (llama-server, vLLM, LM Studio, Ollama's /v1).
+    Openai,
+}
+
+/// The model, the server and the run's limits.
+#[derive(Debug, Args, Clone)]
+struct ModelArgs {
+    /// Model name.
+    #[arg(long, env = "TOOLLOOP_MODEL", default_value = "gemma3:4b")]
+    model: String,
+    /// Model server protocol.
+    #[arg(long, value_enum, default_value = "ollama")]
+    backend: BackendKind,
+    /// Ollama's address (any OLLAMA_HOST form).
+    #[arg(long, env = "OLLAMA_HOST", default_value = "http://localhost:11434")]
+    ollama_host: String,
+    /// Base URL of an OpenAI-compatible server, with --backend openai.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8080/v1")]
+    base_url: String,
+    /// Most model turns.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    max_iterations: u32,
+    /// One deadline for the whole run, in seconds (raise it for slow CPU models).
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_secs)]
+    timeout: f64,
+    /// Extra instructions appended to the system prompt.
+    #[arg(long, value_name = "TEXT")]
+    system: Option<String>,
+    /// Most tokens per reply (num_predict / max_tokens).
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    num_predict: u32,
+    /// Context window in tokens (Ollama's num_ctx).
+    #[arg(long, value_name = "N", default_value_t = 8192)]
+    num_ctx: u32,
+    /// Sampling temperature.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f64,
+    /// Append every event to FILE as one JSON line.
+    #[arg(long, value_name = "FILE")]
+    transcript: Option<PathBuf>,
+    /// Save the model's raw replies to FILE, to replay the session offline.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Show the full trace on stderr.
+    #[arg(short, long)]
+    verbose: bool,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Ask one question; the answer goes to stdout.
+    ///
+    /// Example: toolloop ask "What is 12.5 * 4?" --builtin
+    Ask {
+        /// The question.
+        query: String,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        tools: ToolArgs,
+        /// Run without any tools.
+        #[arg(long)]
+        no_tools: bool,
+        /// Print one JSON object (answer, stop_reason, iterations, steps, usage).
+        #[arg(long)]
+        json: bool,
+    },
+    /// A conversation at the terminal; /tools, /reset, /exit.
+    ///
+    /// Example: toolloop chat --builtin --demo
+    Chat {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        tools: ToolArgs,
+        /// Run without any tools.
+        #[arg(long)]
+        no_tools: bool,
+    },
+    /// Run the offline demo: no server, no model, about a second.
+    ///
+    /// Example: toolloop demo
+    Demo {
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Show the full trace on stderr.
+        #[arg(short, long)]
+        verbose: bool,
+    },
     /// List the tool catalogue.
     ///
     /// Example: toolloop tools --builtin --demo --json
@@ -130,17 +242,350 @@ enum Command {
     },
 }
 
-/// Exit codes, a contract (DESIGN.md): 0 answered, 1 runtime error, 2 usage error.
+/// Exit codes, a contract (DESIGN.md): 0 answered, 1 runtime error, 2 usage error (clap),
+/// 3 max iterations reached, 4 timeout, 5 clarification needed but nobody to ask.
 const EXIT_RUNTIME: u8 = 1;
+const EXIT_MAX_ITERATIONS: u8 = 3;
+const EXIT_TIMEOUT: u8 = 4;
+const EXIT_CLARIFY: u8 = 5;
+
+fn exit_for_stop(stop: StopKind) -> u8 {
+    match stop {
+        StopKind::Completed | StopKind::ToolFailureDegraded => 0,
+        StopKind::MaxIterations => EXIT_MAX_ITERATIONS,
+        StopKind::Timeout => EXIT_TIMEOUT,
+        StopKind::ClarificationNeeded => EXIT_CLARIFY,
+        StopKind::Blocked => EXIT_RUNTIME,
+    }
+}
+
+fn exit_for_error(e: &OrchestratorError) -> u8 {
+    match e {
+        OrchestratorError::MaxIterationsReached { .. } => EXIT_MAX_ITERATIONS,
+        OrchestratorError::Timeout { .. } => EXIT_TIMEOUT,
+        OrchestratorError::ClarificationNeeded { .. } => EXIT_CLARIFY,
+        _ => EXIT_RUNTIME,
+    }
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     match cli.command {
+        Command::Ask {
+            query,
+            model,
+            tools,
+            no_tools,
+            json,
+        } => run_ask(&query, &model, &tools, no_tools, json),
+        Command::Chat {
+            model,
+            tools,
+            no_tools,
+        } => run_chat(&model, &tools, no_tools),
+        Command::Demo { json, verbose } => run_demo(json, verbose),
         Command::Repair { verbose } => run_repair(verbose),
         Command::Schema { tools } => run_schema(&tools),
         Command::Tools { tools, json } => run_tools(&tools, json),
         Command::ServeTools { addr, opts } => run_serve(&addr, &opts),
+    }
+}
+
+/// Builds the orchestrator a command line asks for. The tools are connected within the
+/// run's deadline; with no tool flags the seed's default tool server is used.
+fn build(
+    model: &ModelArgs,
+    tools: &ToolArgs,
+    no_tools: bool,
+    deadline: Deadline,
+    clarify: Option<Box<dyn ClarifyHandler>>,
+) -> Result<Orchestrator, OrchestratorError> {
+    let mut setup = tools.setup();
+    if setup.is_empty() && !no_tools {
+        setup.http.push("http://localhost:5000".into());
+    }
+    if no_tools {
+        setup = ToolSetup::default();
+    }
+    let catalogue = setup
+        .connect(deadline)
+        .map_err(|error| OrchestratorError::Tools {
+            error,
+            steps: Vec::new(),
+        })?;
+    let backend: Box<dyn Backend> = match model.backend {
+        BackendKind::Ollama => Box::new(Ollama::new(&model.ollama_host, &model.model)),
+        BackendKind::Openai => Box::new(OpenAi::new(
+            &model.base_url,
+            &model.model,
+            std::env::var("OPENAI_API_KEY").ok(),
+        )),
+    };
+    let backend: Box<dyn Backend> =
+        match &model.record {
+            Some(path) => Box::new(Recorder::new(backend, path).map_err(|error| {
+                OrchestratorError::Backend {
+                    error,
+                    steps: Vec::new(),
+                }
+            })?),
+            None => backend,
+        };
+    let options = GenOptions {
+        temperature: Some(model.temperature),
+        num_ctx: Some(model.num_ctx),
+        num_predict: Some(model.num_predict),
+        ..GenOptions::default()
+    };
+    let mut builder = Orchestrator::builder()
+        .boxed_backend(backend)
+        .catalogue(catalogue)
+        .max_iterations(model.max_iterations)
+        .timeout(Duration::from_secs_f64(model.timeout))
+        .options(options)
+        .system(model.system.clone())
+        .observer(Progress::new(model.verbose));
+    if let Some(path) = &model.transcript {
+        let t = Transcript::open(path).map_err(|e| {
+            OrchestratorError::Config(format!("--transcript {}: {e}", path.display()))
+        })?;
+        builder = builder.observer(t);
+    }
+    if let Some(c) = clarify {
+        builder = builder.boxed_clarify_handler(c);
+    }
+    builder.build()
+}
+
+/// Asks the person at the terminal: the question on stderr, the answer from stdin.
+fn ask_person(question: &str, missing: &[String]) -> Option<String> {
+    if missing.is_empty() {
+        eprintln!("? {question}");
+    } else {
+        eprintln!("? {question} (missing: {})", missing.join(", "));
+    }
+    eprint!("> ");
+    let mut line = String::new();
+    match std::io::stdin().read_line(&mut line) {
+        Ok(n) if n > 0 => Some(line.trim().to_string()),
+        _ => None,
+    }
+}
+
+fn outcome_json(o: &Outcome) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "answer": o.answer,
+        "stop_reason": o.stop_reason,
+        "iterations": o.iterations,
+        "steps": o.steps,
+        "usage": o.usage,
+        "ms": o.elapsed.as_millis() as u64,
+    });
+    if let Some(q) = &o.question {
+        v["question"] = serde_json::json!(q);
+        v["missing_params"] = serde_json::json!(o.missing_params);
+    }
+    if let Some(r) = &o.blocked_reason {
+        v["blocked_reason"] = serde_json::json!(r);
+    }
+    v
+}
+
+fn print_stdout(text: &str) -> bool {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}").and_then(|_| out.flush()).is_ok()
+}
+
+/// Says on stderr why a run gave no answer.
+fn explain(o: &Outcome, model: &ModelArgs) {
+    match o.stop_reason {
+        StopKind::MaxIterations => eprintln!(
+            "toolloop: no answer after {} iterations; raise --max-iterations or simplify the question",
+            o.iterations
+        ),
+        StopKind::Timeout => eprintln!(
+            "toolloop: no answer within {}s; raise --timeout (small models on a CPU are slow)",
+            model.timeout
+        ),
+        StopKind::ClarificationNeeded => {
+            let missing = if o.missing_params.is_empty() {
+                String::new()
+            } else {
+                format!(" (missing: {})", o.missing_params.join(", "))
+            };
+            eprintln!(
+                "toolloop: the model needs more information: {}{missing}",
+                o.question.as_deref().unwrap_or("")
+            );
+        }
+        StopKind::Blocked => eprintln!(
+            "toolloop: blocked: {}",
+            o.blocked_reason.as_deref().unwrap_or("")
+        ),
+        StopKind::ToolFailureDegraded => {
+            eprintln!("toolloop: a tool was unavailable; the model answered without it")
+        }
+        StopKind::Completed => {}
+    }
+}
+
+fn run_ask(
+    query: &str,
+    model: &ModelArgs,
+    tools: &ToolArgs,
+    no_tools: bool,
+    json: bool,
+) -> ExitCode {
+    let deadline = Deadline::after(Duration::from_secs_f64(model.timeout));
+    let clarify: Option<Box<dyn ClarifyHandler>> = std::io::stdin()
+        .is_terminal()
+        .then(|| Box::new(ask_person) as Box<dyn ClarifyHandler>);
+    let result = build(model, tools, no_tools, deadline, clarify)
+        .and_then(|mut o| o.run_with_deadline(query, &[], deadline));
+    match result {
+        Ok(outcome) => {
+            let code = exit_for_stop(outcome.stop_reason);
+            let printed = if json {
+                print_stdout(&serde_json::to_string(&outcome_json(&outcome)).unwrap_or_default())
+            } else {
+                outcome.answer.as_deref().is_none_or(print_stdout)
+            };
+            explain(&outcome, model);
+            if !printed {
+                return ExitCode::from(EXIT_RUNTIME);
+            }
+            ExitCode::from(code)
+        }
+        Err(e) => {
+            if json {
+                print_stdout(
+                    &serde_json::json!({"error": e.to_string(), "stop_reason": "error", "steps": e.steps()})
+                        .to_string(),
+                );
+            }
+            eprintln!("toolloop: {e}");
+            ExitCode::from(exit_for_error(&e))
+        }
+    }
+}
+
+/// Reads the person's lines: with line editing on a terminal, plain lines otherwise.
+enum Input {
+    Editor(Box<rustyline::DefaultEditor>),
+    Plain,
+}
+
+impl Input {
+    fn new() -> Self {
+        if std::io::stdin().is_terminal()
+            && let Ok(e) = rustyline::DefaultEditor::new()
+        {
+            return Input::Editor(Box::new(e));
+        }
+        Input::Plain
+    }
+
+    fn read(&mut self, prompt: &str) -> Option<String> {
+        match self {
+            Input::Editor(e) => match e.readline(prompt) {
+                Ok(line) => {
+                    let _ = e.add_history_entry(line.as_str());
+                    Some(line)
+                }
+                Err(_) => None,
+            },
+            Input::Plain => {
+                eprint!("{prompt}");
+                let mut line = String::new();
+                match std::io::stdin().read_line(&mut line) {
+                    Ok(n) if n > 0 => Some(line.trim_end_matches(['\n', '\r']).to_string()),
+                    _ => None,
+                }
+            }
+        }
+    }
+}
+
+fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
+    let clarify = |question: &str, missing: &[String]| -> Option<String> {
+        if missing.is_empty() {
+            eprintln!("? {question}");
+        } else {
+            eprintln!("? {question} (missing: {})", missing.join(", "));
+        }
+        Input::new().read("answer> ")
+    };
+    let connect = Deadline::after(Duration::from_secs_f64(model.timeout));
+    let orchestrator = match build(model, tools, no_tools, connect, Some(Box::new(clarify))) {
+        Ok(o) => o,
+        Err(e) => return fail(e),
+    };
+    let names = orchestrator.catalogue().names();
+    let mut chat = Conversation::new(orchestrator);
+    let mut input = Input::new();
+    eprintln!(
+        "toolloop chat with {} tools; /tools lists them, /reset forgets, /exit leaves.",
+        names.len()
+    );
+    while let Some(line) = input.read("you> ") {
+        let line = line.trim();
+        match line {
+            "" => continue,
+            "/exit" | "/quit" => break,
+            "/reset" => {
+                chat.reset();
+                eprintln!("(conversation forgotten)");
+                continue;
+            }
+            "/tools" => {
+                for spec in chat.orchestrator().catalogue().specs() {
+                    eprintln!("  {}", toolloop::prompt::signature(&spec));
+                }
+                continue;
+            }
+            _ if line.starts_with('/') => {
+                eprintln!("unknown command {line}; use /tools, /reset or /exit");
+                continue;
+            }
+            _ => {}
+        }
+        match chat.ask(line) {
+            Ok(outcome) => {
+                if let Some(a) = &outcome.answer {
+                    print_stdout(a);
+                }
+                explain(&outcome, model);
+            }
+            Err(e) => eprintln!("toolloop: {e}"),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn run_demo(json: bool, verbose: bool) -> ExitCode {
+    eprintln!(
+        "toolloop demo: a scripted model and the built-in tools on 127.0.0.1; no server needed."
+    );
+    eprintln!("you> {}", toolloop::demo::QUESTION);
+    let result = toolloop::demo::run(
+        Box::new(Progress::new(verbose)),
+        Box::new(|line| eprintln!("{line}")),
+        150,
+    );
+    match result {
+        Ok(outcome) => {
+            let ok = if json {
+                print_stdout(&serde_json::to_string(&outcome_json(&outcome)).unwrap_or_default())
+            } else {
+                outcome.answer.as_deref().is_none_or(print_stdout)
+            };
+            if !ok {
+                return ExitCode::from(EXIT_RUNTIME);
+            }
+            ExitCode::from(exit_for_stop(outcome.stop_reason))
+        }
+        Err(e) => fail(e),
     }
 }
 

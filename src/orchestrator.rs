@@ -376,9 +376,21 @@ impl OrchestratorBuilder {
         self
     }
 
+    /// A boxed observer.
+    pub fn boxed_observer(mut self, observer: Box<dyn Observer>) -> Self {
+        self.observers.push(observer);
+        self
+    }
+
     /// Answers clarifying questions; without one, a question ends the run.
     pub fn clarify_handler(mut self, handler: impl ClarifyHandler + 'static) -> Self {
         self.clarify = Some(Box::new(handler));
+        self
+    }
+
+    /// A boxed clarify handler.
+    pub fn boxed_clarify_handler(mut self, handler: Box<dyn ClarifyHandler>) -> Self {
+        self.clarify = Some(handler);
         self
     }
 

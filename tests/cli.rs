@@ -1,5 +1,7 @@
 //! The `toolloop` binary, run as a user runs it.
 
+mod common;
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
@@ -190,6 +192,282 @@ mod tools {
         assert_eq!(out.status.code(), Some(1));
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("--db /nonexistent.db: no such file")
+        );
+    }
+}
+
+/// An Ollama that answers /api/show and then each /api/chat with the next reply.
+fn fake_ollama(replies: &[&str]) -> common::Fake {
+    let mut acts = vec![common::Act::Respond(
+        200,
+        "application/json",
+        br#"{"capabilities":["completion"]}"#.to_vec(),
+    )];
+    for r in replies {
+        let line =
+            serde_json::json!({"message": {"role": "assistant", "content": r}, "done": false});
+        let done = r#"{"message":{"content":""},"done":true,"done_reason":"stop","prompt_eval_count":50,"eval_count":9}"#;
+        acts.push(common::Act::Respond(
+            200,
+            "application/x-ndjson",
+            format!("{line}\n{done}\n").into_bytes(),
+        ));
+    }
+    common::serve(acts)
+}
+
+const CALC: &str = r#"{"kind":"tool_call","thought":"exact","tool":"calculator","arguments":{"expression":"12.5 * 4"}}"#;
+const FIFTY: &str = r#"{"kind":"final_answer","thought":"done","content":"12.5 * 4 = 50"}"#;
+const CLARIFY: &str =
+    r#"{"kind":"clarify","thought":"","question":"Which city?","missing_params":["city"]}"#;
+
+fn ask(url: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "ask",
+        "How much is 12.5 * 4?",
+        "--ollama-host",
+        url,
+        "--builtin",
+    ];
+    args.extend_from_slice(extra);
+    toolloop(&args, b"")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+mod ask {
+    use super::*;
+
+    #[test]
+    fn answer_on_stdout_progress_on_stderr_exit_0() {
+        let fake = fake_ollama(&[CALC, FIFTY]);
+        let out = ask(&fake.url, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "12.5 * 4 = 50\n");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("[Tool Call: calculator] {\"expression\":\"12.5 * 4\"}"),
+            "{err}"
+        );
+        assert!(err.contains("[Tool Result: calculator] 50"), "{err}");
+        assert!(
+            !err.contains("\x1b["),
+            "no colour when stderr is not a terminal"
+        );
+        // Gemma-style model without the tools capability: the result went as user text.
+        let requests = fake.requests.lock().unwrap();
+        assert!(
+            requests[2].contains("Tool result (calculator): 50"),
+            "{}",
+            requests[2]
+        );
+    }
+
+    #[test]
+    fn json_output_shape() {
+        let fake = fake_ollama(&[CALC, FIFTY]);
+        let out = ask(&fake.url, &["--json"]);
+        assert_eq!(out.status.code(), Some(0));
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
+        assert_eq!(v["answer"], "12.5 * 4 = 50");
+        assert_eq!(v["stop_reason"], "completed");
+        assert_eq!(v["iterations"], 2);
+        let step = &v["steps"][0];
+        for key in ["thought", "tool", "arguments", "observation", "ok", "ms"] {
+            assert!(step.get(key).is_some(), "step lacks {key}: {step}");
+        }
+        assert_eq!(step["observation"], "50");
+        assert_eq!(v["usage"]["prompt_tokens"], 100);
+    }
+
+    #[test]
+    fn server_down_exits_1_with_the_ollama_serve_hint() {
+        let url = common::dead_url();
+        let out = ask(&url, &[]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(out.stdout.is_empty());
+        assert!(
+            text(&out.stderr).contains("start it with `ollama serve`"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+
+    #[test]
+    fn missing_model_exits_1_with_the_pull_hint() {
+        let fake = common::serve(vec![common::Act::Respond(
+            404,
+            "application/json",
+            br#"{"error":"model 'gemma3:4b' not found"}"#.to_vec(),
+        )]);
+        let out = ask(&fake.url, &[]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(text(&out.stderr).contains("run `ollama pull gemma3:4b`"));
+    }
+
+    #[test]
+    fn usage_errors_exit_2() {
+        for args in [
+            vec!["ask"],
+            vec!["ask", "q", "--timeout", "0"],
+            vec!["ask", "q", "--timeout", "soon"],
+            vec!["ask", "q", "--backend", "gpt"],
+            vec!["ask", "q", "--max-iterations", "0"],
+            vec!["frobnicate"],
+        ] {
+            let out = toolloop(&args, b"");
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{args:?}: {}",
+                text(&out.stderr)
+            );
+        }
+    }
+
+    #[test]
+    fn max_iterations_exits_3() {
+        let fake = fake_ollama(&[CALC]);
+        let out = ask(&fake.url, &["--max-iterations", "1"]);
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("raise --max-iterations"));
+    }
+
+    #[test]
+    fn timeout_exits_4_soon_after_the_deadline() {
+        let fake = common::serve(vec![
+            common::Act::Respond(200, "application/json", br#"{"capabilities":[]}"#.to_vec()),
+            common::Act::Hang,
+        ]);
+        let started = std::time::Instant::now();
+        let out = ask(&fake.url, &["--timeout", "1"]);
+        assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+        assert!(
+            started.elapsed() < std::time::Duration::from_millis(1800),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(text(&out.stderr).contains("raise --timeout"));
+    }
+
+    #[test]
+    fn clarification_with_nobody_to_ask_exits_5_with_the_question() {
+        let fake = fake_ollama(&[CLARIFY]);
+        let out = ask(&fake.url, &["--json"]);
+        assert_eq!(out.status.code(), Some(5));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["stop_reason"], "clarification_needed");
+        assert_eq!(v["question"], "Which city?");
+        assert_eq!(v["missing_params"], serde_json::json!(["city"]));
+        assert!(
+            text(&out.stderr)
+                .contains("the model needs more information: Which city? (missing: city)")
+        );
+    }
+
+    #[test]
+    fn env_fallbacks_for_host_and_model() {
+        let fake = fake_ollama(&[FIFTY]);
+        let out = Command::new(env!("CARGO_BIN_EXE_toolloop"))
+            .args(["ask", "q", "--builtin"])
+            .env("OLLAMA_HOST", fake.url.trim_start_matches("http://"))
+            .env("TOOLLOOP_MODEL", "qwen2.5:0.5b")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let requests = fake.requests.lock().unwrap();
+        assert!(
+            requests[0].contains(r#""model":"qwen2.5:0.5b""#),
+            "{}",
+            requests[0]
+        );
+    }
+
+    #[test]
+    fn transcript_holds_every_event_as_a_json_line() {
+        let fake = fake_ollama(&[CALC, FIFTY]);
+        let path = std::env::temp_dir().join(format!("toolloop-cli-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let out = ask(&fake.url, &["--transcript", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0));
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.first().unwrap()["event"], "run_started");
+        assert_eq!(lines.last().unwrap()["event"], "stopped");
+        assert!(lines.iter().any(|l| l["event"] == "tool_call"));
+    }
+
+    #[test]
+    fn verbose_trace_tags() {
+        let fake = fake_ollama(&[CALC, FIFTY]);
+        let out = ask(&fake.url, &["-v"]);
+        let err = text(&out.stderr);
+        for tag in ["[LLM]", "[ACT]", "[OBSERVE]", "[DONE]"] {
+            assert!(err.contains(tag), "{tag} missing: {err}");
+        }
+    }
+}
+
+mod demo {
+    use super::*;
+
+    #[test]
+    fn runs_offline_and_shows_every_part() {
+        let out = toolloop(&["demo"], b"");
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stdout),
+            "In Tokyo it is sunny and 18 °C, which is 64.4 °F.\n"
+        );
+        let err = text(&out.stderr);
+        for part in [
+            "? Which city do you mean?",
+            "> Tokyo",
+            "[Tool Result: get_weather] error: no weather for \"Tokio\"",
+            "[Tool Result: get_weather] {\"city\":\"Tokyo\"",
+            "[Repair] closed truncated input",
+            "[Tool Result: calculator] 64.4",
+        ] {
+            assert!(err.contains(part), "{part:?} missing:\n{err}");
+        }
+    }
+
+    #[test]
+    fn json() {
+        let out = toolloop(&["demo", "--json"], b"");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["stop_reason"], "completed");
+        assert_eq!(v["iterations"], 5);
+    }
+}
+
+#[test]
+fn every_subcommand_has_help_with_an_example() {
+    for sub in [
+        "ask",
+        "chat",
+        "demo",
+        "tools",
+        "serve-tools",
+        "schema",
+        "repair",
+    ] {
+        let out = toolloop(&[sub, "--help"], b"");
+        assert_eq!(out.status.code(), Some(0));
+        let help = text(&out.stdout);
+        let example = help
+            .lines()
+            .find(|l| l.trim_start().starts_with("Example:"));
+        assert!(
+            example.is_some_and(|l| l.contains("toolloop")),
+            "{sub} --help has no example"
         );
     }
 }

@@ -100,11 +100,20 @@ impl Scripted {
     /// Replays a recording (JSON Lines, see the module docs).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, BackendError> {
         let path = path.as_ref();
-        let err = |detail: String| BackendError::Recording {
+        let text = std::fs::read_to_string(path).map_err(|e| BackendError::Recording {
             path: path.display().to_string(),
+            detail: e.to_string(),
+        })?;
+        Self::from_jsonl(&text, &path.display().to_string())
+    }
+
+    /// Replays a recording given as text; `name` is used in error messages.
+    pub fn from_jsonl(text: &str, name: &str) -> Result<Self, BackendError> {
+        let err = |detail: String| BackendError::Recording {
+            path: name.to_string(),
             detail,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let total = text.lines().count();
         let mut replies = Vec::new();
         for (n, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
@@ -116,8 +125,8 @@ impl Scripted {
                     serde_json::from_value(v).map_err(|e| err(format!("line {}: {e}", n + 1)))?
                 }
                 // A line cut by a crash while recording: everything before it is kept.
-                Err(_) if n + 1 == text.lines().count() => {
-                    log::warn!("{}: ignoring an incomplete last line", path.display());
+                Err(_) if n + 1 == total => {
+                    log::warn!("{name}: ignoring an incomplete last line");
                     continue;
                 }
                 Err(e) => return Err(err(format!("line {}: {e}", n + 1))),

@@ -1,0 +1,145 @@
+//! What a person sees on stderr while a run goes: a spinner with the elapsed time while
+//! the model thinks (only on a terminal), each tool call and a short result as they
+//! happen (seed 001's `[Tool Call: name]` / `[Tool Result: name]`), warnings, and with
+//! `-v` the full `[LLM]`/`[ACT]`/`[OBSERVE]` trace. Colour only on a terminal and never
+//! when `NO_COLOR` is set. stdout is left to the answer.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::Value;
+
+use crate::events::{Event, Observer, Trace};
+
+/// Whether stderr gets colour: a terminal, and `NO_COLOR` unset (no-color.org).
+pub fn use_color() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
+/// The progress display of a run.
+#[derive(Debug)]
+pub struct Progress {
+    spinner: Option<ProgressBar>,
+    color: bool,
+    verbose: bool,
+    terminal: bool,
+    chars: usize,
+}
+
+impl Progress {
+    /// A display on stderr; `verbose` adds the full trace.
+    pub fn new(verbose: bool) -> Self {
+        Progress {
+            spinner: None,
+            color: use_color(),
+            verbose,
+            terminal: std::io::stderr().is_terminal(),
+            chars: 0,
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn line(&self, text: String) {
+        match &self.spinner {
+            Some(s) => s.suspend(|| eprintln!("{text}")),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    fn stop_spinner(&mut self) {
+        if let Some(s) = self.spinner.take() {
+            s.finish_and_clear();
+        }
+    }
+}
+
+fn short(v: &str, n: usize) -> String {
+    crate::http::shorten(&v.replace('\n', " "), n)
+}
+
+impl Observer for Progress {
+    fn event(&mut self, event: &Event) {
+        if self.verbose
+            && !matches!(event, Event::ModelText { .. })
+            && let Some(line) = Trace::line(event)
+        {
+            self.line(self.paint("2", &line));
+        }
+        match event {
+            Event::ModelRequest { iteration, .. } => {
+                self.chars = 0;
+                if self.terminal {
+                    let s = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+                    s.set_style(
+                        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
+                    s.set_message(format!("model is thinking (step {iteration})"));
+                    s.enable_steady_tick(Duration::from_millis(100));
+                    self.spinner = Some(s);
+                }
+            }
+            Event::ModelText { text } => {
+                self.chars += text.chars().count();
+                if let Some(s) = &self.spinner {
+                    s.set_message(format!("model is writing ({} characters)", self.chars));
+                }
+            }
+            Event::ModelReply { .. } => self.stop_spinner(),
+            Event::ToolCall {
+                tool, arguments, ..
+            } if !self.verbose => {
+                let head = self.paint("36", &format!("[Tool Call: {tool}]"));
+                let args = short(&Value::Object(arguments.clone()).to_string(), 200);
+                self.line(format!("{head} {args}"));
+            }
+            Event::ToolResult {
+                tool,
+                ok,
+                observation,
+                ..
+            } if !self.verbose => {
+                let head = if *ok {
+                    self.paint("32", &format!("[Tool Result: {tool}]"))
+                } else {
+                    self.paint("31", &format!("[Tool Result: {tool}]"))
+                };
+                self.line(format!("{head} {}", short(observation, 200)));
+            }
+            Event::Repaired { fixes } if !self.verbose => {
+                self.line(self.paint("2", &format!("[Repair] {}", fixes.join(", "))));
+            }
+            Event::Invalid { error, .. } if !self.verbose => {
+                self.line(self.paint(
+                    "33",
+                    &format!("[Retry] the reply was not valid: {}", short(error, 200)),
+                ));
+            }
+            Event::Degraded { tool, reason } if !self.verbose => {
+                self.line(self.paint(
+                    "33",
+                    &format!("[Unavailable: {tool}] {}", short(reason, 200)),
+                ));
+            }
+            Event::Warning { message } if !self.verbose => {
+                self.line(self.paint("33", &format!("[Warning] {message}")));
+            }
+            Event::Stopped { .. } => self.stop_spinner(),
+            _ => {}
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop_spinner();
+    }
+}
