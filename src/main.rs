@@ -37,13 +37,9 @@ struct Cli {
 /// Where tools come from.
 #[derive(Debug, Args, Clone, Default)]
 struct ToolArgs {
-    /// HTTP tool API base URL (repeatable).
-    #[arg(
-        long = "tools",
-        value_name = "URL",
-        env = "TOOLLOOP_TOOLS",
-        value_delimiter = ','
-    )]
+    /// HTTP tool API base URL (repeatable). When no tool flag is given, TOOLLOOP_TOOLS
+    /// (comma-separated URLs) is used.
+    #[arg(long = "tools", value_name = "URL", value_delimiter = ',')]
     tools: Vec<String>,
     /// MCP server: a URL (Streamable HTTP) or a command line (stdio). Repeatable.
     #[arg(long = "mcp", value_name = "CMD_OR_URL")]
@@ -89,12 +85,22 @@ impl ToolArgs {
             || self.builtin_opts.docs.is_some()
             || self.builtin_opts.files_root.is_some()
             || self.builtin_opts.demo;
+        let mut http: Vec<String> = self.tools.clone();
+        // The environment stands in for --tools only when no tool flag is given, so an
+        // exported TOOLLOOP_TOOLS does not clash with an explicit --builtin or --mcp.
+        if http.is_empty()
+            && self.mcp.is_empty()
+            && !self.builtin
+            && !uses_builtin_opts
+            && let Ok(env) = std::env::var("TOOLLOOP_TOOLS")
+        {
+            http = env.split(',').map(str::to_string).collect();
+        }
         ToolSetup {
-            http: self
-                .tools
-                .iter()
-                .filter(|u| !u.trim().is_empty())
-                .cloned()
+            http: http
+                .into_iter()
+                .map(|u| u.trim().to_string())
+                .filter(|u| !u.is_empty())
                 .collect(),
             mcp: self.mcp.clone(),
             builtin: (self.builtin || uses_builtin_opts).then(|| self.builtin_opts.config()),

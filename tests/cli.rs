@@ -159,6 +159,24 @@ mod tools {
     }
 
     #[test]
+    fn toolloop_tools_env_is_used_only_without_tool_flags() {
+        let dead = "http://127.0.0.1:9";
+        let out = Command::new(env!("CARGO_BIN_EXE_toolloop"))
+            .args(["tools"])
+            .env("TOOLLOOP_TOOLS", dead)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("tool server at http://127.0.0.1:9"));
+        let out = Command::new(env!("CARGO_BIN_EXE_toolloop"))
+            .args(["tools", "--builtin"])
+            .env("TOOLLOOP_TOOLS", dead)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    #[test]
     fn builtin_tools_listed_in_text() {
         let out = toolloop(&["tools", "--builtin"], b"");
         assert_eq!(

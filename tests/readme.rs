@@ -1,0 +1,207 @@
+//! The README cannot rot: every `toolloop` command in its `sh` blocks is run here, against
+//! fake servers standing in for Ollama and an OpenAI-compatible server, the real MCP
+//! servers where installed, and the real built-in tool server. `cargo` commands are run
+//! by `.ci/run`; `ollama` and `scripts/` lines need what this machine cannot have or are
+//! run by `.ci/run` too. The library snippet must match the crate docs, whose copy is a
+//! compiled doctest.
+
+mod common;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+fn readme() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+}
+
+/// The contents of every fenced block of `lang`.
+fn blocks(text: &str, lang: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for line in text.lines() {
+        match &mut cur {
+            None if line.trim() == format!("```{lang}") => cur = Some(String::new()),
+            Some(b) if line.trim() == "```" => {
+                out.push(std::mem::take(b));
+                cur = None;
+            }
+            Some(b) => {
+                b.push_str(line);
+                b.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn cache() -> PathBuf {
+    std::env::var_os("TOOLLOOP_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/toolloop")
+        })
+}
+
+struct Killer(std::process::Child);
+impl Drop for Killer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn every_toolloop_command_in_the_readme_runs() {
+    let answer = serde_json::json!({"message": {"role": "assistant",
+        "content": r#"{"kind":"final_answer","thought":"","content":"ok"}"#}, "done": false});
+    let done = r#"{"message":{"content":""},"done":true,"done_reason":"stop"}"#;
+    let ollama = common::serve(vec![
+        common::Act::Respond(200, "application/json", br#"{"capabilities":[]}"#.to_vec()),
+        common::Act::Respond(
+            200,
+            "application/x-ndjson",
+            format!("{answer}\n{done}\n").into_bytes(),
+        ),
+    ]);
+    let openai = common::serve(vec![common::Act::Respond(
+        200,
+        "application/json",
+        serde_json::json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
+            "content": r#"{"kind":"final_answer","thought":"","content":"5928"}"#}}]})
+        .to_string()
+        .into_bytes(),
+    )]);
+    let everything =
+        cache().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let python = cache().join("mcp-venv/bin/python");
+    let have_mcp = everything.is_file() && python.is_file();
+    if !have_mcp && std::env::var_os("CI").is_some() {
+        panic!("the MCP servers are not installed: run scripts/mcp-servers.sh");
+    }
+    let mut _mcp_http = None;
+    let mcp_port = free_port();
+    if have_mcp {
+        _mcp_http = Some(Killer(
+            Command::new(&python)
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/tests/mcp_http_server.py"
+                ))
+                .arg(mcp_port.to_string())
+                .spawn()
+                .unwrap(),
+        ));
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", mcp_port)).is_err() {
+            assert!(started.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    let tools_port = free_port();
+    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_toolloop"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+
+    let mut ran = 0;
+    for block in blocks(&readme(), "sh") {
+        let mut script = String::from("set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n");
+        let mut any = false;
+        for line in block.lines() {
+            let line = line.split("      #").next().unwrap().trim_end();
+            let runs_toolloop = line.starts_with("toolloop ") || line.contains("| toolloop ");
+            if !runs_toolloop {
+                continue;
+            }
+            if line.contains("--mcp") && !have_mcp {
+                eprintln!("SKIPPED (no MCP servers): {line}");
+                continue;
+            }
+            let mut cmd = line
+                .replace("127.0.0.1:5000", &format!("127.0.0.1:{tools_port}"))
+                .replace("http://127.0.0.1:8080/v1", &format!("{}/v1", openai.url))
+                .replace(
+                    "http://127.0.0.1:8000/mcp",
+                    &format!("http://127.0.0.1:{mcp_port}/mcp"),
+                )
+                .replace(
+                    "npx -y @modelcontextprotocol/server-everything",
+                    &format!("node {} stdio", everything.display()),
+                );
+            if cmd.starts_with("toolloop chat") {
+                cmd.push_str(" <<< /exit");
+            }
+            script.push_str(&cmd);
+            script.push('\n');
+            if cmd.ends_with('&') {
+                script.push_str(&format!(
+                    "for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/{tools_port}) 2>/dev/null && break; sleep 0.1; done\n"
+                ));
+            }
+            any = true;
+            ran += 1;
+        }
+        if !any {
+            continue;
+        }
+        let mut child = Command::new("bash")
+            .env("PATH", &path)
+            .env("OLLAMA_HOST", &ollama.url)
+            .env("TOOLLOOP_TOOLS", format!("http://127.0.0.1:{tools_port}"))
+            .env_remove("TOOLLOOP_MODEL")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "a README block failed:\n{script}\n--- stdout\n{}\n--- stderr\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(ran >= 8, "only {ran} README commands found");
+}
+
+#[test]
+fn the_library_snippet_is_the_compiled_doctest() {
+    let snippet = blocks(&readme(), "rust").remove(0);
+    let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
+    let docs: String = lib
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("//! ")
+                .or(if l == "//!" { Some("") } else { None })
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    for line in snippet.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            docs.contains(line),
+            "README line not in the crate docs: {line}"
+        );
+    }
+}
