@@ -174,15 +174,22 @@ pub struct Engine {
 impl Engine {
     /// A run over `history` (which holds the system prompt and any earlier turns) for
     /// `query`, with the tools in `specs`.
-    pub fn new(
+    pub fn new(history: Vec<Message>, query: &str, specs: Vec<ToolSpec>, limits: Limits) -> Self {
+        let schema = CallSchema::for_tools(&specs, limits.narrowing);
+        Self::with_schema(history, query, specs, limits, schema)
+    }
+
+    /// Like [`Engine::new`], with the schema for `specs` already built (it is the same for
+    /// every run over one catalogue, and building it compiles validators).
+    pub fn with_schema(
         mut history: Vec<Message>,
         query: &str,
         specs: Vec<ToolSpec>,
         limits: Limits,
+        schema: CallSchema,
     ) -> Self {
         let run_start = history.len();
         history.push(Message::user(query));
-        let schema = CallSchema::for_tools(&specs, limits.narrowing);
         Engine {
             limits,
             specs,

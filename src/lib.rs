@@ -60,6 +60,7 @@ pub mod deadline;
 pub mod demo;
 pub mod display;
 pub mod engine;
+pub mod eval;
 pub mod events;
 pub mod guardrails;
 mod http;

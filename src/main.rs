@@ -211,6 +211,28 @@ enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
+    /// Score a model on a BFCL-format tool-calling dataset (file or folder).
+    ///
+    /// Example: toolloop eval ~/.cache/toolloop/bfcl --limit 20 --backend openai
+    Eval {
+        /// A BFCL_*.json file (possible answers in possible_answer/ beside it) or a folder
+        /// of them (scripts/bfcl-data.sh fetches three).
+        path: PathBuf,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// At most N cases per category.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Only this category (e.g. simple_python, multiple, irrelevance).
+        #[arg(long)]
+        category: Option<String>,
+        /// Send no schema: measure what the constraint buys.
+        #[arg(long)]
+        no_constraint: bool,
+        /// Print the summary and every case as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the tool catalogue.
     ///
     /// Example: toolloop tools --builtin --demo --json
@@ -291,6 +313,21 @@ fn main() -> ExitCode {
             no_tools,
         } => run_chat(&model, &tools, no_tools),
         Command::Demo { json, verbose } => run_demo(json, verbose),
+        Command::Eval {
+            path,
+            model,
+            limit,
+            category,
+            no_constraint,
+            json,
+        } => run_eval(
+            &path,
+            &model,
+            limit,
+            category.as_deref(),
+            no_constraint,
+            json,
+        ),
         Command::Repair { verbose } => run_repair(verbose),
         Command::Schema { tools } => run_schema(&tools),
         Command::Tools { tools, json } => run_tools(&tools, json),
@@ -565,6 +602,115 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
             }
             Err(e) => eprintln!("toolloop: {e}"),
         }
+    }
+    ExitCode::SUCCESS
+}
+
+fn run_eval(
+    path: &std::path::Path,
+    model: &ModelArgs,
+    limit: Option<usize>,
+    category: Option<&str>,
+    no_constraint: bool,
+    json: bool,
+) -> ExitCode {
+    use toolloop::eval;
+    let mut cases = match eval::load(path) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    if let Some(cat) = category {
+        cases.retain(|c| c.category == cat);
+        if cases.is_empty() {
+            return fail(format!("no case of category {cat} in {}", path.display()));
+        }
+    }
+    if let Some(n) = limit {
+        let mut seen = std::collections::HashMap::<String, usize>::new();
+        cases.retain(|c| {
+            let k = seen.entry(c.category.clone()).or_default();
+            *k += 1;
+            *k <= n
+        });
+    }
+    let mut backend: Box<dyn Backend> = match model.backend {
+        BackendKind::Ollama => Box::new(Ollama::new(&model.ollama_host, &model.model)),
+        BackendKind::Openai => Box::new(OpenAi::new(
+            &model.base_url,
+            &model.model,
+            std::env::var("OPENAI_API_KEY").ok(),
+        )),
+    };
+    if let Err(e) = backend.preflight(Deadline::after(Duration::from_secs(30))) {
+        return fail(e);
+    }
+    let options = GenOptions {
+        temperature: Some(model.temperature),
+        num_ctx: Some(model.num_ctx),
+        num_predict: Some(model.num_predict),
+        ..GenOptions::default()
+    };
+    let constraint = if no_constraint {
+        eval::Constraint::Off
+    } else {
+        eval::Constraint::Narrowed
+    };
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(cases.len() as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut results = Vec::with_capacity(cases.len());
+    for case in &cases {
+        bar.set_message(case.id.clone());
+        let r = eval::run_case(
+            backend.as_mut(),
+            case,
+            &options,
+            constraint,
+            Duration::from_secs_f64(model.timeout),
+        );
+        if model.verbose {
+            bar.suspend(|| {
+                eprintln!(
+                    "{} {} {}",
+                    if r.pass { "PASS" } else { "FAIL" },
+                    r.id,
+                    r.reason.as_deref().unwrap_or("")
+                )
+            });
+        }
+        results.push(r);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let summary = eval::summarize(&results);
+    if json {
+        print_stdout(&eval::report_json(&results).to_string());
+    } else {
+        let mut out = format!(
+            "{:<16} {:>6} {:>9} {:>13} {:>10} {:>9}\n",
+            "category", "cases", "accuracy", "invalid turns", "iterations", "s/case"
+        );
+        for s in &summary {
+            out.push_str(&format!(
+                "{:<16} {:>6} {:>8.1}% {:>12.1}% {:>10.2} {:>9.2}\n",
+                s.category,
+                s.cases,
+                s.accuracy * 100.0,
+                s.invalid_turn_rate * 100.0,
+                s.mean_iterations,
+                s.mean_ms / 1000.0
+            ));
+        }
+        print!("{out}");
+    }
+    let errors = results.iter().filter(|r| r.error.is_some()).count();
+    if errors > 0 {
+        eprintln!("toolloop: {errors} cases could not run (see --json for why)");
     }
     ExitCode::SUCCESS
 }

@@ -17,8 +17,8 @@ use crate::engine::{End, Engine, Limits, Step, StepRecord};
 use crate::events::{Event, Observer};
 use crate::guardrails::{Guardrails, Verdict};
 use crate::prompt::build_system_prompt;
-use crate::schema::Narrowing;
-use crate::tools::{Catalogue, ToolError, ToolSetup};
+use crate::schema::{CallSchema, Narrowing};
+use crate::tools::{Catalogue, ToolError, ToolSetup, ToolSpec};
 
 /// Why a run stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -422,9 +422,13 @@ impl OrchestratorBuilder {
                 "max_iterations must be at least 1".into(),
             ));
         }
-        let prompt = build_system_prompt(&self.catalogue.specs(), self.system.as_deref());
+        let specs = self.catalogue.specs();
+        let prompt = build_system_prompt(&specs, self.system.as_deref());
+        let schema = CallSchema::for_tools(&specs, self.limits.narrowing);
         Ok(Orchestrator {
             backend,
+            specs,
+            schema,
             catalogue: self.catalogue,
             limits: self.limits,
             timeout: self.timeout,
@@ -453,6 +457,8 @@ impl OrchestratorBuilder {
 /// ```
 pub struct Orchestrator {
     backend: Box<dyn Backend>,
+    specs: Vec<ToolSpec>,
+    schema: CallSchema,
     catalogue: Catalogue,
     limits: Limits,
     timeout: Duration,
@@ -509,7 +515,13 @@ impl Orchestrator {
         let mut history = Vec::with_capacity(earlier.len() + 8);
         history.push(Message::system(self.prompt.clone()));
         history.extend_from_slice(earlier);
-        let mut engine = Engine::new(history, query, self.catalogue.specs(), self.limits.clone());
+        let mut engine = Engine::with_schema(
+            history,
+            query,
+            self.specs.clone(),
+            self.limits.clone(),
+            self.schema.clone(),
+        );
         self.emit(&Event::RunStarted {
             query: query.to_string(),
             model: self.backend.describe(),

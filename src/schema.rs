@@ -155,13 +155,19 @@ impl CallSchema {
     /// Only `final_answer` and `clarify`: for the last allowed iteration, or when a model
     /// keeps repeating a call.
     pub fn answer_only() -> Self {
-        let (_, answer, clarify) = static_variants();
-        Self::build(
-            vec![answer.clone(), clarify.clone()],
-            vec![None, None],
-            Map::new(),
-            Vec::new(),
-        )
+        // Built once: compiling validators is most of what a run would otherwise spend.
+        static ANSWER_ONLY: OnceLock<CallSchema> = OnceLock::new();
+        ANSWER_ONLY
+            .get_or_init(|| {
+                let (_, answer, clarify) = static_variants();
+                Self::build(
+                    vec![answer.clone(), clarify.clone()],
+                    vec![None, None],
+                    Map::new(),
+                    Vec::new(),
+                )
+            })
+            .clone()
     }
 
     fn build(

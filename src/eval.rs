@@ -1,0 +1,686 @@
+//! `toolloop eval`: a tool-calling dataset in the Berkeley Function Calling Leaderboard
+//! (BFCL) format, run through the real loop and scored with BFCL's AST rules.
+//!
+//! Each case is a question and the functions on offer. The functions are described to the
+//! model but never executed: the first `tool_call` is the prediction, and a
+//! `final_answer` or `clarify` means "no call". The engine ([`crate::engine`]) is driven
+//! directly, so everything the loop does to a turn — repair, validation, feedback on an
+//! invalid reply — happens exactly as in a real run.
+//!
+//! Scoring (BFCL's AST checker, for single calls): the function name; every required
+//! parameter present; no parameter outside the schema; each value of its declared type
+//! (an integer is accepted for a float); each value among the possible answers (strings
+//! compared lower-cased with spaces and `,./-_*^` removed); a parameter may be absent only
+//! if `""` is among its possible answers. Irrelevance cases pass when no call is made.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message};
+use crate::deadline::Deadline;
+use crate::engine::{Engine, Limits, Step};
+use crate::events::Event;
+use crate::prompt::build_system_prompt;
+use crate::schema::Narrowing;
+use crate::tools::ToolSpec;
+
+/// One case of a dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    /// The case id, e.g. `simple_python_0`.
+    pub id: String,
+    /// The category, from the file name (`simple_python`, `multiple`, `irrelevance`).
+    pub category: String,
+    /// The person's question.
+    pub question: String,
+    /// The functions, converted to tools.
+    pub tools: Vec<ToolSpec>,
+    /// The functions as BFCL wrote them (their types decide the type check).
+    pub functions: Vec<Value>,
+    /// The possible answers: `{function: {param: [values]}}`; empty for irrelevance.
+    pub ground_truth: Vec<Value>,
+}
+
+/// Why loading failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvalError {
+    /// A file could not be read.
+    #[error("{path}: {detail}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        detail: String,
+    },
+    /// A line is not a BFCL case.
+    #[error("{path} line {line}: {detail}")]
+    Format {
+        /// The file.
+        path: String,
+        /// The line (1-based).
+        line: usize,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// Maps a BFCL parameter schema to JSON Schema: `dict`→object, `float`→number,
+/// `tuple`→array, `any`→string; recursively.
+///
+/// ```
+/// use serde_json::json;
+/// let s = toolloop::eval::to_json_schema(&json!({"type": "dict", "properties": {
+///     "x": {"type": "float"}, "t": {"type": "tuple", "items": {"type": "any"}}}}));
+/// assert_eq!(s, json!({"type": "object", "properties": {
+///     "x": {"type": "number"}, "t": {"type": "array", "items": {"type": "string"}}}}));
+/// ```
+pub fn to_json_schema(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut out = Map::new();
+            for (k, val) in m {
+                let val = match (k.as_str(), val) {
+                    ("type", Value::String(t)) => Value::String(
+                        match t.as_str() {
+                            "dict" => "object",
+                            "float" => "number",
+                            "tuple" => "array",
+                            "any" => "string",
+                            other => other,
+                        }
+                        .to_string(),
+                    ),
+                    ("properties", Value::Object(props)) => Value::Object(
+                        props
+                            .iter()
+                            .map(|(p, s)| (p.clone(), to_json_schema(s)))
+                            .collect(),
+                    ),
+                    ("items", s) => to_json_schema(s),
+                    // Python reprs of defaults are data, not schema.
+                    ("default", _) => continue,
+                    (_, other) => other.clone(),
+                };
+                out.insert(k.clone(), val);
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
+}
+
+fn category_of(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("unknown");
+    stem.strip_prefix("BFCL_v4_")
+        .or_else(|| stem.strip_prefix("BFCL_v3_"))
+        .unwrap_or(stem)
+        .to_string()
+}
+
+fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>, EvalError> {
+    let text = std::fs::read_to_string(path).map_err(|e| EvalError::Read {
+        path: path.display().to_string(),
+        detail: e.to_string(),
+    })?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v = serde_json::from_str(line).map_err(|e| EvalError::Format {
+            path: path.display().to_string(),
+            line: n + 1,
+            detail: e.to_string(),
+        })?;
+        out.push((n + 1, v));
+    }
+    Ok(out)
+}
+
+/// Loads a dataset file and its possible answers (`possible_answer/<same name>` beside
+/// it; none for irrelevance). A directory loads every `BFCL_*.json` in it.
+pub fn load(path: &Path) -> Result<Vec<Case>, EvalError> {
+    if path.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| EvalError::Read {
+                path: path.display().to_string(),
+                detail: e.to_string(),
+            })?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_file()
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("BFCL_") && n.ends_with(".json"))
+            })
+            .collect();
+        files.sort();
+        let mut all = Vec::new();
+        for f in files {
+            all.extend(load(&f)?);
+        }
+        return Ok(all);
+    }
+    let category = category_of(path);
+    let answers_path = path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("possible_answer")
+        .join(path.file_name().unwrap_or_default());
+    let mut answers = std::collections::HashMap::new();
+    if answers_path.is_file() {
+        for (_, v) in read_lines(&answers_path)? {
+            if let Some(id) = v["id"].as_str() {
+                answers.insert(id.to_string(), v["ground_truth"].clone());
+            }
+        }
+    }
+    let mut cases = Vec::new();
+    for (line, v) in read_lines(path)? {
+        let err = |detail: &str| EvalError::Format {
+            path: path.display().to_string(),
+            line,
+            detail: detail.to_string(),
+        };
+        let id = v["id"].as_str().ok_or_else(|| err("no id"))?.to_string();
+        // `question` is a list of turns, each a list of messages; the last user message
+        // of the first turn is the question.
+        let question = v["question"][0]
+            .as_array()
+            .and_then(|msgs| {
+                msgs.iter()
+                    .rev()
+                    .find(|m| m["role"] == "user")
+                    .and_then(|m| m["content"].as_str())
+            })
+            .ok_or_else(|| err("no user question"))?
+            .to_string();
+        let functions: Vec<Value> = v["function"]
+            .as_array()
+            .ok_or_else(|| err("no function list"))?
+            .clone();
+        let tools = functions
+            .iter()
+            .map(|f| {
+                ToolSpec::new(
+                    f["name"].as_str().unwrap_or(""),
+                    f["description"].as_str().unwrap_or(""),
+                    to_json_schema(&f["parameters"]),
+                )
+            })
+            .collect();
+        let ground_truth = match answers.get(&id) {
+            Some(Value::Array(gt)) => gt.clone(),
+            _ => Vec::new(),
+        };
+        if ground_truth.is_empty() && !category.contains("irrelevance") {
+            return Err(err("no possible answer for this case"));
+        }
+        cases.push(Case {
+            id,
+            category: category.clone(),
+            question,
+            tools,
+            functions,
+            ground_truth,
+        });
+    }
+    Ok(cases)
+}
+
+/// A predicted call: the first `tool_call` of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    /// The function name.
+    pub name: String,
+    /// The arguments.
+    pub arguments: Map<String, Value>,
+}
+
+/// BFCL's string normalisation: lower case, without spaces and `,./-_*^`.
+pub fn normalize(s: &str) -> String {
+    s.to_lowercase()
+        .chars()
+        .filter(|c| !c.is_whitespace() && !",./-_*^".contains(*c))
+        .collect()
+}
+
+fn values_match(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (Value::String(g), Value::String(w)) => normalize(g) == normalize(w),
+        (Value::Number(g), Value::Number(w)) => g.as_f64() == w.as_f64(),
+        (Value::Array(g), Value::Array(w)) => {
+            g.len() == w.len() && g.iter().zip(w).all(|(a, b)| values_match(a, b))
+        }
+        (Value::Object(g), Value::Object(w)) => {
+            // Nested dicts: each possible-answer key holds a list of possible values.
+            w.iter().all(|(k, options)| match (g.get(k), options) {
+                (Some(v), Value::Array(opts)) => opts.iter().any(|o| values_match(v, o)),
+                (None, Value::Array(opts)) => opts.iter().any(|o| o == ""),
+                (Some(v), o) => values_match(v, o),
+                (None, _) => false,
+            }) && g.keys().all(|k| w.contains_key(k))
+        }
+        (g, w) => g == w,
+    }
+}
+
+fn type_ok(v: &Value, bfcl_type: &str) -> bool {
+    match bfcl_type {
+        "integer" => v.is_i64() || v.is_u64(),
+        "float" | "number" => v.is_number(),
+        "string" => v.is_string(),
+        "boolean" => v.is_boolean(),
+        "array" | "tuple" => v.is_array(),
+        "dict" | "object" => v.is_object(),
+        _ => true,
+    }
+}
+
+/// Scores a prediction. `Ok(())` passes; the error says which rule failed.
+///
+/// ```
+/// use serde_json::json;
+/// use toolloop::eval::{score, Call};
+///
+/// let functions = [json!({"name": "area", "parameters": {"type": "dict",
+///     "properties": {"base": {"type": "float"}, "unit": {"type": "string"}}, "required": ["base"]}})];
+/// let truth = [json!({"area": {"base": [10.0], "unit": ["cm", ""]}})];
+/// let call = Call { name: "area".into(), arguments: json!({"base": 10}).as_object().unwrap().clone() };
+/// assert_eq!(score("simple_python", Some(&call), &functions, &truth), Ok(()));
+/// ```
+pub fn score(
+    category: &str,
+    call: Option<&Call>,
+    functions: &[Value],
+    ground_truth: &[Value],
+) -> Result<(), String> {
+    if category.contains("irrelevance") {
+        return match call {
+            None => Ok(()),
+            Some(c) => Err(format!("called {} where no function fits", c.name)),
+        };
+    }
+    let call = call.ok_or("no call was made")?;
+    let truth = ground_truth
+        .first()
+        .and_then(Value::as_object)
+        .ok_or("no possible answer")?;
+    let (want_name, want_params) = truth.iter().next().ok_or("empty possible answer")?;
+    if &call.name != want_name {
+        return Err(format!("called {} instead of {want_name}", call.name));
+    }
+    let function = functions
+        .iter()
+        .find(|f| f["name"] == call.name.as_str())
+        .ok_or_else(|| format!("{} is not among the functions", call.name))?;
+    let props = function["parameters"]["properties"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let required: Vec<&str> = function["parameters"]["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for r in &required {
+        if !call.arguments.contains_key(*r) {
+            return Err(format!("required parameter {r} is missing"));
+        }
+    }
+    for (k, v) in &call.arguments {
+        let Some(schema) = props.get(k) else {
+            return Err(format!("parameter {k} is not in the schema"));
+        };
+        let t = schema["type"].as_str().unwrap_or("any");
+        if !type_ok(v, t) {
+            return Err(format!("parameter {k} should be of type {t}, got {v}"));
+        }
+    }
+    let want_params = want_params.as_object().cloned().unwrap_or_default();
+    for (k, options) in &want_params {
+        let options = options.as_array().cloned().unwrap_or_default();
+        match call.arguments.get(k) {
+            None => {
+                if !options.iter().any(|o| o == "") {
+                    return Err(format!("parameter {k} is missing"));
+                }
+            }
+            Some(v) => {
+                if !options.iter().any(|o| values_match(v, o)) {
+                    return Err(format!(
+                        "parameter {k} = {v} is not among {}",
+                        Value::Array(options)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How much of the schema is sent with each request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Constraint {
+    /// One `tool_call` variant per function with its own parameters (toolloop's default).
+    #[default]
+    Narrowed,
+    /// No schema at all: the model writes free text; the repairer and the loop's
+    /// validation are all that is left.
+    Off,
+}
+
+/// The result of one case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaseResult {
+    /// The case id.
+    pub id: String,
+    /// The category.
+    pub category: String,
+    /// Whether it passed.
+    pub pass: bool,
+    /// Why it failed.
+    pub reason: Option<String>,
+    /// The prediction.
+    pub call: Option<Call>,
+    /// Model replies that were rejected as invalid.
+    pub invalid_turns: u32,
+    /// Model replies in all.
+    pub replies: u32,
+    /// Model turns used.
+    pub iterations: u32,
+    /// Milliseconds the case took.
+    pub ms: u64,
+    /// A backend failure, if the case could not run.
+    pub error: Option<String>,
+}
+
+/// Runs one case through the loop.
+pub fn run_case(
+    backend: &mut dyn Backend,
+    case: &Case,
+    options: &GenOptions,
+    constraint: Constraint,
+    timeout: Duration,
+) -> CaseResult {
+    let started = Instant::now();
+    let deadline = Deadline::after(timeout);
+    let prompt = build_system_prompt(&case.tools, None);
+    let limits = Limits {
+        max_iterations: 3,
+        num_ctx: options.num_ctx,
+        narrowing: Narrowing::PerTool,
+        ..Limits::default()
+    };
+    let mut engine = Engine::new(
+        vec![Message::system(prompt)],
+        &case.question,
+        case.tools.clone(),
+        limits,
+    );
+    let mut call = None;
+    let mut invalid = 0;
+    let mut replies = 0;
+    let mut error = None;
+    loop {
+        match engine.next_step() {
+            Step::CallModel => {
+                if deadline.is_expired() {
+                    error = Some("timed out".to_string());
+                    break;
+                }
+                let request = ChatRequest {
+                    messages: engine.messages(),
+                    schema: match constraint {
+                        Constraint::Narrowed => Some(engine.schema().as_value()),
+                        Constraint::Off => None,
+                    },
+                    options,
+                };
+                match backend.chat(&request, deadline, &mut |_| {}) {
+                    Ok(reply) => {
+                        replies += 1;
+                        engine.model_replied(&reply);
+                    }
+                    Err(BackendError::Timeout { .. }) => {
+                        error = Some("timed out".to_string());
+                        break;
+                    }
+                    Err(e) => {
+                        error = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            Step::CallTool { tool, arguments } => {
+                call = Some(Call {
+                    name: tool,
+                    arguments,
+                });
+                break;
+            }
+            Step::AskUser { .. } | Step::Done => break,
+        }
+        invalid += engine
+            .drain_events()
+            .iter()
+            .filter(|e| matches!(e, Event::Invalid { .. }))
+            .count() as u32;
+    }
+    invalid += engine
+        .drain_events()
+        .iter()
+        .filter(|e| matches!(e, Event::Invalid { .. }))
+        .count() as u32;
+    let verdict = match &error {
+        Some(e) => Err(format!("could not run: {e}")),
+        None => score(
+            &case.category,
+            call.as_ref(),
+            &case.functions,
+            &case.ground_truth,
+        ),
+    };
+    CaseResult {
+        id: case.id.clone(),
+        category: case.category.clone(),
+        pass: verdict.is_ok(),
+        reason: verdict.err(),
+        call,
+        invalid_turns: invalid,
+        replies,
+        iterations: engine.iterations(),
+        ms: started.elapsed().as_millis() as u64,
+        error,
+    }
+}
+
+/// Per-category figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The category.
+    pub category: String,
+    /// Cases run.
+    pub cases: usize,
+    /// Cases passed.
+    pub passed: usize,
+    /// passed / cases.
+    pub accuracy: f64,
+    /// Rejected replies / all replies.
+    pub invalid_turn_rate: f64,
+    /// Mean model turns per case.
+    pub mean_iterations: f64,
+    /// Mean milliseconds per case.
+    pub mean_ms: f64,
+}
+
+/// Sums results up by category (sorted), plus an `all` row.
+pub fn summarize(results: &[CaseResult]) -> Vec<Summary> {
+    let mut cats: Vec<String> = results.iter().map(|r| r.category.clone()).collect();
+    cats.sort();
+    cats.dedup();
+    cats.push("all".to_string());
+    cats.into_iter()
+        .map(|c| {
+            let rs: Vec<&CaseResult> = results
+                .iter()
+                .filter(|r| c == "all" || r.category == c)
+                .collect();
+            let n = rs.len().max(1) as f64;
+            let replies: u32 = rs.iter().map(|r| r.replies).sum();
+            let invalid: u32 = rs.iter().map(|r| r.invalid_turns).sum();
+            let passed = rs.iter().filter(|r| r.pass).count();
+            Summary {
+                category: c,
+                cases: rs.len(),
+                passed,
+                accuracy: passed as f64 / n,
+                invalid_turn_rate: if replies == 0 {
+                    0.0
+                } else {
+                    invalid as f64 / replies as f64
+                },
+                mean_iterations: rs.iter().map(|r| r.iterations as f64).sum::<f64>() / n,
+                mean_ms: rs.iter().map(|r| r.ms as f64).sum::<f64>() / n,
+            }
+        })
+        .collect()
+}
+
+/// The report as JSON: the summary rows and every case.
+pub fn report_json(results: &[CaseResult]) -> Value {
+    json!({"summary": summarize(results), "cases": results})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f() -> Vec<Value> {
+        vec![
+            json!({"name": "math.area", "parameters": {"type": "dict", "properties": {
+            "base": {"type": "float"}, "height": {"type": "integer"},
+            "unit": {"type": "string"}, "tags": {"type": "array"}},
+            "required": ["base", "height"]}}),
+        ]
+    }
+
+    fn truth() -> Vec<Value> {
+        vec![
+            json!({"math.area": {"base": [10.0], "height": [5], "unit": ["square meters", ""],
+                                  "tags": [["a", "b"], ""]}}),
+        ]
+    }
+
+    fn call(args: Value) -> Call {
+        Call {
+            name: "math.area".into(),
+            arguments: args.as_object().unwrap().clone(),
+        }
+    }
+
+    fn s(args: Value) -> Result<(), String> {
+        score("simple_python", Some(&call(args)), &f(), &truth())
+    }
+
+    #[test]
+    fn a_right_call_with_dotted_name_passes() {
+        assert_eq!(s(json!({"base": 10.0, "height": 5})), Ok(()));
+    }
+
+    #[test]
+    fn an_integer_is_accepted_for_a_float_but_not_the_reverse() {
+        assert_eq!(s(json!({"base": 10, "height": 5})), Ok(()));
+        assert!(
+            s(json!({"base": 10.0, "height": 5.0}))
+                .unwrap_err()
+                .contains("type integer")
+        );
+    }
+
+    #[test]
+    fn strings_are_normalised() {
+        assert_eq!(
+            s(json!({"base": 10, "height": 5, "unit": "Square-Meters."})),
+            Ok(())
+        );
+        assert!(s(json!({"base": 10, "height": 5, "unit": "feet"})).is_err());
+    }
+
+    #[test]
+    fn optional_parameters_may_be_absent_only_with_an_empty_possible_answer() {
+        assert_eq!(s(json!({"base": 10, "height": 5})), Ok(()));
+        let strict = vec![json!({"math.area": {"base": [10.0], "height": [5], "unit": ["cm"]}})];
+        let e = score(
+            "simple_python",
+            Some(&call(json!({"base": 10, "height": 5}))),
+            &f(),
+            &strict,
+        )
+        .unwrap_err();
+        assert_eq!(e, "parameter unit is missing");
+    }
+
+    #[test]
+    fn missing_required_and_unknown_parameters_fail() {
+        assert_eq!(
+            s(json!({"base": 10})).unwrap_err(),
+            "required parameter height is missing"
+        );
+        assert_eq!(
+            s(json!({"base": 10, "height": 5, "color": "red"})).unwrap_err(),
+            "parameter color is not in the schema"
+        );
+    }
+
+    #[test]
+    fn wrong_value_and_wrong_function_fail() {
+        assert!(
+            s(json!({"base": 11, "height": 5}))
+                .unwrap_err()
+                .contains("not among")
+        );
+        let other = Call {
+            name: "area".into(),
+            arguments: Map::new(),
+        };
+        assert_eq!(
+            score("simple_python", Some(&other), &f(), &truth()).unwrap_err(),
+            "called area instead of math.area"
+        );
+        assert_eq!(
+            score("simple_python", None, &f(), &truth()).unwrap_err(),
+            "no call was made"
+        );
+    }
+
+    #[test]
+    fn arrays_compare_element_by_element() {
+        assert_eq!(
+            s(json!({"base": 10, "height": 5, "tags": ["A", "b"]})),
+            Ok(())
+        );
+        assert!(s(json!({"base": 10, "height": 5, "tags": ["b", "a"]})).is_err());
+    }
+
+    #[test]
+    fn irrelevance_passes_only_without_a_call() {
+        assert_eq!(score("irrelevance", None, &f(), &[]), Ok(()));
+        assert!(score("irrelevance", Some(&call(json!({}))), &f(), &[]).is_err());
+    }
+
+    #[test]
+    fn bfcl_types_become_json_schema() {
+        let t = ToolSpec::new("x", "", to_json_schema(&f()[0]["parameters"]));
+        assert_eq!(t.input_schema["type"], "object");
+        assert_eq!(t.input_schema["properties"]["base"]["type"], "number");
+    }
+}
