@@ -298,7 +298,7 @@ fn exit_for_error(e: &OrchestratorError) -> u8 {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    init_logging();
     match cli.command {
         Command::Ask {
             query,
@@ -333,6 +333,18 @@ fn main() -> ExitCode {
         Command::Tools { tools, json } => run_tools(&tools, json),
         Command::ServeTools { addr, opts } => run_serve(&addr, &opts),
     }
+}
+
+/// Logging from `RUST_LOG` (default: warnings). The HTTP and TLS layers are capped at
+/// `info` whatever `RUST_LOG` says: at `trace` ureq dumps raw request bytes, headers and
+/// all, and the `Authorization` header carries `OPENAI_API_KEY`.
+fn init_logging() {
+    let mut builder =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    for module in ["ureq", "ureq_proto", "rustls"] {
+        builder.filter_module(module, log::LevelFilter::Info);
+    }
+    builder.init();
 }
 
 /// Builds the orchestrator a command line asks for. The tools are connected within the

@@ -153,7 +153,7 @@ pub fn cap_text(text: &str, cap: usize) -> String {
 pub enum ToolError {
     /// Nothing answers at a tool server's address.
     #[error(
-        "tool server at {url} is not reachable: start it (e.g. `toolloop serve-tools`) or check --tools"
+        "tool server at {url} is not reachable: start it (`toolloop serve-tools`), check --tools, or use --builtin"
     )]
     Unreachable {
         /// The address.

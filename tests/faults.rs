@@ -1,0 +1,336 @@
+//! The fault matrix: every way the model server and the tool server can fail, injected on
+//! purpose, each asserting what a person sees (exit code, message) and that the run ends
+//! within half a second of its deadline. Through the real binary, over real sockets.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Act, serve};
+
+const SHOW: &[u8] = br#"{"capabilities":["completion"]}"#;
+const DONE: &str = r#"{"message":{"content":""},"done":true,"done_reason":"stop","prompt_eval_count":10,"eval_count":5}"#;
+
+fn chat(content: &str) -> Act {
+    let line =
+        serde_json::json!({"message": {"role": "assistant", "content": content}, "done": false});
+    Act::Respond(
+        200,
+        "application/x-ndjson",
+        format!("{line}\n{DONE}\n").into_bytes(),
+    )
+}
+
+fn json(status: u16, body: &str) -> Act {
+    Act::Respond(status, "application/json", body.as_bytes().to_vec())
+}
+
+const ANSWER: &str = r#"{"kind":"final_answer","thought":"","content":"done"}"#;
+const CALL: &str = r#"{"kind":"tool_call","thought":"","tool":"lookup","arguments":{"id":7}}"#;
+const TOOLS: &str = r#"{"tools":[{"name":"lookup","description":"Order status","inputSchema":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}}]}"#;
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+fn run(ollama: &str, args: &[&str]) -> Run {
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolloop"))
+        .args(["ask", "Where is order 7?", "--ollama-host", ollama])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        took: started.elapsed(),
+    }
+}
+
+fn model(acts: Vec<Act>) -> common::Fake {
+    let mut all = vec![json(200, std::str::from_utf8(SHOW).unwrap())];
+    all.extend(acts);
+    serve(all)
+}
+
+fn no_tools(ollama: &common::Fake, extra: &[&str]) -> Run {
+    let mut args = vec!["--no-tools"];
+    args.extend_from_slice(extra);
+    run(&ollama.url, &args)
+}
+
+fn assert_run(r: &Run, code: i32, stderr_has: &str) {
+    assert_eq!(r.code, Some(code), "stderr: {}", r.stderr);
+    assert!(
+        r.stderr.contains(stderr_has),
+        "expected {stderr_has:?} in: {}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+}
+
+// ---- model server -------------------------------------------------------------------
+
+#[test]
+fn model_server_not_listening() {
+    let r = run(&common::dead_url(), &["--no-tools"]);
+    assert_run(&r, 1, "is not running at");
+    assert_run(&r, 1, "start it with `ollama serve`");
+}
+
+#[test]
+fn model_server_404_model_missing() {
+    let fake = serve(vec![json(
+        404,
+        r#"{"error":"model 'gemma3:4b' not found"}"#,
+    )]);
+    assert_run(
+        &run(&fake.url, &["--no-tools"]),
+        1,
+        "model 'gemma3:4b' not found: run `ollama pull gemma3:4b`",
+    );
+}
+
+#[test]
+fn model_server_400() {
+    let fake = model(vec![json(
+        400,
+        r#"{"error":"invalid format: expected \"json\" or a JSON schema"}"#,
+    )]);
+    assert_run(
+        &no_tools(&fake, &[]),
+        1,
+        "the server rejected the request: invalid format",
+    );
+}
+
+#[test]
+fn model_server_500() {
+    let fake = model(vec![json(
+        500,
+        r#"{"error":"llama runner process has terminated"}"#,
+    )]);
+    assert_run(
+        &no_tools(&fake, &[]),
+        1,
+        "the server failed (HTTP 500): llama runner process has terminated",
+    );
+}
+
+#[test]
+fn model_server_503_busy_then_recovers() {
+    let busy = r#"{"error":"server busy, please try again.  maximum pending requests exceeded"}"#;
+    let fake = model(vec![json(503, busy), json(503, busy), chat(ANSWER)]);
+    let r = no_tools(&fake, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout, "done\n");
+}
+
+#[test]
+fn model_server_accepts_and_never_answers() {
+    let fake = model(vec![Act::Hang]);
+    let r = no_tools(&fake, &["--timeout", "1"]);
+    assert_run(&r, 4, "no answer within 1s; raise --timeout");
+    assert!(r.took < Duration::from_millis(1500), "{:?}", r.took);
+}
+
+#[test]
+fn model_server_streams_slowly_past_the_deadline() {
+    let piece = br#"{"message":{"content":" "},"done":false}
+"#
+    .to_vec();
+    let fake = model(vec![Act::Stream(
+        "application/x-ndjson",
+        vec![piece; 100],
+        Duration::from_millis(50),
+    )]);
+    let r = no_tools(&fake, &["--timeout", "1"]);
+    assert_run(&r, 4, "raise --timeout");
+    assert!(r.took < Duration::from_millis(1500), "{:?}", r.took);
+}
+
+#[test]
+fn model_server_error_line_mid_stream() {
+    let body = "{\"message\":{\"content\":\"{\\\"kind\"},\"done\":false}\n{\"error\":\"an error was encountered while running the model: GGML_ASSERT failed\"}\n";
+    let fake = model(vec![Act::Respond(
+        200,
+        "application/x-ndjson",
+        body.as_bytes().to_vec(),
+    )]);
+    assert_run(
+        &no_tools(&fake, &[]),
+        1,
+        "the server failed while replying: an error was encountered",
+    );
+}
+
+#[test]
+fn model_server_done_reason_length_is_repaired() {
+    let body = format!(
+        "{}\n{}\n",
+        serde_json::json!({"message": {"content": r#"{"kind": "final_answer", "thought": "", "content": "Order 7 shipped on Mon"#}, "done": false}),
+        r#"{"message":{"content":""},"done":true,"done_reason":"length","eval_count":512}"#
+    );
+    let fake = model(vec![Act::Respond(
+        200,
+        "application/x-ndjson",
+        body.into_bytes(),
+    )]);
+    let r = no_tools(&fake, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout, "Order 7 shipped on Mon\n");
+    assert!(
+        r.stderr
+            .contains("[Warning] the answer was cut at the token limit"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn model_server_returns_non_json() {
+    let fake = model(vec![Act::Respond(
+        200,
+        "text/html",
+        b"<html><body>502 Bad Gateway</body></html>\n".to_vec(),
+    )]);
+    assert_run(
+        &no_tools(&fake, &[]),
+        1,
+        "unreadable reply from the server: expected a JSON line",
+    );
+}
+
+#[test]
+fn model_server_returns_bytes_that_are_not_utf8() {
+    let fake = model(vec![Act::Respond(
+        200,
+        "application/x-ndjson",
+        b"{\"message\":{\"content\":\"\xc3\x28\"},\"done\":false}\n".to_vec(),
+    )]);
+    assert_run(&no_tools(&fake, &[]), 1, "the reply is not valid UTF-8");
+}
+
+#[test]
+fn model_server_closes_the_connection_mid_body() {
+    let fake = model(vec![Act::CutBody(
+        br#"{"message":{"content":"{\"ki"},"done":false}"#.to_vec(),
+    )]);
+    let r = no_tools(&fake, &[]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("connection closed before the reply was complete")
+            || r.stderr.contains("cannot talk to the server"),
+        "{}",
+        r.stderr
+    );
+}
+
+// ---- tool server ----------------------------------------------------------------------
+
+fn with_tool(tool_acts: Vec<Act>, extra: &[&str]) -> (Run, common::Fake) {
+    let ollama = model(vec![chat(CALL), chat(ANSWER)]);
+    let mut acts = vec![json(200, TOOLS)];
+    acts.extend(tool_acts);
+    let tools = serve(acts);
+    let mut args = vec!["--tools", tools.url.as_str()];
+    args.extend_from_slice(extra);
+    let r = run(&ollama.url, &args);
+    (r, ollama)
+}
+
+/// What the model was shown as the tool's result (in the third request: show, call, answer).
+fn observation(ollama: &common::Fake) -> String {
+    let reqs = ollama.requests.lock().unwrap();
+    let body = reqs.get(2).cloned().unwrap_or_default();
+    let start = body.find("Tool result (lookup): ").unwrap_or(0);
+    body[start..].chars().take(300).collect()
+}
+
+#[test]
+fn tool_server_not_listening_at_start() {
+    let ollama = model(vec![chat(ANSWER)]);
+    let r = run(&ollama.url, &["--tools", &common::dead_url()]);
+    assert_run(
+        &r,
+        1,
+        "is not reachable: start it (`toolloop serve-tools`), check --tools, or use --builtin",
+    );
+}
+
+#[test]
+fn tool_server_404_is_an_observation() {
+    let (r, ollama) = with_tool(
+        vec![json(404, r#"{"ok":false,"error":"unknown tool 'lookup'"}"#)],
+        &[],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(observation(&ollama).starts_with("Tool result (lookup): error: unknown tool 'lookup'"));
+}
+
+#[test]
+fn tool_server_400_message_reaches_the_model() {
+    let (r, ollama) = with_tool(
+        vec![json(400, r#"{"ok":false,"error":"id must be positive"}"#)],
+        &[],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(observation(&ollama).starts_with("Tool result (lookup): error: id must be positive"));
+}
+
+#[test]
+fn tool_server_500_makes_the_tool_unavailable() {
+    let (r, ollama) = with_tool(vec![json(500, r#"{"error":"database is locked"}"#)], &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("[Unavailable: lookup]"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("a tool was unavailable; the model answered without it")
+    );
+    assert!(observation(&ollama).contains("HTTP 500: database is locked"));
+}
+
+#[test]
+fn tool_server_never_answers() {
+    let (r, _) = with_tool(vec![Act::Hang], &["--timeout", "1.5"]);
+    assert_run(&r, 4, "raise --timeout");
+    assert!(r.took < Duration::from_millis(2000), "{:?}", r.took);
+}
+
+#[test]
+fn tool_server_invalid_json() {
+    let (r, ollama) = with_tool(
+        vec![Act::Respond(
+            200,
+            "application/json",
+            b"{\"ok\": tru".to_vec(),
+        )],
+        &[],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(observation(&ollama).contains("invalid JSON from the tool server"));
+}
+
+#[test]
+fn tool_server_50_mb_body_is_capped() {
+    let big = format!(r#"{{"ok":true,"content":"{}"}}"#, "x".repeat(50 << 20));
+    let (r, ollama) = with_tool(
+        vec![Act::Respond(200, "application/json", big.into_bytes())],
+        &[],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let reqs = ollama.requests.lock().unwrap();
+    assert!(
+        reqs[2].len() < 64 << 10,
+        "the model got {} bytes",
+        reqs[2].len()
+    );
+    assert!(reqs[2].contains("[cut "), "the cut is marked");
+}
