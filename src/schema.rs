@@ -262,29 +262,42 @@ impl CallSchema {
         let Some(validator) = variant.and_then(|v| v.validator.as_ref()) else {
             return Ok(());
         };
-        let value = turn.to_value();
-        let problems: Vec<String> = validator
-            .iter_errors(&value)
-            .take(3)
-            .map(|e| {
-                let mut msg = e.to_string();
-                if msg.chars().count() > 160 {
-                    msg = e.masked().to_string();
-                }
-                let path = e.instance_path().as_str().to_string();
-                if path.is_empty() {
-                    msg
-                } else {
-                    format!("{path}: {msg}")
-                }
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(truncate_chars(&problems.join("; "), 400))
+        match describe_errors(validator, &turn.to_value(), false) {
+            None => Ok(()),
+            Some(problems) => Err(truncate_chars(&problems, 400)),
         }
     }
+}
+
+/// The first few ways `instance` fails `validator`, each as `path: message`, joined with
+/// `; `; `None` when it is valid. Messages that would quote a long value (or any value,
+/// with `masked`) say `value` instead, so the line stays short enough for a model.
+pub(crate) fn describe_errors(
+    validator: &jsonschema::Validator,
+    instance: &Value,
+    masked: bool,
+) -> Option<String> {
+    let problems: Vec<String> = validator
+        .iter_errors(instance)
+        .take(3)
+        .map(|e| {
+            let mut msg = if masked {
+                e.masked().to_string()
+            } else {
+                e.to_string()
+            };
+            if msg.chars().count() > 160 {
+                msg = truncate_chars(&e.masked().to_string(), 160);
+            }
+            let path = e.instance_path().as_str().to_string();
+            if path.is_empty() {
+                msg
+            } else {
+                format!("{path}: {msg}")
+            }
+        })
+        .collect();
+    (!problems.is_empty()).then(|| problems.join("; "))
 }
 
 fn quoted_list<S: AsRef<str>>(items: &[S], sep: &str) -> String {

@@ -207,28 +207,11 @@ fn handle(shared: &Shared, mut req: tiny_http::Request) {
                     _ => return fail(req, 400, "the body must be a JSON object of arguments"),
                 }
             };
-            if let Some(v) = shared.validators.get(&name) {
-                let instance = Value::Object(args.clone());
-                let problems: Vec<String> = v
-                    .iter_errors(&instance)
-                    .take(3)
-                    .map(|e| {
-                        let path = e.instance_path().as_str().to_string();
-                        let msg = crate::http::shorten(&e.masked().to_string(), 160);
-                        if path.is_empty() {
-                            msg
-                        } else {
-                            format!("{path}: {msg}")
-                        }
-                    })
-                    .collect();
-                if !problems.is_empty() {
-                    return fail(
-                        req,
-                        400,
-                        &format!("invalid arguments: {}", problems.join("; ")),
-                    );
-                }
+            if let Some(v) = shared.validators.get(&name)
+                && let Some(problems) =
+                    crate::schema::describe_errors(v, &Value::Object(args.clone()), true)
+            {
+                return fail(req, 400, &format!("invalid arguments: {problems}"));
             }
             let result = match shared.source.lock() {
                 Ok(mut source) => source.call(&name, &args, Deadline::none()),

@@ -433,30 +433,12 @@ impl Catalogue {
         let Some(validator) = &entry.validator else {
             return Ok(());
         };
-        let instance = Value::Object(args.clone());
-        let problems: Vec<String> = validator
-            .iter_errors(&instance)
-            .take(3)
-            .map(|e| {
-                let mut msg = e.to_string();
-                if msg.chars().count() > 160 {
-                    msg = e.masked().to_string();
-                }
-                let path = e.instance_path().as_str().to_string();
-                if path.is_empty() {
-                    msg
-                } else {
-                    format!("{path}: {msg}")
-                }
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ToolError::InvalidArguments {
+        match crate::schema::describe_errors(validator, &Value::Object(args.clone()), false) {
+            None => Ok(()),
+            Some(message) => Err(ToolError::InvalidArguments {
                 tool: name.to_string(),
-                message: problems.join("; "),
-            })
+                message,
+            }),
         }
     }
 
