@@ -494,3 +494,60 @@ fn every_subcommand_has_help_with_an_example() {
         );
     }
 }
+
+mod eval {
+    use super::*;
+
+    #[test]
+    fn scores_a_dataset_through_the_loop() {
+        let right = r#"{"kind":"tool_call","thought":"","tool":"geometry.rectangle_area","arguments":{"width":4,"height":2.5}}"#;
+        let wrong = r#"{"kind":"tool_call","thought":"","tool":"convert_currency","arguments":{"amount":100,"from":"USD","to":"GBP"}}"#;
+        let none = r#"{"kind":"final_answer","thought":"","content":"Shakespeare"}"#;
+        // Files load in name order: irrelevance first, then simple_python.
+        let fake = fake_ollama(&[none, right, wrong]);
+        let out = toolloop(
+            &[
+                "eval",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/bfcl"),
+                "--ollama-host",
+                &fake.url,
+                "--json",
+            ],
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let by_id = |id: &str| {
+            v["cases"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["id"] == id)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(by_id("irrelevance_0")["pass"], true);
+        assert_eq!(by_id("simple_python_0")["pass"], true);
+        assert_eq!(by_id("simple_python_1")["pass"], false);
+        assert_eq!(
+            by_id("simple_python_1")["reason"],
+            "parameter to = \"GBP\" is not among [\"EUR\",\"euros\"]"
+        );
+        let all = v["summary"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["category"] == "all")
+            .unwrap()
+            .clone();
+        assert_eq!(all["passed"], 2);
+        assert_eq!(all["cases"], 3);
+    }
+
+    #[test]
+    fn a_missing_dataset_is_a_clear_error() {
+        let out = toolloop(&["eval", "/nonexistent/BFCL_v4_simple_python.json"], b"");
+        assert_eq!(out.status.code(), Some(1));
+        assert!(text(&out.stderr).contains("/nonexistent/BFCL_v4_simple_python.json"));
+    }
+}

@@ -140,6 +140,10 @@ fn every_toolloop_command_in_the_readme_runs() {
                     &format!("http://127.0.0.1:{mcp_port}/mcp"),
                 )
                 .replace(
+                    "~/.cache/toolloop/bfcl",
+                    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/bfcl"),
+                )
+                .replace(
                     "npx -y @modelcontextprotocol/server-everything",
                     &format!("node {} stdio", everything.display()),
                 );
