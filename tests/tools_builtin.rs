@@ -280,3 +280,65 @@ fn calculator_and_time() {
         "only configured tools are offered"
     );
 }
+
+#[test]
+fn huge_arguments_and_control_characters_are_refused_cleanly() {
+    use toolloop::deadline::Deadline;
+    use toolloop::tools::{Catalogue, ToolError};
+    let dir = tmp("attack-args");
+    let db = make_db(&dir);
+    let before = std::fs::read(&db).unwrap();
+    let builtin = Builtin::new(&BuiltinConfig {
+        db: Some(db.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut c = Catalogue::load(vec![Box::new(builtin)], Deadline::none()).unwrap();
+    // Through the catalogue, the tools' own schemas bound every string.
+    let huge = "1+".repeat(500_000) + "1";
+    let err = c
+        .call(
+            "calculator",
+            &args(json!({ "expression": huge })),
+            Deadline::none(),
+        )
+        .unwrap_err();
+    assert!(matches!(err, ToolError::InvalidArguments { .. }), "{err}");
+    let err = c
+        .call(
+            "sql_query",
+            &args(json!({ "sql": format!("SELECT '{}'", "x".repeat(100_000)) })),
+            Deadline::none(),
+        )
+        .unwrap_err();
+    assert!(matches!(err, ToolError::InvalidArguments { .. }), "{err}");
+    // Direct calls, past the schema, still fail cleanly.
+    let mut t = Builtin::new(&BuiltinConfig {
+        db: Some(db.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    let r = t.run(
+        "calculator",
+        &args(json!({ "expression": "2".repeat(10_000) })),
+    );
+    assert!(!r.ok);
+    for sql in [
+        "SELECT 1\u{0}; DELETE FROM orders",
+        "SELECT 1;\u{1b}[2J DELETE FROM orders",
+        "DELETE\u{0b}FROM orders",
+        "SELECT count(*) FROM orders\r\n; DROP TABLE orders",
+    ] {
+        let r = t.run("sql_query", &args(json!({ "sql": sql })));
+        assert!(!r.ok, "{sql:?} -> {r:?}");
+    }
+    for expr in ["1\u{0}+1", "1 + \u{202e}2", "\u{7f}"] {
+        assert!(
+            !t.run("calculator", &args(json!({ "expression": expr }))).ok,
+            "{expr:?}"
+        );
+    }
+    drop(t);
+    drop(c);
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+}

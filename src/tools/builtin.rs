@@ -300,6 +300,14 @@ fn sql_query(db: &mut rusqlite::Connection, sql: &str) -> ToolResult {
     if sql.trim().is_empty() {
         return ToolResult::err("sql is empty");
     }
+    // SQLite reads a C string: a NUL would silently cut the statement short. Other
+    // control characters have no business in a query either.
+    if sql
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+    {
+        return ToolResult::err("refused: the SQL contains control characters");
+    }
     let started = Instant::now();
     if let Err(e) = db.progress_handler(10_000, Some(move || started.elapsed() > SQL_TIME_LIMIT)) {
         return ToolResult::err(format!("cannot bound the query's time: {e}"));
