@@ -329,6 +329,26 @@ pub enum BackendError {
     },
 }
 
+/// Maps a failure below HTTP to the backend's error: nobody listening, out of time, or
+/// anything else on the way.
+pub(crate) fn transport_error(
+    f: crate::http::Failure,
+    started: std::time::Instant,
+    url: &str,
+    not_running: impl FnOnce() -> BackendError,
+) -> BackendError {
+    match f {
+        crate::http::Failure::Unreachable => not_running(),
+        crate::http::Failure::Timeout => BackendError::Timeout {
+            waited: started.elapsed(),
+        },
+        crate::http::Failure::Other(detail) => BackendError::Transport {
+            url: url.to_string(),
+            detail,
+        },
+    }
+}
+
 /// Waits before retrying a busy server: 250 ms doubling to 4 s, never past the deadline.
 pub(crate) fn backoff(attempt: u32, deadline: &Deadline) -> Option<Duration> {
     let wait = Duration::from_millis(250u64 << attempt.min(4));

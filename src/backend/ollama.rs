@@ -177,16 +177,7 @@ impl Ollama {
     }
 
     fn failure(&self, f: Failure, started: Instant) -> BackendError {
-        match f {
-            Failure::Unreachable => self.not_running(),
-            Failure::Timeout => BackendError::Timeout {
-                waited: started.elapsed(),
-            },
-            Failure::Other(detail) => BackendError::Transport {
-                url: self.base.clone(),
-                detail,
-            },
-        }
+        super::transport_error(f, started, &self.base, || self.not_running())
     }
 
     /// Sends a JSON body, retrying while the server says it is busy.

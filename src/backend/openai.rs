@@ -72,16 +72,7 @@ impl OpenAi {
     }
 
     fn failure(&self, f: Failure, started: Instant) -> BackendError {
-        match f {
-            Failure::Unreachable => self.not_running(),
-            Failure::Timeout => BackendError::Timeout {
-                waited: started.elapsed(),
-            },
-            Failure::Other(detail) => BackendError::Transport {
-                url: self.base.clone(),
-                detail,
-            },
-        }
+        super::transport_error(f, started, &self.base, || self.not_running())
     }
 
     fn status_error(&self, status: u16, message: String) -> BackendError {
