@@ -289,7 +289,20 @@ fn is_strict_json(text: &str) -> bool {
     if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
         return false;
     }
-    let risky = text.contains("\\u")
+    // Out-of-range numbers are an exponent or a long run of digits (found by fuzzing:
+    // a 466-digit integer is valid JSON that serde_json cannot read).
+    let mut digits = 0usize;
+    let mut long_number = false;
+    for &b in text.as_bytes() {
+        if b.is_ascii_digit() {
+            digits += 1;
+            long_number |= digits > 300;
+        } else {
+            digits = 0;
+        }
+    }
+    let risky = long_number
+        || text.contains("\\u")
         || text
             .as_bytes()
             .windows(2)
@@ -1487,6 +1500,18 @@ mod tests {
         assert_eq!(repair(&deep), Err(RepairError::TooDeep));
         let ok = "[".repeat(MAX_DEPTH);
         assert!(repair(&ok).is_ok());
+    }
+
+    #[test]
+    fn fuzz_crash_a_466_digit_integer_is_not_passed_through() {
+        let input = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fuzz/regressions/repair-466-digit-integer"
+        ))
+        .unwrap();
+        let (text, _) = repair_to_string(&input).unwrap();
+        assert!(serde_json::from_str::<Value>(&text).is_ok(), "{text}");
+        assert_eq!(repair(&input).unwrap().value, Value::Null);
     }
 
     #[test]
