@@ -12,7 +12,7 @@
 //! The prompt is built once per run and never changes, so the server's prompt cache is
 //! reused from one iteration to the next.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::tools::ToolSpec;
 
@@ -116,9 +116,9 @@ fn type_name(s: &Value) -> String {
     }
 }
 
-/// One example call. The calculator example is the measured one; for other catalogues the
-/// first tool is shown with values taken from its schema (examples, defaults, enums), so
-/// the model sees a call, not placeholders to copy.
+/// One example call, always the measured calculator one. For a catalogue without a
+/// calculator it is marked as only an example: an example built from a real tool's schema
+/// had its made-up values copied into real calls ("some species", Gemma 3 270M on BFCL).
 fn example(tools: &[ToolSpec]) -> String {
     let calc = "Example: user asks \"How much is 12.5 * 4?\" -> {\"kind\": \"tool_call\", \
                 \"thought\": \"exact product\", \"tool\": \"calculator\", \
@@ -126,39 +126,13 @@ fn example(tools: &[ToolSpec]) -> String {
     if tools.iter().any(|t| t.name == "calculator") {
         return calc.to_string();
     }
-    // Without a calculator the same example still shows the form, and its values cannot
-    // be copied into a real tool's arguments (values taken from a real tool's schema were
-    // copied: "some species", measured with Gemma 3 270M on BFCL).
     format!("{calc}(calculator is only an example: call the tools listed above.)\n")
-}
-
-fn sample(name: &str, s: &Value) -> Value {
-    if let Some(v) = s["examples"].as_array().and_then(|e| e.first()) {
-        return v.clone();
-    }
-    if let Some(v) = s.get("default") {
-        return v.clone();
-    }
-    if let Some(v) = s["enum"].as_array().and_then(|e| e.first()) {
-        return v.clone();
-    }
-    match s["type"].as_str() {
-        Some("integer") => json!(3),
-        Some("number") => json!(2.5),
-        Some("boolean") => json!(true),
-        Some("array") => json!([sample(name, &s["items"])]),
-        Some("object") => json!({}),
-        _ => match name {
-            "city" | "location" => json!("Paris"),
-            "query" | "q" => json!("opening hours"),
-            _ => json!(format!("some {name}")),
-        },
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn optional_arguments_and_types_are_marked() {
@@ -177,16 +151,25 @@ mod tests {
     }
 
     #[test]
-    fn example_uses_the_first_tool_without_placeholders() {
+    fn example_without_a_calculator_is_marked_and_copies_nothing_from_the_tools() {
         let t = ToolSpec::new(
             "get_weather",
             "Weather",
-            json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+            json!({"type": "object", "properties": {"city": {"type": "string", "default": "Paris"}},
+                   "required": ["city"]}),
         );
         let p = build_system_prompt(&[t], Some("Answer in French."));
-        assert!(p.contains(
-            r#"Example: a request that needs get_weather -> {"kind":"tool_call","thought":"get_weather gives a reliable answer","tool":"get_weather","arguments":{"city":"Paris"}}"#
-        ), "{p}");
+        assert!(
+            p.contains(
+                r#"-> {"kind": "tool_call", "thought": "exact product", "tool": "calculator""#
+            ),
+            "{p}"
+        );
+        assert!(
+            p.contains("(calculator is only an example: call the tools listed above.)"),
+            "{p}"
+        );
+        assert!(!p.contains("Paris"), "{p}");
         assert!(p.ends_with("Answer in French.\n"));
     }
 
