@@ -49,6 +49,11 @@ pub(crate) fn classify_io(io: &std::io::Error) -> Failure {
             Failure::Unreachable
         }
         TimedOut | WouldBlock => Failure::Timeout,
+        // A server that crashed mid-call shows up as whichever of these the socket saw
+        // first; "Broken pipe (os error 32)" tells a person nothing.
+        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => Failure::Other(
+            "the server closed the connection before answering (did it crash?)".to_string(),
+        ),
         _ => {
             // ureq wraps its own timeout in an io::Error when it fires inside a body read.
             let text = io.to_string();

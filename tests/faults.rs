@@ -248,9 +248,13 @@ fn with_tool(tool_acts: Vec<Act>, extra: &[&str]) -> (Run, common::Fake) {
 
 /// What the model was shown as the tool's result (in the third request: show, call, answer).
 fn observation(ollama: &common::Fake) -> String {
+    observation_of(ollama, "lookup")
+}
+
+fn observation_of(ollama: &common::Fake, tool: &str) -> String {
     let reqs = ollama.requests.lock().unwrap();
     let body = reqs.get(2).cloned().unwrap_or_default();
-    let start = body.find("Tool result (lookup): ").unwrap_or(0);
+    let start = body.find(&format!("Tool result ({tool}): ")).unwrap_or(0);
     body[start..].chars().take(300).collect()
 }
 
@@ -263,6 +267,22 @@ fn tool_server_not_listening_at_start() {
         1,
         "is not reachable: start it (`toolloop serve-tools`), check --tools, or use --builtin",
     );
+}
+
+#[test]
+fn tool_server_dies_mid_run() {
+    // The list is served, then the server dies on the call: the call is not retried (it
+    // may have run), the tool is reported unavailable, and the model answers without it.
+    let (r, ollama) = with_tool(vec![Act::Die], &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("[Unavailable: lookup]"), "{}", r.stderr);
+    let seen = observation(&ollama);
+    assert!(
+        seen.contains("the server closed the connection before answering (did it crash?)"),
+        "{seen}"
+    );
+    assert!(seen.contains("lookup is unavailable now. Answer directly without it."));
+    assert_eq!(r.stdout.trim(), "done");
 }
 
 #[test]
@@ -333,4 +353,73 @@ fn tool_server_50_mb_body_is_capped() {
         reqs[2].len()
     );
     assert!(reqs[2].contains("[cut "), "the cut is marked");
+}
+
+// ---- MCP server (stdio) -----------------------------------------------------------------
+// A misbehaving server from tests/fake_mcp.py (plain Python), spawned by the binary.
+
+const ECHO: &str = r#"{"kind":"tool_call","thought":"","tool":"echo","arguments":{"text":"hi"}}"#;
+
+fn with_mcp(mode: &str, extra: &[&str]) -> (Run, common::Fake) {
+    let ollama = model(vec![chat(ECHO), chat(ANSWER)]);
+    let cmd = format!(
+        "python3 {}/tests/fake_mcp.py {mode}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut args = vec!["--mcp", cmd.as_str()];
+    args.extend_from_slice(extra);
+    let r = run(&ollama.url, &args);
+    (r, ollama)
+}
+
+#[test]
+fn mcp_server_exits_at_start() {
+    let (r, _) = with_mcp("exit_at_start", &[]);
+    assert_run(
+        &r,
+        1,
+        "exited: exit status: 3; stderr: fatal: missing API_TOKEN",
+    );
+}
+
+#[test]
+fn mcp_server_crashes_mid_call() {
+    let (r, ollama) = with_mcp("crash_on_call", &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("[Unavailable: echo]"), "{}", r.stderr);
+    let seen = observation_of(&ollama, "echo");
+    assert!(
+        seen.contains("exited: exit status: 2; stderr: panic: index out of range"),
+        "{seen}"
+    );
+    assert_eq!(r.stdout.trim(), "done");
+}
+
+#[test]
+fn mcp_server_never_answers() {
+    // Pins a bug: the hung server was given two seconds to exit after the deadline.
+    let (r, _) = with_mcp("hang_on_call", &["--timeout", "1.5"]);
+    assert_run(&r, 4, "no answer within 1.5s; raise --timeout");
+    assert!(r.took < Duration::from_millis(2000), "{:?}", r.took);
+}
+
+#[test]
+fn mcp_server_writes_garbage_lines_to_stdout() {
+    let (r, ollama) = with_mcp("garbage", &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(observation_of(&ollama, "echo").starts_with("Tool result (echo): hi"));
+    assert!(r.stderr.contains("ignoring a line that is not JSON-RPC"));
+}
+
+#[test]
+fn mcp_server_prints_to_stderr_heavily() {
+    let (r, ollama) = with_mcp("stderr_flood", &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(observation_of(&ollama, "echo").starts_with("Tool result (echo): hi"));
+    // Its log is drained, not passed through: only -v shows it.
+    assert!(
+        !r.stderr.contains("log line 1999"),
+        "{} bytes",
+        r.stderr.len()
+    );
 }

@@ -70,6 +70,9 @@ struct StdioServer {
     stdin: Option<ChildStdin>,
     lines: Receiver<Option<Vec<u8>>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// A request went unanswered past its time: the server is not reading its input, so
+    /// at shutdown it is killed at once instead of being given time to exit.
+    hung: bool,
 }
 
 struct HttpServer {
@@ -410,6 +413,7 @@ impl StdioServer {
             child,
             lines: rx,
             stderr_tail: tail,
+            hung: false,
         })
     }
 
@@ -466,6 +470,7 @@ impl StdioServer {
         loop {
             let left = limit.saturating_sub(started.elapsed());
             if left.is_zero() {
+                self.hung = true;
                 return Err(ToolError::Timeout {
                     source_name: label.to_string(),
                 });
@@ -474,6 +479,7 @@ impl StdioServer {
                 Ok(Some(line)) => line,
                 Ok(None) | Err(RecvTimeoutError::Disconnected) => return Err(self.exited()),
                 Err(RecvTimeoutError::Timeout) => {
+                    self.hung = true;
                     return Err(ToolError::Timeout {
                         source_name: label.to_string(),
                     });
@@ -506,9 +512,15 @@ impl StdioServer {
     }
 
     fn shutdown(&mut self) {
-        // Closing stdin is how stdio servers are asked to exit.
+        // Closing stdin is how stdio servers are asked to exit; one that stopped answering
+        // will not notice, and waiting for it would hold the run past its deadline.
         self.stdin.take();
-        let until = Instant::now() + Duration::from_secs(2);
+        let grace = if self.hung {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(2)
+        };
+        let until = Instant::now() + grace;
         while Instant::now() < until {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return;

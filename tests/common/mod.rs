@@ -20,6 +20,9 @@ pub enum Act {
     Hang,
     /// Send headers promising a body, part of it, and close the connection.
     CutBody(Vec<u8>),
+    /// Close this connection unanswered and stop listening: the server has died, and
+    /// every later connection is refused.
+    Die,
 }
 
 /// A running fake server.
@@ -39,6 +42,9 @@ pub fn serve(acts: Vec<Act>) -> Fake {
         for (i, stream) in listener.incoming().enumerate() {
             let Ok(stream) = stream else { break };
             let act = acts[i.min(acts.len() - 1)].clone();
+            if matches!(act, Act::Die) {
+                break;
+            }
             let seen = Arc::clone(&seen);
             thread::spawn(move || handle(stream, act, seen));
         }
@@ -93,6 +99,7 @@ fn handle(mut stream: TcpStream, act: Act, seen: Arc<Mutex<Vec<String>>>) {
             let _ = stream.write_all(b"0\r\n\r\n");
         }
         Act::Hang => thread::sleep(Duration::from_secs(60)),
+        Act::Die => {}
         Act::CutBody(part) => {
             let _ = write!(
                 stream,
