@@ -1309,11 +1309,14 @@ impl<'a> Parser<'a> {
             .iter()
             .position(|b| stop.contains(b))
             .unwrap_or(self.s.len() - start);
-        self.pos = start + len;
-        let text = self.src[start..start + len].trim_end();
+        let text = self.src[start..start + len].trim();
         if text.is_empty() {
+            // Nothing consumed, as `NotValue` promises: the caller skips one character.
+            // Moving to the end here made the caller skip past it (found by fuzzing: `[`
+            // and an em space).
             return Val::NotValue;
         }
+        self.pos = start + len;
         self.fix(Fix::UnquotedString);
         self.push_quoted(text);
         if self.at_end() {
@@ -1512,6 +1515,23 @@ mod tests {
         let (text, _) = repair_to_string(&input).unwrap();
         assert!(serde_json::from_str::<Value>(&text).is_ok(), "{text}");
         assert_eq!(repair(&input).unwrap().value, Value::Null);
+    }
+
+    #[test]
+    fn fuzz_crash_a_stray_unicode_space_in_a_container_stays_inside_the_input() {
+        // An em space where a value should be was skipped one byte past the end of the
+        // text, and Turn::parse then sliced out of bounds.
+        for text in [
+            "[\u{2003}",
+            "[1,\u{2003}",
+            "{\"a\":[ \u{2003}",
+            "{a[ \u{2003}",
+        ] {
+            let found = parse_from(text, 0).unwrap();
+            assert!(found.end <= text.len(), "{text:?}: end {}", found.end);
+        }
+        assert_eq!(repair("[1,\u{2003}").unwrap().value, json!([1]));
+        assert_eq!(repair("[\u{2003}x]").unwrap().value, json!(["x"]));
     }
 
     #[test]

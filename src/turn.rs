@@ -489,4 +489,16 @@ mod tests {
             .to_string();
         assert!(e.contains("not JSON"), "{e}");
     }
+
+    #[test]
+    fn fuzz_crash_an_em_space_after_a_bracket_does_not_panic() {
+        let bytes = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fuzz/regressions/turn-array-then-em-space"
+        ))
+        .unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        // Not a turn, but an answer for the model rather than a panic.
+        assert!(Turn::parse(&text).is_err());
+    }
 }
