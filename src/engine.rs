@@ -863,4 +863,49 @@ mod tests {
         );
         assert_eq!(e.messages()[1].content, "q");
     }
+
+    #[test]
+    fn a_prompt_that_filled_the_context_window_is_warned_about() {
+        let mut e = Engine::new(
+            vec![Message::system("sys")],
+            "q",
+            vec![calc()],
+            Limits {
+                num_ctx: Some(1000),
+                ..Limits::default()
+            },
+        );
+        let warnings = |e: &mut Engine| {
+            e.drain_events()
+                .into_iter()
+                .filter_map(|ev| match ev {
+                    Event::Warning { message } => Some(message),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        e.next_step();
+        let mut r = reply(CALL);
+        r.usage.prompt_tokens = 900;
+        r.usage.completion_tokens = 20;
+        e.model_replied(&r);
+        assert!(warnings(&mut e).is_empty());
+        e.next_step();
+        e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+        e.next_step();
+        // Ollama reports what it evaluated after silently dropping the oldest messages:
+        // a prompt at the window's size is the sign.
+        let mut r = reply(ANSWER);
+        r.usage.prompt_tokens = 990;
+        r.usage.completion_tokens = 10;
+        e.model_replied(&r);
+        let w = warnings(&mut e);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("filled the context window (1000 tokens)"),
+            "{}",
+            w[0]
+        );
+        assert!(w[0].contains("raise num_ctx"));
+    }
 }
