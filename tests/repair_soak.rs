@@ -47,6 +47,10 @@ const PIECES: &[&str] = &[
     "<|im_end|>",
     " ",
     "null",
+    // Unicode spaces: `[` and an em space panicked the turn parser (found by cargo fuzz).
+    "\u{2003}",
+    "\u{a0}",
+    "\u{feff}",
 ];
 
 fn mutate(rng: &mut Rng, seed: &str) -> String {
