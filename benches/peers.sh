@@ -119,7 +119,7 @@ def values(path, lines):
         try: out.append(json.loads(c))
         except Exception: out.append(("UNPARSEABLE", c[:80]))
     return out
-print(f"Machine: {os.cpu_count()} cores; " + open('/proc/cpuinfo').read().split('model name')[1].split('\n')[0].strip(': '))
+print(f"Machine: {os.cpu_count()} cores; " + open('/proc/cpuinfo').read().split('model name')[1].split('\n')[0].split(':', 1)[1].strip())
 print()
 print("| corpus | toolloop | json_repair (Python) | jsonrepair (JS) | toolloop / Python | toolloop / JS |")
 print("|---|---|---|---|---|---|")
