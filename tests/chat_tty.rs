@@ -1,6 +1,7 @@
-//! `toolloop chat` driven as a person would: in a real terminal (tmux), typing at the
-//! prompt, with a clarifying question in the middle answered at the prompt. Needs tmux;
-//! without it the test says so and passes, except under CI, where it must run.
+//! toolloop in a real terminal (tmux), as a person sees it: `chat` typed at the prompt
+//! with a clarifying question answered in the middle, colour and `NO_COLOR`, and the
+//! spinner while a slow model thinks. Needs tmux; without it the tests say so and pass,
+//! except under CI, where they must run.
 
 mod common;
 
@@ -186,4 +187,67 @@ fn colour_on_a_terminal_and_never_with_no_color() {
                 .into_owned();
         assert_eq!(raw.contains("\u{1b}["), want_colour, "env {env:?}:\n{raw}");
     }
+}
+
+#[test]
+fn the_spinner_shows_while_a_slow_model_thinks() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        if std::env::var_os("CI").is_some() {
+            panic!("tmux is not installed");
+        }
+        return;
+    }
+    // A model that takes its time: each streamed piece of the reply after a pause.
+    let piece = |content: &str| {
+        format!(
+            "{}\n",
+            serde_json::json!({"message": {"role": "assistant", "content": content}, "done": false})
+        )
+        .into_bytes()
+    };
+    let ollama = common::serve(vec![
+        common::Act::Respond(200, "application/json", br#"{"capabilities":[]}"#.to_vec()),
+        common::Act::Stream(
+            "application/x-ndjson",
+            vec![
+                piece(r#"{"kind":"final_answer","thought":"","#),
+                piece(r#""content":"Slow but "#),
+                piece(r#"sure."}"#),
+                br#"{"message":{"content":""},"done":true,"done_reason":"stop"}"#.to_vec(),
+            ],
+            Duration::from_millis(1200),
+        ),
+    ]);
+    let tmux = Tmux {
+        socket: format!("toolloop-spinner-{}", std::process::id()),
+    };
+    let command = format!(
+        "{} ask 'Take your time' --no-tools --ollama-host {}; sleep 30",
+        env!("CARGO_BIN_EXE_toolloop"),
+        ollama.url
+    );
+    tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "chat",
+        "-x",
+        "120",
+        "-y",
+        "20",
+        &command,
+    ]);
+    // Before the first piece: thinking, with the time elapsed.
+    let screen = tmux.wait_for("model is thinking (step 1)");
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.contains("model is thinking (step 1) ") && l.trim_end().ends_with('s')),
+        "no elapsed time on the spinner line:\n{screen}"
+    );
+    // While pieces arrive: how much has been written.
+    tmux.wait_for("model is writing (");
+    // Then the answer, and the spinner is gone.
+    let screen = tmux.wait_for("Slow but sure.");
+    assert!(!screen.contains("model is"), "{screen}");
 }
