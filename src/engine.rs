@@ -676,6 +676,18 @@ mod tests {
         )
     }
 
+    fn engine_with_ctx(num_ctx: u32) -> Engine {
+        Engine::new(
+            vec![Message::system("sys")],
+            "q",
+            vec![calc()],
+            Limits {
+                num_ctx: Some(num_ctx),
+                ..Limits::default()
+            },
+        )
+    }
+
     const CALL: &str = r#"{"kind":"tool_call","thought":"math","tool":"calculator","arguments":{"expression":"2+2"}}"#;
     const ANSWER: &str = r#"{"kind":"final_answer","thought":"done","content":"4"}"#;
 
@@ -842,15 +854,7 @@ mod tests {
 
     #[test]
     fn old_tool_results_are_shortened_near_the_context_window() {
-        let mut e = Engine::new(
-            vec![Message::system("sys")],
-            "q",
-            vec![calc()],
-            Limits {
-                num_ctx: Some(1000),
-                ..Limits::default()
-            },
-        );
+        let mut e = engine_with_ctx(1000);
         e.next_step();
         e.model_replied(&reply(CALL));
         e.next_step();
@@ -866,15 +870,7 @@ mod tests {
 
     #[test]
     fn a_prompt_that_filled_the_context_window_is_warned_about() {
-        let mut e = Engine::new(
-            vec![Message::system("sys")],
-            "q",
-            vec![calc()],
-            Limits {
-                num_ctx: Some(1000),
-                ..Limits::default()
-            },
-        );
+        let mut e = engine_with_ctx(1000);
         let warnings = |e: &mut Engine| {
             e.drain_events()
                 .into_iter()

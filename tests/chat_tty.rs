@@ -58,6 +58,16 @@ impl Drop for Tmux {
     }
 }
 
+/// Whether tmux is here; under CI it must be.
+fn have_tmux() -> bool {
+    let here = Command::new("tmux").arg("-V").output().is_ok();
+    assert!(
+        here || std::env::var_os("CI").is_none(),
+        "tmux is not installed"
+    );
+    here
+}
+
 fn reply(content: &str) -> common::Act {
     let line =
         serde_json::json!({"message": {"role": "assistant", "content": content}, "done": false});
@@ -71,11 +81,7 @@ fn reply(content: &str) -> common::Act {
 
 #[test]
 fn chat_in_a_terminal_with_a_clarify_in_the_middle() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        if std::env::var_os("CI").is_some() {
-            panic!("tmux is not installed");
-        }
-        eprintln!("SKIPPED: tmux is not installed");
+    if !have_tmux() {
         return;
     }
     let fake = common::serve(vec![
@@ -159,10 +165,7 @@ fn chat_in_a_terminal_with_a_clarify_in_the_middle() {
 
 #[test]
 fn colour_on_a_terminal_and_never_with_no_color() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        if std::env::var_os("CI").is_some() {
-            panic!("tmux is not installed");
-        }
+    if !have_tmux() {
         return;
     }
     for (env, want_colour) in [("", true), ("NO_COLOR=1 ", false)] {
@@ -191,10 +194,7 @@ fn colour_on_a_terminal_and_never_with_no_color() {
 
 #[test]
 fn the_spinner_shows_while_a_slow_model_thinks() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        if std::env::var_os("CI").is_some() {
-            panic!("tmux is not installed");
-        }
+    if !have_tmux() {
         return;
     }
     // A model that takes its time: each streamed piece of the reply after a pause.
