@@ -50,9 +50,11 @@ pub(crate) fn classify_io(io: &std::io::Error) -> Failure {
         }
         TimedOut | WouldBlock => Failure::Timeout,
         // A server that crashed mid-call shows up as whichever of these the socket saw
-        // first; "Broken pipe (os error 32)" tells a person nothing.
+        // first; "Broken pipe (os error 32)" tells a person nothing. The words are the
+        // ones the backends use when a stream ends early, true before or during a reply.
         ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => Failure::Other(
-            "the server closed the connection before answering (did it crash?)".to_string(),
+            "the connection closed before the reply was complete (did the server crash?)"
+                .to_string(),
         ),
         _ => {
             // ureq wraps its own timeout in an io::Error when it fires inside a body read.

@@ -447,6 +447,14 @@ impl StdioServer {
         }
     }
 
+    /// A request went unanswered in time; remembered so shutdown does not wait for it.
+    fn timed_out(&mut self, label: &str) -> ToolError {
+        self.hung = true;
+        ToolError::Timeout {
+            source_name: label.to_string(),
+        }
+    }
+
     fn send(&mut self, msg: &Value, _label: &str) -> Result<(), ToolError> {
         let mut line = serde_json::to_vec(msg).unwrap_or_default();
         line.push(b'\n');
@@ -470,20 +478,12 @@ impl StdioServer {
         loop {
             let left = limit.saturating_sub(started.elapsed());
             if left.is_zero() {
-                self.hung = true;
-                return Err(ToolError::Timeout {
-                    source_name: label.to_string(),
-                });
+                return Err(self.timed_out(label));
             }
             let line = match self.lines.recv_timeout(left) {
                 Ok(Some(line)) => line,
                 Ok(None) | Err(RecvTimeoutError::Disconnected) => return Err(self.exited()),
-                Err(RecvTimeoutError::Timeout) => {
-                    self.hung = true;
-                    return Err(ToolError::Timeout {
-                        source_name: label.to_string(),
-                    });
-                }
+                Err(RecvTimeoutError::Timeout) => return Err(self.timed_out(label)),
             };
             let Ok(v) = serde_json::from_slice::<Value>(&line) else {
                 log::warn!(
