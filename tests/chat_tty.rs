@@ -13,6 +13,32 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A detached session `chat` of `cols` x `rows` running `command`, on a tmux server
+    /// of its own (`name` and the test's pid), so tests never share one.
+    fn start(name: &str, command: &str, cols: u16, rows: u16) -> Tmux {
+        let tmux = Tmux {
+            socket: format!("toolloop-{name}-{}", std::process::id()),
+        };
+        let (x, y) = (cols.to_string(), rows.to_string());
+        let out = tmux.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "chat",
+            "-x",
+            &x,
+            "-y",
+            &y,
+            command,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tmux
+    }
+
     fn cmd(&self, args: &[&str]) -> std::process::Output {
         Command::new("tmux")
             .arg("-L")
@@ -101,30 +127,12 @@ fn chat_in_a_terminal_with_a_clarify_in_the_middle() {
         ),
         reply(r#"{"kind":"final_answer","thought":"","content":"You asked about Tokyo."}"#),
     ]);
-    let tmux = Tmux {
-        socket: format!("toolloop-test-{}", std::process::id()),
-    };
     let command = format!(
         "{} chat --ollama-host {} --builtin --demo",
         env!("CARGO_BIN_EXE_toolloop"),
         fake.url
     );
-    let out = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "chat",
-        "-x",
-        "160",
-        "-y",
-        "50",
-        &command,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let tmux = Tmux::start("chat", &command, 160, 50);
 
     tmux.wait_for("you>");
     tmux.type_line("What's the weather?");
@@ -169,21 +177,8 @@ fn colour_on_a_terminal_and_never_with_no_color() {
         return;
     }
     for (env, want_colour) in [("", true), ("NO_COLOR=1 ", false)] {
-        let tmux = Tmux {
-            socket: format!("toolloop-colour-{}-{want_colour}", std::process::id()),
-        };
         let command = format!("env {env}{} demo; sleep 30", env!("CARGO_BIN_EXE_toolloop"));
-        tmux.cmd(&[
-            "new-session",
-            "-d",
-            "-s",
-            "chat",
-            "-x",
-            "160",
-            "-y",
-            "50",
-            &command,
-        ]);
+        let tmux = Tmux::start(&format!("colour-{want_colour}"), &command, 160, 50);
         tmux.wait_for("64.4 °F.");
         let raw =
             String::from_utf8_lossy(&tmux.cmd(&["capture-pane", "-p", "-e", "-t", "chat"]).stdout)
@@ -218,25 +213,12 @@ fn the_spinner_shows_while_a_slow_model_thinks() {
             Duration::from_millis(1200),
         ),
     ]);
-    let tmux = Tmux {
-        socket: format!("toolloop-spinner-{}", std::process::id()),
-    };
     let command = format!(
         "{} ask 'Take your time' --no-tools --ollama-host {}; sleep 30",
         env!("CARGO_BIN_EXE_toolloop"),
         ollama.url
     );
-    tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "chat",
-        "-x",
-        "120",
-        "-y",
-        "20",
-        &command,
-    ]);
+    let tmux = Tmux::start("spinner", &command, 120, 20);
     // Before the first piece: thinking, with the time elapsed.
     let screen = tmux.wait_for("model is thinking (step 1)");
     assert!(
