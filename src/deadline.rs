@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deadline {
     at: Option<Instant>,
+    span: Option<Duration>,
 }
 
 impl Deadline {
@@ -26,12 +27,16 @@ impl Deadline {
     pub fn after(d: Duration) -> Self {
         Deadline {
             at: Instant::now().checked_add(d),
+            span: Some(d),
         }
     }
 
     /// No deadline at all.
     pub fn none() -> Self {
-        Deadline { at: None }
+        Deadline {
+            at: None,
+            span: None,
+        }
     }
 
     /// Time left, or `None` without a deadline. Zero once it has passed.
@@ -51,6 +56,12 @@ impl Deadline {
             Some(left) => left.min(own),
             None => own,
         }
+    }
+
+    /// The whole span the deadline was set for (`d` of [`Deadline::after`]), for messages
+    /// that say "no answer within 30s".
+    pub fn span(&self) -> Option<Duration> {
+        self.span
     }
 
     /// The instant itself, if any.

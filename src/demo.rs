@@ -7,11 +7,9 @@
 use std::time::Duration;
 
 use crate::backend::scripted::Scripted;
-use crate::deadline::Deadline;
 use crate::events::Observer;
 use crate::orchestrator::{Orchestrator, OrchestratorError, Outcome};
 use crate::server::ToolServer;
-use crate::tools::Catalogue;
 use crate::tools::builtin::{Builtin, BuiltinConfig};
 use crate::tools::http::HttpTools;
 
@@ -27,8 +25,8 @@ pub const SCRIPT: &str = include_str!("../demo/script.jsonl");
 ///
 /// ```
 /// let outcome = toolloop::demo::run(Box::new(|_: &toolloop::events::Event| {}), Box::new(|_| {}), 0)?;
-/// assert!(outcome.answer.unwrap().contains("64.4"));
-/// # Ok::<(), toolloop::orchestrator::OrchestratorError>(())
+/// assert!(outcome.answer().unwrap().contains("64.4"));
+/// # Ok::<(), toolloop::OrchestratorError>(())
 /// ```
 pub fn run(
     observer: Box<dyn Observer>,
@@ -47,11 +45,6 @@ pub fn run(
     let server = ToolServer::bind("127.0.0.1:0", Box::new(tools))
         .map_err(config_err)?
         .spawn();
-    let catalogue = Catalogue::load(
-        vec![Box::new(HttpTools::new(server.url()))],
-        Deadline::after(Duration::from_secs(5)),
-    )
-    .map_err(config_err)?;
     let model = Scripted::from_jsonl(SCRIPT, "demo/script.jsonl")
         .map_err(|error| OrchestratorError::Backend {
             error,
@@ -60,9 +53,10 @@ pub fn run(
         .with_delay(Duration::from_millis(delay_ms));
     let mut orchestrator = Orchestrator::builder()
         .backend(model)
-        .catalogue(catalogue)
+        .source(HttpTools::new(server.url()))
+        .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(20))
-        .boxed_observer(observer)
+        .observer(observer)
         .clarify_handler(move |question: &str, _: &[String]| {
             say(format!("? {question}"));
             say(format!("> {CLARIFY_ANSWER}"));

@@ -20,8 +20,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message};
+use crate::config::Limits;
 use crate::deadline::Deadline;
-use crate::engine::{Engine, Limits, Step};
+use crate::engine::{Engine, Step};
 use crate::events::Event;
 use crate::prompt::build_system_prompt;
 use crate::schema::Narrowing;
@@ -555,132 +556,55 @@ pub fn summarize(results: &[CaseResult]) -> Vec<Summary> {
         .collect()
 }
 
+/// The cases to run: only `category` when given (an error when it has none), and at most
+/// `limit` cases of each category, in file order.
+pub fn select(
+    mut cases: Vec<Case>,
+    category: Option<&str>,
+    limit: Option<usize>,
+) -> Result<Vec<Case>, String> {
+    if let Some(cat) = category {
+        cases.retain(|c| c.category == cat);
+        if cases.is_empty() {
+            return Err(format!("no case of category {cat}"));
+        }
+    }
+    if let Some(n) = limit {
+        let mut seen = std::collections::HashMap::<String, usize>::new();
+        cases.retain(|c| {
+            let k = seen.entry(c.category.clone()).or_default();
+            *k += 1;
+            *k <= n
+        });
+    }
+    Ok(cases)
+}
+
+/// The summary as the text table `toolloop eval` prints.
+pub fn table(summary: &[Summary]) -> String {
+    let mut out = format!(
+        "{:<16} {:>6} {:>9} {:>13} {:>10} {:>9}\n",
+        "category", "cases", "accuracy", "invalid turns", "iterations", "s/case"
+    );
+    for s in summary {
+        out.push_str(&format!(
+            "{:<16} {:>6} {:>8.1}% {:>12.1}% {:>10.2} {:>9.2}\n",
+            s.category,
+            s.cases,
+            s.accuracy * 100.0,
+            s.invalid_turn_rate * 100.0,
+            s.mean_iterations,
+            s.mean_ms / 1000.0
+        ));
+    }
+    out
+}
+
 /// The report as JSON: the summary rows and every case.
 pub fn report_json(results: &[CaseResult]) -> Value {
     json!({"summary": summarize(results), "cases": results})
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn f() -> Vec<Value> {
-        vec![
-            json!({"name": "math.area", "parameters": {"type": "dict", "properties": {
-            "base": {"type": "float"}, "height": {"type": "integer"},
-            "unit": {"type": "string"}, "tags": {"type": "array"}},
-            "required": ["base", "height"]}}),
-        ]
-    }
-
-    fn truth() -> Vec<Value> {
-        vec![
-            json!({"math.area": {"base": [10.0], "height": [5], "unit": ["square meters", ""],
-                                  "tags": [["a", "b"], ""]}}),
-        ]
-    }
-
-    fn call(args: Value) -> Call {
-        Call {
-            name: "math.area".into(),
-            arguments: args.as_object().unwrap().clone(),
-        }
-    }
-
-    fn s(args: Value) -> Result<(), String> {
-        score("simple_python", Some(&call(args)), &f(), &truth())
-    }
-
-    #[test]
-    fn a_right_call_with_dotted_name_passes() {
-        assert_eq!(s(json!({"base": 10.0, "height": 5})), Ok(()));
-    }
-
-    #[test]
-    fn an_integer_is_accepted_for_a_float_but_not_the_reverse() {
-        assert_eq!(s(json!({"base": 10, "height": 5})), Ok(()));
-        assert!(
-            s(json!({"base": 10.0, "height": 5.0}))
-                .unwrap_err()
-                .contains("type integer")
-        );
-    }
-
-    #[test]
-    fn strings_are_normalised() {
-        assert_eq!(
-            s(json!({"base": 10, "height": 5, "unit": "Square-Meters."})),
-            Ok(())
-        );
-        assert!(s(json!({"base": 10, "height": 5, "unit": "feet"})).is_err());
-    }
-
-    #[test]
-    fn optional_parameters_may_be_absent_only_with_an_empty_possible_answer() {
-        assert_eq!(s(json!({"base": 10, "height": 5})), Ok(()));
-        let strict = vec![json!({"math.area": {"base": [10.0], "height": [5], "unit": ["cm"]}})];
-        let e = score(
-            "simple_python",
-            Some(&call(json!({"base": 10, "height": 5}))),
-            &f(),
-            &strict,
-        )
-        .unwrap_err();
-        assert_eq!(e, "parameter unit is missing");
-    }
-
-    #[test]
-    fn missing_required_and_unknown_parameters_fail() {
-        assert_eq!(
-            s(json!({"base": 10})).unwrap_err(),
-            "required parameter height is missing"
-        );
-        assert_eq!(
-            s(json!({"base": 10, "height": 5, "color": "red"})).unwrap_err(),
-            "parameter color is not in the schema"
-        );
-    }
-
-    #[test]
-    fn wrong_value_and_wrong_function_fail() {
-        assert!(
-            s(json!({"base": 11, "height": 5}))
-                .unwrap_err()
-                .contains("not among")
-        );
-        let other = Call {
-            name: "area".into(),
-            arguments: Map::new(),
-        };
-        assert_eq!(
-            score("simple_python", Some(&other), &f(), &truth()).unwrap_err(),
-            "called area instead of math.area"
-        );
-        assert_eq!(
-            score("simple_python", None, &f(), &truth()).unwrap_err(),
-            "no call was made"
-        );
-    }
-
-    #[test]
-    fn arrays_compare_element_by_element() {
-        assert_eq!(
-            s(json!({"base": 10, "height": 5, "tags": ["A", "b"]})),
-            Ok(())
-        );
-        assert!(s(json!({"base": 10, "height": 5, "tags": ["b", "a"]})).is_err());
-    }
-
-    #[test]
-    fn irrelevance_passes_only_without_a_call() {
-        assert_eq!(score("irrelevance", None, &f(), &[]), Ok(()));
-        assert!(score("irrelevance", Some(&call(json!({}))), &f(), &[]).is_err());
-    }
-
-    #[test]
-    fn bfcl_types_become_json_schema() {
-        let t = ToolSpec::new("x", "", to_json_schema(&f()[0]["parameters"]));
-        assert_eq!(t.input_schema["type"], "object");
-        assert_eq!(t.input_schema["properties"]["base"]["type"], "number");
-    }
-}
+#[path = "eval_tests.rs"]
+mod tests;

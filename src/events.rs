@@ -122,7 +122,7 @@ pub enum Event {
     /// The run ended.
     Stopped {
         /// Why.
-        stop_reason: crate::orchestrator::StopKind,
+        stop_reason: crate::ending::StopKind,
         /// The answer, if any.
         answer: Option<String>,
         /// Iterations used.
@@ -141,6 +141,12 @@ pub trait Observer: Send {
 impl<F: FnMut(&Event) + Send> Observer for F {
     fn event(&mut self, event: &Event) {
         self(event)
+    }
+}
+
+impl Observer for Box<dyn Observer> {
+    fn event(&mut self, event: &Event) {
+        (**self).event(event)
     }
 }
 

@@ -1,26 +1,25 @@
 //! toolloop makes small local models use tools reliably.
 //!
 //! Every model turn is constrained to a JSON schema ([`schema::call_schema`]): call a
-//! tool, give the final answer, or ask the user. What comes back is repaired when it is
+//! tool, give the final answer, or ask the person. What comes back is repaired when it is
 //! broken ([`repair`]), read as a [`turn::Turn`], checked against the schema narrowed to
 //! the tools at hand ([`schema::CallSchema`]), and dispatched by the loop
-//! ([`orchestrator`]) until there is an answer, a limit or the deadline.
+//! ([`Orchestrator`]) until there is an answer, a limit or the deadline. How a run ended
+//! is one [`Ending`]. `docs/ARCHITECTURE.md` follows one question through the modules.
 //!
-//! A whole run with a scripted model and a Rust closure as the tool:
+//! A whole run with a scripted model and a Rust function as the tool:
 //!
 //! ```
-//! use serde_json::json;
-//! use toolloop::backend::scripted::Scripted;
-//! use toolloop::deadline::Deadline;
-//! use toolloop::orchestrator::{Orchestrator, StopKind};
-//! use toolloop::tools::{Catalogue, ToolSpec, closure::FnTools};
+//! use schemars::JsonSchema;
+//! use serde::Deserialize;
+//! use toolloop::{FnTool, Orchestrator, Scripted, StopKind};
 //!
-//! let mut tools = FnTools::new();
-//! tools.add(
-//!     ToolSpec::new("order_status", "Status of an order", json!({"type": "object",
-//!         "properties": {"id": {"type": "integer"}}, "required": ["id"]})),
-//!     |args| Ok(json!({"id": args["id"], "status": "shipped"})),
-//! );
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Order {
+//!     /// The order number.
+//!     id: u32,
+//! }
+//!
 //! // A reply cut off by the token limit, in a code fence, then the answer.
 //! let model = Scripted::new([
 //!     "```json\n{\"kind\": \"tool_call\", \"thought\": \"look it up\", \"tool\": \"order_status\", \"arguments\": {\"id\": 7}",
@@ -28,46 +27,77 @@
 //! ]);
 //! let mut o = Orchestrator::builder()
 //!     .backend(model)
-//!     .catalogue(Catalogue::load(vec![Box::new(tools)], Deadline::none())?)
+//!     .tool(FnTool::new("order_status", "Status of an order", |o: Order| {
+//!         Ok(serde_json::json!({"id": o.id, "status": "shipped"}))
+//!     }))
 //!     .build()?;
 //! let outcome = o.run("Where is my order 7?")?;
-//! assert_eq!(outcome.answer.as_deref(), Some("Order 7 has shipped."));
-//! assert_eq!(outcome.stop_reason, StopKind::Completed);
+//! assert_eq!(outcome.answer(), Some("Order 7 has shipped."));
+//! assert_eq!(outcome.stop_reason(), StopKind::Completed);
 //! assert_eq!(outcome.steps[0].observation, r#"{"id":7,"status":"shipped"}"#);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # Ok::<(), toolloop::OrchestratorError>(())
 //! ```
 //!
-//! With Ollama and the built-in tools (the README's "library in ten lines"):
+//! With Ollama and the built-in tools, the README's example:
 //!
 //! ```no_run
-//! use toolloop::backend::ollama::Ollama;
-//! use toolloop::deadline::Deadline;
-//! use toolloop::orchestrator::Orchestrator;
-//! use toolloop::tools::{ToolSetup, builtin::BuiltinConfig};
+//! use toolloop::{BuiltinConfig, Ollama, Orchestrator, ToolSetup};
 //!
-//! let tools = ToolSetup { builtin: Some(BuiltinConfig::default()), ..Default::default() }
-//!     .connect(Deadline::none())?;
-//! let mut o = Orchestrator::builder().backend(Ollama::new("127.0.0.1", "gemma3:4b")).catalogue(tools).build()?;
+//! let mut o = Orchestrator::builder()
+//!     .backend(Ollama::new("127.0.0.1", "gemma3:4b"))
+//!     .tools(ToolSetup::builtin(BuiltinConfig::default()))
+//!     .build()?;
 //! let outcome = o.run("How much is 12.5 * 4?")?;
-//! println!("{:?} after {} iterations", outcome.answer, outcome.iterations);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! println!("{:?} after {} iterations", outcome.answer(), outcome.iterations);
+//! # Ok::<(), toolloop::OrchestratorError>(())
 //! ```
+//!
+//! Cargo features: `cli` (the command line's dependencies), `server` (the HTTP tool
+//! server and the offline demo) and `sqlite` (the built-in `sql_query` tool), all on by
+//! default; `default-features = false` leaves the loop, the backends and the tool
+//! clients.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod backend;
+pub mod calls;
+pub mod config;
 pub mod deadline;
+#[cfg(feature = "server")]
 pub mod demo;
+#[cfg(feature = "cli")]
 pub mod display;
+pub mod ending;
 pub mod engine;
+pub mod error;
 pub mod eval;
 pub mod events;
+pub mod feedback;
 pub mod guardrails;
 mod http;
 pub mod orchestrator;
+pub mod outcome;
 pub mod prompt;
 pub mod repair;
 pub mod schema;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod tools;
 pub mod turn;
+pub mod validate;
+
+pub use backend::ollama::Ollama;
+pub use backend::openai::OpenAi;
+pub use backend::scripted::Scripted;
+pub use backend::{Backend, BackendError, GenOptions, Message};
+pub use config::{BackendKind, Config};
+pub use deadline::Deadline;
+pub use ending::{Ending, StopKind};
+pub use events::{Event, Observer, Trace, Transcript};
+pub use orchestrator::{
+    ClarifyHandler, Conversation, Orchestrator, OrchestratorBuilder, OrchestratorError, Outcome,
+    run_loop,
+};
+pub use tools::builtin::BuiltinConfig;
+pub use tools::closure::FnTool;
+pub use tools::{Catalogue, ToolError, ToolResult, ToolSetup, ToolSource, ToolSpec};

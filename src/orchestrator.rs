@@ -3,230 +3,28 @@
 //! full form, and a [`Conversation`] that keeps history across turns.
 //!
 //! The driver is seed 003's flow diagram: ask the engine what to do, do it (model, tool,
-//! person) within what is left of the deadline, feed the result back, until done.
+//! person) within what is left of the deadline, feed the result back, until done. How the
+//! run ended is the engine's [`Ending`]; this module only adds the output guardrail and
+//! the `stopped` event.
 
-use std::fmt;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
-use crate::backend::ollama::Ollama;
-use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message, Usage};
+use crate::backend::{Backend, BackendError, ChatRequest, Message};
+use crate::config::Config;
 use crate::deadline::Deadline;
-use crate::engine::{End, Engine, Limits, Step, StepRecord};
+use crate::ending::Ending;
+use crate::engine::{Engine, Step};
+pub use crate::error::OrchestratorError;
 use crate::events::{Event, Observer};
 use crate::guardrails::{Guardrails, Verdict};
+pub use crate::outcome::Outcome;
 use crate::prompt::build_system_prompt;
 use crate::schema::{CallSchema, Narrowing};
-use crate::tools::{Catalogue, ToolError, ToolSetup, ToolSpec};
+use crate::tools::closure::{FnTool, FnTools};
+use crate::tools::{Catalogue, ToolSetup, ToolSource, ToolSpec};
 
-/// Why a run stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopKind {
-    /// The model answered.
-    Completed,
-    /// The model asked a question nobody answered.
-    ClarificationNeeded,
-    /// No answer within the iterations.
-    MaxIterations,
-    /// The deadline passed.
-    Timeout,
-    /// A tool became unavailable and the model answered without it.
-    ToolFailureDegraded,
-    /// A guardrail stopped the run.
-    Blocked,
-}
-
-impl fmt::Display for StopKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StopKind::Completed => "completed",
-            StopKind::ClarificationNeeded => "clarification_needed",
-            StopKind::MaxIterations => "max_iterations",
-            StopKind::Timeout => "timeout",
-            StopKind::ToolFailureDegraded => "tool_failure_degraded",
-            StopKind::Blocked => "blocked",
-        })
-    }
-}
-
-/// What a run gave.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Outcome {
-    /// The answer, when the model gave one.
-    pub answer: Option<String>,
-    /// Why the run stopped.
-    pub stop_reason: StopKind,
-    /// The clarifying question, for `clarification_needed`.
-    pub question: Option<String>,
-    /// The parameters the model said are missing, for `clarification_needed`.
-    pub missing_params: Vec<String>,
-    /// Why a guardrail stopped the run, for `blocked`.
-    pub blocked_reason: Option<String>,
-    /// Every action of the model.
-    pub steps: Vec<StepRecord>,
-    /// Model turns used.
-    pub iterations: u32,
-    /// The whole history, system prompt first.
-    pub history: Vec<Message>,
-    /// Where this run's part of the history begins (seed 000's `history_delta` is
-    /// `history[delta_start..]`).
-    pub delta_start: usize,
-    /// Token usage summed over the run.
-    pub usage: Usage,
-    /// Wall time of the run.
-    pub elapsed: Duration,
-}
-
-impl Outcome {
-    /// The part of the history this run added.
-    pub fn history_delta(&self) -> &[Message] {
-        &self.history[self.delta_start.min(self.history.len())..]
-    }
-
-    /// The answer, or the error seed 003 raises for each other ending.
-    pub fn into_answer(self) -> Result<String, OrchestratorError> {
-        match (self.stop_reason, self.answer) {
-            (StopKind::Completed | StopKind::ToolFailureDegraded, Some(a)) => Ok(a),
-            (StopKind::ClarificationNeeded, _) => Err(OrchestratorError::ClarificationNeeded {
-                question: self.question.unwrap_or_default(),
-                missing_params: self.missing_params,
-                steps: self.steps,
-            }),
-            (StopKind::Timeout, _) => Err(OrchestratorError::Timeout {
-                after: self.elapsed,
-                steps: self.steps,
-            }),
-            (StopKind::Blocked, _) => Err(OrchestratorError::Blocked {
-                reason: self.blocked_reason.unwrap_or_default(),
-                steps: self.steps,
-            }),
-            _ => Err(OrchestratorError::MaxIterationsReached {
-                iterations: self.iterations,
-                steps: self.steps,
-            }),
-        }
-    }
-}
-
-/// Why a run failed. Every variant carries the steps taken so far.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum OrchestratorError {
-    /// No answer within the iterations.
-    #[error(
-        "no answer after {iterations} iterations; raise --max-iterations or simplify the question"
-    )]
-    MaxIterationsReached {
-        /// Iterations used.
-        iterations: u32,
-        /// Steps so far.
-        steps: Vec<StepRecord>,
-    },
-    /// The run's deadline passed.
-    #[error("no answer within {after:?}; raise --timeout (small models on a CPU are slow)")]
-    Timeout {
-        /// How long the run took.
-        after: Duration,
-        /// Steps so far.
-        steps: Vec<StepRecord>,
-    },
-    /// The model kept replying with something that is not a valid turn.
-    #[error("the model's replies were not valid turns: {detail}")]
-    InvalidResponseFormat {
-        /// The last validation error.
-        detail: String,
-        /// Steps so far.
-        steps: Vec<StepRecord>,
-    },
-    /// A tool failed and the run could not go on without it.
-    #[error("tool {tool} failed: {detail}")]
-    ToolExecutionFailed {
-        /// The tool.
-        tool: String,
-        /// What failed.
-        detail: String,
-        /// Steps so far.
-        steps: Vec<StepRecord>,
-    },
-    /// The model is not on the server.
-    #[error("model '{model}' not found: {hint}")]
-    ModelNotFound {
-        /// The model.
-        model: String,
-        /// What to do.
-        hint: String,
-        /// Steps so far.
-        steps: Vec<StepRecord>,
-    },
-    /// The model server failed.
-    #[error("{error}")]
-    Backend {
-        /// The failure.
-        error: BackendError,
-        /// Steps so far.
-        steps: Vec<StepRecord>,
-    },
-    /// The tools could not be listed or reached.
-    #[error("{error}")]
-    Tools {
-        /// The failure.
-        error: ToolError,
-        /// Steps so far.
-        steps: Vec<StepRecord>,
-    },
-    /// The model asked a question and nobody was there to answer.
-    #[error("the model needs more information: {question}")]
-    ClarificationNeeded {
-        /// The question.
-        question: String,
-        /// The missing parameters.
-        missing_params: Vec<String>,
-        /// Steps so far.
-        steps: Vec<StepRecord>,
-    },
-    /// A guardrail stopped the run.
-    #[error("blocked: {reason}")]
-    Blocked {
-        /// Why.
-        reason: String,
-        /// Steps so far.
-        steps: Vec<StepRecord>,
-    },
-    /// The configuration is wrong.
-    #[error("configuration: {0}")]
-    Config(String),
-}
-
-impl OrchestratorError {
-    /// The steps taken before the failure.
-    pub fn steps(&self) -> &[StepRecord] {
-        match self {
-            OrchestratorError::MaxIterationsReached { steps, .. }
-            | OrchestratorError::Timeout { steps, .. }
-            | OrchestratorError::InvalidResponseFormat { steps, .. }
-            | OrchestratorError::ToolExecutionFailed { steps, .. }
-            | OrchestratorError::ModelNotFound { steps, .. }
-            | OrchestratorError::Backend { steps, .. }
-            | OrchestratorError::Tools { steps, .. }
-            | OrchestratorError::ClarificationNeeded { steps, .. }
-            | OrchestratorError::Blocked { steps, .. } => steps,
-            OrchestratorError::Config(_) => &[],
-        }
-    }
-
-    fn backend(error: BackendError, steps: Vec<StepRecord>) -> Self {
-        match error {
-            BackendError::ModelNotFound { model, hint } => {
-                OrchestratorError::ModelNotFound { model, hint, steps }
-            }
-            error => OrchestratorError::Backend { error, steps },
-        }
-    }
-}
-
-/// Answers the model's clarifying questions (the CLI asks the person at the terminal).
+/// Answers the model's clarifying questions (the command line asks the person at the
+/// terminal). Any `FnMut(&str, &[String]) -> Option<String>` is one.
 pub trait ClarifyHandler: Send {
     /// Returns the answer, or `None` when there is none.
     fn ask(&mut self, question: &str, missing_params: &[String]) -> Option<String>;
@@ -238,102 +36,69 @@ impl<F: FnMut(&str, &[String]) -> Option<String> + Send> ClarifyHandler for F {
     }
 }
 
-/// Seed 003's settings, with its defaults.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// The model (default `gemma3:4b`).
-    pub model: String,
-    /// Ollama's address (default `http://localhost:11434`).
-    pub ollama_host: String,
-    /// Where the tools come from (default: the HTTP tool API at `http://localhost:5000`).
-    pub tools: ToolSetup,
-    /// The most model turns (default 10).
-    pub max_iterations: u32,
-    /// One deadline for the whole run (default 30 s).
-    pub timeout: Duration,
-    /// Generation options.
-    pub options: GenOptions,
-    /// Extra instructions appended to the system prompt.
-    pub system: Option<String>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            model: "gemma3:4b".into(),
-            ollama_host: "http://localhost:11434".into(),
-            tools: ToolSetup {
-                http: vec!["http://localhost:5000".into()],
-                ..ToolSetup::default()
-            },
-            max_iterations: 10,
-            timeout: Duration::from_secs(30),
-            options: GenOptions::default(),
-            system: None,
-        }
+impl ClarifyHandler for Box<dyn ClarifyHandler> {
+    fn ask(&mut self, question: &str, missing_params: &[String]) -> Option<String> {
+        (**self).ask(question, missing_params)
     }
 }
 
-/// Seed 003's one call: asks Ollama's model, with the configured tools, and returns the
-/// answer.
+/// Seed 003's one call: asks the configured model, with the configured tools, and
+/// returns the answer.
 ///
 /// ```no_run
-/// use toolloop::orchestrator::{run_loop, Config};
+/// use toolloop::{run_loop, Config};
 ///
 /// let answer = run_loop("What is the weather in Tokyo?", &Config::default())?;
 /// println!("{answer}");
-/// # Ok::<(), toolloop::orchestrator::OrchestratorError>(())
+/// # Ok::<(), toolloop::OrchestratorError>(())
 /// ```
 pub fn run_loop(query: &str, config: &Config) -> Result<String, OrchestratorError> {
-    let deadline = Deadline::after(config.timeout);
-    let tools = config
-        .tools
-        .connect(deadline)
-        .map_err(|error| OrchestratorError::Tools {
-            error,
-            steps: Vec::new(),
-        })?;
-    let mut orchestrator = Orchestrator::builder()
-        .backend(Ollama::new(&config.ollama_host, &config.model))
-        .catalogue(tools)
-        .max_iterations(config.max_iterations)
-        .timeout(config.timeout)
-        .options(config.options.clone())
-        .system(config.system.clone())
-        .build()?;
-    orchestrator
-        .run_with_deadline(query, &[], deadline)?
+    Orchestrator::from_config(config)?
+        .build()?
+        .run(query)?
         .into_answer()
 }
 
-/// Builds an [`Orchestrator`].
+/// Builds an [`Orchestrator`]. Every setter sets one thing, so their order does not
+/// matter; tool sources are connected by [`OrchestratorBuilder::build`].
 pub struct OrchestratorBuilder {
     backend: Option<Box<dyn Backend>>,
+    config: Config,
     catalogue: Catalogue,
-    limits: Limits,
-    timeout: Duration,
-    options: GenOptions,
+    sources: Vec<Box<dyn ToolSource>>,
+    closures: FnTools,
     observers: Vec<Box<dyn Observer>>,
     clarify: Option<Box<dyn ClarifyHandler>>,
     guardrails: Guardrails,
-    system: Option<String>,
     preflight: bool,
 }
 
 impl OrchestratorBuilder {
-    /// The model backend (required).
+    /// The model backend (required). A `Box<dyn Backend>` is one too.
     pub fn backend(mut self, backend: impl Backend + 'static) -> Self {
         self.backend = Some(Box::new(backend));
         self
     }
 
-    /// A boxed model backend.
-    pub fn boxed_backend(mut self, backend: Box<dyn Backend>) -> Self {
-        self.backend = Some(backend);
+    /// A Rust function as a tool (see [`FnTool`]).
+    pub fn tool(mut self, tool: FnTool) -> Self {
+        self.closures.push(tool);
         self
     }
 
-    /// The tools (default: none).
+    /// HTTP tool APIs, MCP servers and the built-in tools, connected by `build`.
+    pub fn tools(mut self, setup: ToolSetup) -> Self {
+        self.config.tools = setup;
+        self
+    }
+
+    /// Any other source of tools, listed by `build`.
+    pub fn source(mut self, source: impl ToolSource + 'static) -> Self {
+        self.sources.push(Box::new(source));
+        self
+    }
+
+    /// Tools already connected, to which the others are added.
     pub fn catalogue(mut self, catalogue: Catalogue) -> Self {
         self.catalogue = catalogue;
         self
@@ -341,44 +106,43 @@ impl OrchestratorBuilder {
 
     /// The most model turns (default 10).
     pub fn max_iterations(mut self, n: u32) -> Self {
-        self.limits.max_iterations = n;
+        self.config.max_iterations = n;
         self
     }
 
     /// One deadline for each run (default 30 s).
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.config.timeout = timeout;
         self
     }
 
-    /// Generation options.
-    pub fn options(mut self, options: GenOptions) -> Self {
-        self.limits.num_ctx = options.num_ctx;
-        self.options = options;
+    /// The longest connecting the tool sources may take (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
         self
     }
 
-    /// Limits and policies beyond the iterations.
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
+    /// Generation options; `num_ctx` is also the window the history is kept in.
+    pub fn options(mut self, options: crate::backend::GenOptions) -> Self {
+        self.config.options = options;
         self
     }
 
     /// How the schema is narrowed to the catalogue (default: one variant per tool).
     pub fn narrowing(mut self, narrowing: Narrowing) -> Self {
-        self.limits.narrowing = narrowing;
+        self.config.narrowing = narrowing;
         self
     }
 
-    /// Sees every event.
+    /// Extra instructions appended to the system prompt.
+    pub fn system(mut self, text: impl Into<String>) -> Self {
+        self.config.system = Some(text.into());
+        self
+    }
+
+    /// Sees every event; several observers see them in the order they were added.
     pub fn observer(mut self, observer: impl Observer + 'static) -> Self {
         self.observers.push(Box::new(observer));
-        self
-    }
-
-    /// A boxed observer.
-    pub fn boxed_observer(mut self, observer: Box<dyn Observer>) -> Self {
-        self.observers.push(observer);
         self
     }
 
@@ -388,21 +152,9 @@ impl OrchestratorBuilder {
         self
     }
 
-    /// A boxed clarify handler.
-    pub fn boxed_clarify_handler(mut self, handler: Box<dyn ClarifyHandler>) -> Self {
-        self.clarify = Some(handler);
-        self
-    }
-
     /// Guardrails on the query and the answer.
     pub fn guardrails(mut self, guardrails: Guardrails) -> Self {
         self.guardrails = guardrails;
-        self
-    }
-
-    /// Extra instructions appended to the system prompt.
-    pub fn system(mut self, system: Option<String>) -> Self {
-        self.system = system;
         self
     }
 
@@ -412,27 +164,42 @@ impl OrchestratorBuilder {
         self
     }
 
-    /// Builds it; a backend is required.
+    /// Connects the tool sources (within the connect timeout) and builds the
+    /// orchestrator; a backend is required.
     pub fn build(self) -> Result<Orchestrator, OrchestratorError> {
         let backend = self
             .backend
             .ok_or_else(|| OrchestratorError::Config("no model backend was given".into()))?;
-        if self.limits.max_iterations == 0 {
+        if self.config.max_iterations == 0 {
             return Err(OrchestratorError::Config(
                 "max_iterations must be at least 1".into(),
             ));
         }
-        let specs = self.catalogue.specs();
-        let prompt = build_system_prompt(&specs, self.system.as_deref());
-        let schema = CallSchema::for_tools(&specs, self.limits.narrowing);
+        let deadline = Deadline::after(self.config.connect_timeout);
+        let mut catalogue = self.catalogue;
+        self.config
+            .tools
+            .connect_into(&mut catalogue, deadline)
+            .map_err(OrchestratorError::tools)?;
+        for source in self.sources {
+            catalogue
+                .add_source(source, deadline)
+                .map_err(OrchestratorError::tools)?;
+        }
+        if !self.closures.is_empty() {
+            catalogue
+                .add_source(Box::new(self.closures), deadline)
+                .map_err(OrchestratorError::tools)?;
+        }
+        let specs = catalogue.specs();
+        let prompt = build_system_prompt(&specs, self.config.system.as_deref());
+        let schema = CallSchema::for_tools(&specs, self.config.narrowing);
         Ok(Orchestrator {
             backend,
             specs,
             schema,
-            catalogue: self.catalogue,
-            limits: self.limits,
-            timeout: self.timeout,
-            options: self.options,
+            catalogue,
+            config: self.config,
             observers: self.observers,
             clarify: self.clarify,
             guardrails: self.guardrails,
@@ -445,24 +212,21 @@ impl OrchestratorBuilder {
 /// A model, its tools and the run's policies, ready to answer questions.
 ///
 /// ```
-/// use toolloop::backend::scripted::Scripted;
-/// use toolloop::orchestrator::{Orchestrator, StopKind};
+/// use toolloop::{Orchestrator, Scripted, StopKind};
 ///
 /// let model = Scripted::new([r#"{"kind": "final_answer", "thought": "", "content": "Hello!"}"#]);
 /// let mut o = Orchestrator::builder().backend(model).build()?;
 /// let outcome = o.run("Say hello")?;
-/// assert_eq!(outcome.answer.as_deref(), Some("Hello!"));
-/// assert_eq!(outcome.stop_reason, StopKind::Completed);
-/// # Ok::<(), toolloop::orchestrator::OrchestratorError>(())
+/// assert_eq!(outcome.answer(), Some("Hello!"));
+/// assert_eq!(outcome.stop_reason(), StopKind::Completed);
+/// # Ok::<(), toolloop::OrchestratorError>(())
 /// ```
 pub struct Orchestrator {
     backend: Box<dyn Backend>,
     specs: Vec<ToolSpec>,
     schema: CallSchema,
     catalogue: Catalogue,
-    limits: Limits,
-    timeout: Duration,
-    options: GenOptions,
+    config: Config,
     observers: Vec<Box<dyn Observer>>,
     clarify: Option<Box<dyn ClarifyHandler>>,
     guardrails: Guardrails,
@@ -471,20 +235,34 @@ pub struct Orchestrator {
 }
 
 impl Orchestrator {
-    /// A builder with the seed's defaults.
+    /// A builder with the defaults of [`Config`] and no tools.
     pub fn builder() -> OrchestratorBuilder {
         OrchestratorBuilder {
             backend: None,
+            config: Config {
+                tools: ToolSetup::default(),
+                ..Config::default()
+            },
             catalogue: Catalogue::new(),
-            limits: Limits::default(),
-            timeout: Duration::from_secs(30),
-            options: GenOptions::default(),
+            sources: Vec::new(),
+            closures: FnTools::new(),
             observers: Vec::new(),
             clarify: None,
             guardrails: Guardrails::default(),
-            system: None,
             preflight: true,
         }
+    }
+
+    /// A builder for everything `config` names: its backend, its tools, its limits.
+    pub fn from_config(config: &Config) -> Result<OrchestratorBuilder, OrchestratorError> {
+        let backend = config
+            .backend()
+            .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
+        Ok(OrchestratorBuilder {
+            backend: Some(backend),
+            config: config.clone(),
+            ..Orchestrator::builder()
+        })
     }
 
     /// The system prompt every run starts from.
@@ -497,14 +275,20 @@ impl Orchestrator {
         &self.catalogue
     }
 
-    /// Answers one question from a fresh history.
+    /// The settings runs use.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Answers one question from a fresh history, within the configured timeout.
     pub fn run(&mut self, query: &str) -> Result<Outcome, OrchestratorError> {
-        let deadline = Deadline::after(self.timeout);
+        let deadline = Deadline::after(self.config.timeout);
         self.run_with_deadline(query, &[], deadline)
     }
 
     /// Answers one question after `earlier` turns (without the system prompt), within
-    /// `deadline`.
+    /// `deadline`. A model's ending (an answer, a question, a limit) is `Ok`; a failure
+    /// of the model server or the tools is `Err`.
     pub fn run_with_deadline(
         &mut self,
         query: &str,
@@ -519,7 +303,7 @@ impl Orchestrator {
             history,
             query,
             self.specs.clone(),
-            self.limits.clone(),
+            self.config.limits(),
             self.schema.clone(),
         );
         self.emit(&Event::RunStarted {
@@ -532,39 +316,35 @@ impl Orchestrator {
             Verdict::Warn(w) => self.emit(&Event::Warning { message: w }),
             Verdict::Block(reason) => engine.block(reason),
         }
-        if !self.preflight_done && engine.end().is_none() {
+        if !self.preflight_done && engine.ending().is_none() {
             self.backend
                 .preflight(deadline)
                 .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
             self.preflight_done = true;
         }
+        let limit = deadline.span().unwrap_or(self.config.timeout);
         loop {
             let step = engine.next_step();
             self.flush(&mut engine);
             match step {
                 Step::Done => break,
+                Step::CallModel if deadline.is_expired() => engine.timed_out(limit),
                 Step::CallModel => {
-                    if deadline.is_expired() {
-                        engine.timed_out();
-                        continue;
-                    }
                     let request = ChatRequest {
                         messages: engine.messages(),
                         schema: Some(engine.schema().as_value()),
-                        options: &self.options,
+                        options: &self.config.options,
                     };
                     let observers = &mut self.observers;
                     let mut sink = |text: &str| {
                         let e = Event::ModelText {
                             text: text.to_string(),
                         };
-                        for o in observers.iter_mut() {
-                            o.event(&e);
-                        }
+                        observers.iter_mut().for_each(|o| o.event(&e));
                     };
                     match self.backend.chat(&request, deadline, &mut sink) {
                         Ok(reply) => engine.model_replied(&reply),
-                        Err(BackendError::Timeout { .. }) => engine.timed_out(),
+                        Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
                         Err(e) => {
                             self.flush(&mut engine);
                             return Err(OrchestratorError::backend(e, engine.steps().to_vec()));
@@ -575,7 +355,7 @@ impl Orchestrator {
                     let t = Instant::now();
                     let result = self.catalogue.call(&tool, &arguments, deadline);
                     if deadline.is_expired() {
-                        engine.timed_out();
+                        engine.timed_out(limit);
                     } else {
                         engine.tool_returned(result, t.elapsed());
                     }
@@ -593,13 +373,11 @@ impl Orchestrator {
                 }
             }
         }
-        self.finish(engine, started)
+        Ok(self.finish(engine, started))
     }
 
     fn emit(&mut self, event: &Event) {
-        for o in self.observers.iter_mut() {
-            o.event(event);
-        }
+        self.observers.iter_mut().for_each(|o| o.event(event));
     }
 
     fn flush(&mut self, engine: &mut Engine) {
@@ -608,92 +386,48 @@ impl Orchestrator {
         }
     }
 
-    fn finish(
-        &mut self,
-        mut engine: Engine,
-        started: Instant,
-    ) -> Result<Outcome, OrchestratorError> {
+    /// The outcome of a finished engine, after the output guardrail, with the `stopped`
+    /// event.
+    fn finish(&mut self, mut engine: Engine, started: Instant) -> Outcome {
         self.flush(&mut engine);
-        let end = engine.end().cloned().unwrap_or(End::MaxIterations);
         let iterations = engine.iterations();
+        let mut ending = engine
+            .ending()
+            .cloned()
+            .unwrap_or(Ending::MaxIterations { iterations });
+        if let Some(answer) = ending.answer() {
+            match self.guardrails.check_output(answer) {
+                Verdict::Pass => {}
+                Verdict::Warn(message) => self.emit(&Event::Warning { message }),
+                Verdict::Block(reason) => ending = Ending::Blocked { reason },
+            }
+        }
+        let elapsed = started.elapsed();
+        self.emit(&Event::Stopped {
+            stop_reason: ending.kind(),
+            answer: ending.answer().map(str::to_string),
+            iterations,
+            ms: elapsed.as_millis() as u64,
+        });
         let steps = engine.steps().to_vec();
         let usage = engine.usage();
         let (history, delta_start) = engine.into_history();
-        let mut outcome = Outcome {
-            answer: None,
-            stop_reason: StopKind::Completed,
-            question: None,
-            missing_params: Vec::new(),
-            blocked_reason: None,
+        Outcome {
+            ending,
             steps,
             iterations,
             history,
             delta_start,
             usage,
-            elapsed: started.elapsed(),
-        };
-        match end {
-            End::Answer {
-                content, degraded, ..
-            } => match self.guardrails.check_output(&content) {
-                Verdict::Block(reason) => {
-                    outcome.stop_reason = StopKind::Blocked;
-                    outcome.blocked_reason = Some(reason);
-                }
-                verdict => {
-                    if let Verdict::Warn(w) = verdict {
-                        self.emit(&Event::Warning { message: w });
-                    }
-                    outcome.answer = Some(content);
-                    outcome.stop_reason = if degraded {
-                        StopKind::ToolFailureDegraded
-                    } else {
-                        StopKind::Completed
-                    };
-                }
-            },
-            End::Clarify {
-                question,
-                missing_params,
-            } => {
-                outcome.stop_reason = StopKind::ClarificationNeeded;
-                outcome.question = Some(question);
-                outcome.missing_params = missing_params;
-            }
-            End::MaxIterations => outcome.stop_reason = StopKind::MaxIterations,
-            End::Timeout => outcome.stop_reason = StopKind::Timeout,
-            End::Blocked { reason } => {
-                outcome.stop_reason = StopKind::Blocked;
-                outcome.blocked_reason = Some(reason);
-            }
-            End::Invalid { error } => {
-                self.emit(&Event::Stopped {
-                    stop_reason: StopKind::MaxIterations,
-                    answer: None,
-                    iterations,
-                    ms: outcome.elapsed.as_millis() as u64,
-                });
-                return Err(OrchestratorError::InvalidResponseFormat {
-                    detail: error,
-                    steps: outcome.steps,
-                });
-            }
+            elapsed,
         }
-        self.emit(&Event::Stopped {
-            stop_reason: outcome.stop_reason,
-            answer: outcome.answer.clone(),
-            iterations,
-            ms: outcome.elapsed.as_millis() as u64,
-        });
-        Ok(outcome)
     }
 }
 
 /// A conversation: each question sees the earlier questions and answers.
 ///
 /// ```
-/// use toolloop::backend::scripted::Scripted;
-/// use toolloop::orchestrator::{Conversation, Orchestrator};
+/// use toolloop::{Conversation, Orchestrator, Scripted};
 ///
 /// let model = Scripted::new([
 ///     r#"{"kind": "final_answer", "thought": "", "content": "Nice to meet you, Ada."}"#,
@@ -705,7 +439,7 @@ impl Orchestrator {
 /// chat.ask("What is my name?")?;
 /// // The second request carried the first exchange.
 /// assert_eq!(seen.lock().unwrap()[1][1].content, "I am Ada.");
-/// # Ok::<(), toolloop::orchestrator::OrchestratorError>(())
+/// # Ok::<(), toolloop::OrchestratorError>(())
 /// ```
 pub struct Conversation {
     orchestrator: Orchestrator,
@@ -724,11 +458,11 @@ impl Conversation {
     /// Asks one question in the context of the earlier ones. Only completed exchanges are
     /// kept in the history.
     pub fn ask(&mut self, query: &str) -> Result<Outcome, OrchestratorError> {
-        let deadline = Deadline::after(self.orchestrator.timeout);
+        let deadline = Deadline::after(self.orchestrator.config.timeout);
         let outcome = self
             .orchestrator
             .run_with_deadline(query, &self.turns, deadline)?;
-        if outcome.answer.is_some() {
+        if outcome.answer().is_some() {
             self.turns.extend_from_slice(outcome.history_delta());
         }
         Ok(outcome)

@@ -1,7 +1,7 @@
 //! The system prompt (seed 003's `build_system_prompt`).
 //!
 //! Ollama does not show the `format` schema to the model, so the prompt must describe the
-//! protocol. With a 0.5B model the prompt decides more than anything else (REAL_MODEL.md):
+//! protocol. With a 0.5B model the prompt decides more than anything else (`BENCHMARKS.md`):
 //! a bare "reply with JSON of these kinds" made it copy placeholders and never call a
 //! tool; listing the two kinds, one sentence on when to use a tool, the numbered tool list
 //! and one example written as `user asks "..." -> {...}` made it call the right tools.

@@ -18,12 +18,14 @@
 //! a malformed argument impossible. On the last allowed iteration
 //! [`CallSchema::answer_only`] leaves only `final_answer` and `clarify`.
 
+use std::fmt;
 use std::sync::OnceLock;
 
 use serde_json::{Map, Value, json};
 
 use crate::tools::ToolSpec;
-use crate::turn::{Kind, Turn};
+use crate::turn::{Kind, Turn, TurnError};
+use crate::validate::{compile, describe_errors, truncate_chars};
 
 /// The longest string argument the narrowed schema allows where the tool's own schema
 /// sets no bound.
@@ -94,7 +96,7 @@ struct Variant {
 /// let schema = CallSchema::for_tools(&tools, Narrowing::PerTool);
 /// let call = Turn::parse(r#"{"kind": "tool_call", "thought": "", "tool": "get_weather",
 ///                            "arguments": {"town": "Oslo"}}"#).unwrap().turn;
-/// let err = schema.check(&call).unwrap_err();
+/// let err = schema.check(&call).unwrap_err().to_string();
 /// assert!(err.contains("city"), "{err}");
 /// ```
 #[derive(Debug, Clone)]
@@ -187,8 +189,8 @@ impl CallSchema {
             if !defs.is_empty() {
                 standalone["$defs"] = Value::Object(defs.clone());
             }
-            let validator = match jsonschema::validator_for(&standalone) {
-                Ok(v) => Some(std::sync::Arc::new(v)),
+            let validator = match compile(&standalone) {
+                Ok(v) => Some(v),
                 Err(e) => {
                     log::warn!(
                         "schema of {} cannot be checked locally: {e}",
@@ -230,28 +232,22 @@ impl CallSchema {
         self.variants.iter().any(|v| v.kind == kind)
     }
 
-    /// Checks a parsed turn against the schema. The error is one short line for the model:
-    /// what is wrong and what is valid.
-    pub fn check(&self, turn: &Turn) -> Result<(), String> {
+    /// Checks a parsed turn against the schema. The rejection's text is one short line
+    /// for the model: what is wrong and what is valid.
+    pub fn check(&self, turn: &Turn) -> Result<(), Rejection> {
         let kind = turn.kind();
         if !self.allows(kind) {
-            let allowed: Vec<&str> = self.variants.iter().map(|v| v.kind.as_str()).collect();
-            let mut allowed_unique = allowed.clone();
-            allowed_unique.dedup();
-            return Err(format!(
-                "kind \"{}\" is not allowed now; reply with kind {}",
-                kind.as_str(),
-                quoted_list(&allowed_unique, " or ")
-            ));
+            let mut allowed: Vec<Kind> = self.variants.iter().map(|v| v.kind).collect();
+            allowed.dedup();
+            return Err(Rejection::KindNotAllowed { kind, allowed });
         }
         let variant = match turn {
             Turn::ToolCall { tool, .. } => {
                 if !self.tool_names.is_empty() && !self.tool_names.iter().any(|n| n == tool) {
-                    return Err(format!(
-                        "unknown tool \"{}\"; available tools: {}",
-                        truncate_chars(tool, 64),
-                        quoted_list(&self.tool_names, ", ")
-                    ));
+                    return Err(Rejection::UnknownTool {
+                        name: truncate_chars(tool, 64),
+                        available: self.tool_names.clone(),
+                    });
                 }
                 self.variants
                     .iter()
@@ -264,40 +260,67 @@ impl CallSchema {
         };
         match describe_errors(validator, &turn.to_value(), false) {
             None => Ok(()),
-            Some(problems) => Err(truncate_chars(&problems, 400)),
+            Some(problems) => Err(Rejection::Schema(truncate_chars(&problems, 400))),
         }
     }
 }
 
-/// The first few ways `instance` fails `validator`, each as `path: message`, joined with
-/// `; `; `None` when it is valid. Messages that would quote a long value (or any value,
-/// with `masked`) say `value` instead, so the line stays short enough for a model.
-pub(crate) fn describe_errors(
-    validator: &jsonschema::Validator,
-    instance: &Value,
-    masked: bool,
-) -> Option<String> {
-    let problems: Vec<String> = validator
-        .iter_errors(instance)
-        .take(3)
-        .map(|e| {
-            let mut msg = if masked {
-                e.masked().to_string()
-            } else {
-                e.to_string()
-            };
-            if msg.chars().count() > 160 {
-                msg = truncate_chars(&e.masked().to_string(), 160);
+/// Why a reply was refused as a turn. Its text goes back to the model, so it says what is
+/// wrong and what is valid, in one line.
+///
+/// ```
+/// use toolloop::schema::{CallSchema, Rejection};
+/// use toolloop::turn::Turn;
+///
+/// let call = Turn::parse(r#"{"kind": "tool_call", "tool": "x", "arguments": {}}"#).unwrap().turn;
+/// let r = CallSchema::answer_only().check(&call).unwrap_err();
+/// assert!(matches!(r, Rejection::KindNotAllowed { .. }));
+/// assert_eq!(r.to_string(), r#"kind "tool_call" is not allowed now; reply with kind "final_answer" or "clarify""#);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The text is not a turn at all.
+    NotATurn(TurnError),
+    /// A kind the schema does not allow now (a call on the last iteration).
+    KindNotAllowed {
+        /// The kind the model used.
+        kind: Kind,
+        /// The kinds it may use.
+        allowed: Vec<Kind>,
+    },
+    /// A call of a tool the catalogue does not have.
+    UnknownTool {
+        /// The name the model used (cut to 64 characters).
+        name: String,
+        /// The tools there are.
+        available: Vec<String>,
+    },
+    /// The turn breaks the schema: the first few problems, each with its path.
+    Schema(String),
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::NotATurn(e) => write!(f, "{e}"),
+            Rejection::KindNotAllowed { kind, allowed } => {
+                let allowed: Vec<&str> = allowed.iter().map(|k| k.as_str()).collect();
+                write!(
+                    f,
+                    "kind \"{}\" is not allowed now; reply with kind {}",
+                    kind.as_str(),
+                    quoted_list(&allowed, " or ")
+                )
             }
-            let path = e.instance_path().as_str().to_string();
-            if path.is_empty() {
-                msg
-            } else {
-                format!("{path}: {msg}")
-            }
-        })
-        .collect();
-    (!problems.is_empty()).then(|| problems.join("; "))
+            Rejection::UnknownTool { name, available } => write!(
+                f,
+                "unknown tool \"{name}\"; available tools: {}",
+                quoted_list(available, ", ")
+            ),
+            Rejection::Schema(problems) => f.write_str(problems),
+        }
+    }
 }
 
 fn quoted_list<S: AsRef<str>>(items: &[S], sep: &str) -> String {
@@ -306,13 +329,6 @@ fn quoted_list<S: AsRef<str>>(items: &[S], sep: &str) -> String {
         .map(|s| format!("\"{}\"", s.as_ref()))
         .collect::<Vec<_>>()
         .join(sep)
-}
-
-fn truncate_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
 }
 
 /// The three variants of the static schema: tool_call, final_answer, clarify.
@@ -480,7 +496,8 @@ mod tests {
             .check(&turn(
                 r#"{"kind":"tool_call","tool":"weather","arguments":{}}"#,
             ))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "unknown tool \"weather\"; available tools: \"get_weather\""
@@ -494,7 +511,8 @@ mod tests {
             .check(&turn(
                 r#"{"kind":"tool_call","tool":"get_weather","arguments":{"city":5}}"#,
             ))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("/arguments/city: 5 is not of type"), "{e}");
     }
 
@@ -502,7 +520,8 @@ mod tests {
     fn answer_only_refuses_tool_calls() {
         let e = CallSchema::answer_only()
             .check(&turn(r#"{"kind":"tool_call","tool":"x","arguments":{}}"#))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "kind \"tool_call\" is not allowed now; reply with kind \"final_answer\" or \"clarify\""
@@ -517,7 +536,8 @@ mod tests {
                 thought: String::new(),
                 content: long,
             })
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.len() < 200, "{e}");
         assert!(e.contains("/content"), "{e}");
     }
@@ -540,7 +560,8 @@ mod tests {
             .check(&turn(
                 r#"{"kind":"tool_call","tool":"geo.lookup","arguments":{"p":{"x":"a"}}}"#,
             ))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("/arguments/p/x"), "{e}");
     }
 

@@ -24,7 +24,7 @@ const WORKERS: usize = 4;
 struct Shared {
     source: Mutex<Box<dyn ToolSource>>,
     specs: Vec<ToolSpec>,
-    validators: HashMap<String, jsonschema::Validator>,
+    validators: HashMap<String, Arc<jsonschema::Validator>>,
 }
 
 /// A tool server bound to an address, not yet serving.
@@ -58,7 +58,7 @@ impl ToolServer {
         let validators = specs
             .iter()
             .filter_map(|s| {
-                jsonschema::validator_for(&s.input_schema)
+                crate::validate::compile(&s.input_schema)
                     .ok()
                     .map(|v| (s.name.clone(), v))
             })
@@ -209,7 +209,7 @@ fn handle(shared: &Shared, mut req: tiny_http::Request) {
             };
             if let Some(v) = shared.validators.get(&name)
                 && let Some(problems) =
-                    crate::schema::describe_errors(v, &Value::Object(args.clone()), true)
+                    crate::validate::describe_errors(v, &Value::Object(args.clone()), true)
             {
                 return fail(req, 400, &format!("invalid arguments: {problems}"));
             }

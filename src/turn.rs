@@ -1,7 +1,7 @@
 //! One model turn: what the model may say, and how its text becomes a [`Turn`].
 //!
-//! Every reply of the model is one JSON object of three kinds (see DESIGN.md,
-//! "CALL_SCHEMA"). The types here are the source of truth: `schemas/call_schema.json` is
+//! Every reply of the model is one JSON object of three kinds (see
+//! `docs/ARCHITECTURE.md`, "The turn"). The types here are the source of truth: `schemas/call_schema.json` is
 //! generated from them by schemars. Parsing is deliberately more tolerant than the schema:
 //! it accepts the seed's flat form (one object with every field, unused ones `null`),
 //! `arguments` given as a JSON-encoded string, common aliases of field names, and text
@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use crate::repair::{self, Fix, Fixes, RepairError};
 
 /// The longest `thought` the schema allows. Unbounded strings let a small model fill them
-/// with repetition until the token limit (measured with Gemma 3 270M, see DESIGN.md).
+/// with repetition until the token limit (measured with Gemma 3 270M, `docs/ARCHITECTURE.md`).
 pub const THOUGHT_MAX: u64 = 400;
 /// The longest tool name.
 pub const TOOL_NAME_MAX: u64 = 64;

@@ -181,7 +181,7 @@ fn server_not_running_says_start_ollama() {
     assert_eq!(
         err.to_string(),
         format!(
-            "Ollama is not running at {url}: start it with `ollama serve`, or set OLLAMA_HOST / --ollama-host"
+            "Ollama is not running at {url}: start it with `ollama serve`, or set OLLAMA_HOST / `ollama_host`"
         )
     );
 }
@@ -340,7 +340,7 @@ fn server_that_never_answers_is_cut_by_the_deadline() {
     let started = Instant::now();
     let err = chat(&fake.url, Deadline::after(Duration::from_millis(700))).unwrap_err();
     assert!(matches!(err, BackendError::Timeout { .. }), "{err}");
-    assert!(err.to_string().contains("raise --timeout"), "{err}");
+    assert!(err.to_string().contains("raise `timeout`"), "{err}");
     assert!(
         started.elapsed() < Duration::from_millis(700 + 500),
         "{:?}",

@@ -94,16 +94,7 @@ fn have_tmux() -> bool {
     here
 }
 
-fn reply(content: &str) -> common::Act {
-    let line =
-        serde_json::json!({"message": {"role": "assistant", "content": content}, "done": false});
-    let done = r#"{"message":{"content":""},"done":true,"done_reason":"stop","prompt_eval_count":50,"eval_count":9}"#;
-    common::Act::Respond(
-        200,
-        "application/x-ndjson",
-        format!("{line}\n{done}\n").into_bytes(),
-    )
-}
+use common::ollama_reply as reply;
 
 #[test]
 fn chat_in_a_terminal_with_a_clarify_in_the_middle() {

@@ -92,39 +92,10 @@ fn unknown_flag_is_a_usage_error() {
 
 mod tools {
     use super::*;
-    use std::time::{Duration, Instant};
-
-    struct Killer(std::process::Child);
-    impl Drop for Killer {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
 
     #[test]
     fn serve_tools_then_list_them_over_http() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let _server = Killer(
-            Command::new(env!("CARGO_BIN_EXE_toolloop"))
-                .args(["serve-tools", "--addr", &addr, "--demo"])
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let started = Instant::now();
-        while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let (_server, addr) = super::common::serve_tools(&["--demo"]);
         let out = toolloop(
             &["tools", "--tools", &format!("http://{addr}"), "--json"],
             b"",
@@ -219,25 +190,7 @@ mod tools {
     }
 }
 
-/// An Ollama that answers /api/show and then each /api/chat with the next reply.
-fn fake_ollama(replies: &[&str]) -> common::Fake {
-    let mut acts = vec![common::Act::Respond(
-        200,
-        "application/json",
-        br#"{"capabilities":["completion"]}"#.to_vec(),
-    )];
-    for r in replies {
-        let line =
-            serde_json::json!({"message": {"role": "assistant", "content": r}, "done": false});
-        let done = r#"{"message":{"content":""},"done":true,"done_reason":"stop","prompt_eval_count":50,"eval_count":9}"#;
-        acts.push(common::Act::Respond(
-            200,
-            "application/x-ndjson",
-            format!("{line}\n{done}\n").into_bytes(),
-        ));
-    }
-    common::serve(acts)
-}
+use common::fake_ollama;
 
 const CALC: &str = r#"{"kind":"tool_call","thought":"exact","tool":"calculator","arguments":{"expression":"12.5 * 4"}}"#;
 const FIFTY: &str = r#"{"kind":"final_answer","thought":"done","content":"12.5 * 4 = 50"}"#;

@@ -9,18 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{Act, serve};
 
-const SHOW: &[u8] = br#"{"capabilities":["completion"]}"#;
-const DONE: &str = r#"{"message":{"content":""},"done":true,"done_reason":"stop","prompt_eval_count":10,"eval_count":5}"#;
-
-fn chat(content: &str) -> Act {
-    let line =
-        serde_json::json!({"message": {"role": "assistant", "content": content}, "done": false});
-    Act::Respond(
-        200,
-        "application/x-ndjson",
-        format!("{line}\n{DONE}\n").into_bytes(),
-    )
-}
+use common::{SHOW, ollama_reply as chat};
 
 fn json(status: u16, body: &str) -> Act {
     Act::Respond(status, "application/json", body.as_bytes().to_vec())

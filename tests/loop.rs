@@ -2,6 +2,8 @@
 //! 127.0.0.1: the seed's four scenarios (one iteration, max iterations, timeout, tool
 //! error) and every behaviour the loop promises.
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,12 +13,13 @@ use toolloop::backend::{Role, StopReason, Usage};
 use toolloop::deadline::Deadline;
 use toolloop::events::{Event, Trace, Transcript};
 use toolloop::guardrails::{Action, Guardrails};
-use toolloop::orchestrator::{Orchestrator, OrchestratorBuilder, OrchestratorError, StopKind};
+use toolloop::orchestrator::{Orchestrator, OrchestratorBuilder, OrchestratorError};
 use toolloop::server::{RunningServer, ToolServer};
 use toolloop::tools::builtin::{Builtin, BuiltinConfig};
 use toolloop::tools::closure::FnTools;
 use toolloop::tools::http::HttpTools;
 use toolloop::tools::{Catalogue, ToolSpec};
+use toolloop::{Ending, StopKind};
 
 fn server() -> RunningServer {
     let tools = Builtin::new(&BuiltinConfig {
@@ -66,8 +69,8 @@ fn seed_scenario_one_iteration() {
         .build()
         .unwrap();
     let out = o.run("Say hello").unwrap();
-    assert_eq!(out.answer.as_deref(), Some("Hello!"));
-    assert_eq!(out.stop_reason, StopKind::Completed);
+    assert_eq!(out.answer(), Some("Hello!"));
+    assert_eq!(out.stop_reason(), StopKind::Completed);
     assert_eq!(out.iterations, 1);
     assert_eq!(out.history_delta().len(), 2, "question and answer");
     assert_eq!(out.history_delta()[0].content, "Say hello");
@@ -83,7 +86,7 @@ fn tool_call_over_http_then_answer_from_the_result() {
     let seen = model.seen();
     let mut o = builder(model, &s).build().unwrap();
     let out = o.run("How much is 12.5 * 4?").unwrap();
-    assert_eq!(out.answer.as_deref(), Some("12.5 * 4 = 50"));
+    assert_eq!(out.answer(), Some("12.5 * 4 = 50"));
     assert_eq!(out.iterations, 2);
     let step = &out.steps[0];
     assert_eq!(step.tool.as_deref(), Some("calculator"));
@@ -109,7 +112,7 @@ fn seed_scenario_max_iterations_carries_the_steps() {
         .build()
         .unwrap();
     let out = o.run("Add some numbers").unwrap();
-    assert_eq!(out.stop_reason, StopKind::MaxIterations);
+    assert_eq!(out.stop_reason(), StopKind::MaxIterations);
     let err = out.into_answer().unwrap_err();
     assert!(
         matches!(
@@ -132,7 +135,7 @@ fn seed_scenario_timeout_ends_within_the_deadline() {
         .unwrap();
     let started = Instant::now();
     let out = o.run("anything").unwrap();
-    assert_eq!(out.stop_reason, StopKind::Timeout);
+    assert_eq!(out.stop_reason(), StopKind::Timeout);
     assert!(
         started.elapsed() < Duration::from_millis(900),
         "{:?}",
@@ -154,7 +157,7 @@ fn seed_scenario_tool_error_goes_back_to_the_model() {
     let seen = model.seen();
     let mut o = builder(model, &s).build().unwrap();
     let out = o.run("Weather in Atlantis?").unwrap();
-    assert_eq!(out.stop_reason, StopKind::Completed);
+    assert_eq!(out.stop_reason(), StopKind::Completed);
     assert!(!out.steps[0].ok);
     assert!(
         out.steps[0]
@@ -178,7 +181,7 @@ fn invalid_reply_is_fed_back_and_the_model_recovers() {
     let seen = model.seen();
     let mut o = builder(model, &s).observer(observer).build().unwrap();
     let out = o.run("Weather?").unwrap();
-    assert_eq!(out.answer.as_deref(), Some("Sunny."));
+    assert_eq!(out.answer(), Some("Sunny."));
     let feedback = seen.lock().unwrap()[1].last().unwrap().content.clone();
     assert!(
         feedback.starts_with("Your last reply was not valid: reply is not JSON"),
@@ -197,7 +200,7 @@ fn three_invalid_replies_are_an_invalid_response_format_error() {
     let s = server();
     let model = Scripted::new(["no", "still no", "never"]);
     let mut o = builder(model, &s).build().unwrap();
-    let err = o.run("Weather?").unwrap_err();
+    let err = o.run("Weather?").unwrap().into_answer().unwrap_err();
     assert!(
         matches!(err, OrchestratorError::InvalidResponseFormat { .. }),
         "{err}"
@@ -216,7 +219,7 @@ fn unknown_tool_and_bad_arguments_get_feedback_listing_what_is_valid() {
     let seen = model.seen();
     let mut o = builder(model, &s).build().unwrap();
     let out = o.run("Weather in Oslo?").unwrap();
-    assert_eq!(out.answer.as_deref(), Some("Snow in Oslo."));
+    assert_eq!(out.answer(), Some("Snow in Oslo."));
     let seen = seen.lock().unwrap();
     let first = &seen[1].last().unwrap().content;
     assert!(
@@ -236,7 +239,7 @@ fn a_truncated_reply_is_repaired() {
     )]);
     let mut o = builder(model, &s).observer(observer).build().unwrap();
     let out = o.run("Weather in Tokyo?").unwrap();
-    assert_eq!(out.answer.as_deref(), Some("It is sunny in Tok"));
+    assert_eq!(out.answer(), Some("It is sunny in Tok"));
     let log = log.lock().unwrap();
     assert!(log.iter().any(
         |e| matches!(e, Event::Repaired { fixes } if fixes.iter().any(|f| f.contains("truncated")))
@@ -276,7 +279,7 @@ fn an_identical_call_is_not_executed_again() {
         .build()
         .unwrap();
     let out = o.run("Status of order 7?").unwrap();
-    assert_eq!(out.answer.as_deref(), Some("Order 7 has shipped."));
+    assert_eq!(out.answer(), Some("Order 7 has shipped."));
     assert_eq!(*count.lock().unwrap(), 1);
     assert!(
         seen.lock().unwrap()[2]
@@ -287,35 +290,10 @@ fn an_identical_call_is_not_executed_again() {
     );
 }
 
-struct Killer(std::process::Child);
-impl Drop for Killer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_tool_server_that_dies_mid_run_degrades_to_a_direct_answer() {
     // A real `toolloop serve-tools` process, killed after the tools were listed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = Killer(
-        std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
-            .args(["serve-tools", "--addr", &addr, "--demo"])
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let started = Instant::now();
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(10));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut child, addr) = common::serve_tools(&["--demo"]);
     let cat = Catalogue::load(
         vec![Box::new(HttpTools::new(&format!("http://{addr}")))],
         Deadline::none(),
@@ -334,11 +312,8 @@ fn a_tool_server_that_dies_mid_run_degrades_to_a_direct_answer() {
         .build()
         .unwrap();
     let out = o.run("Weather in Paris?").unwrap();
-    assert_eq!(out.stop_reason, StopKind::ToolFailureDegraded);
-    assert_eq!(
-        out.answer.as_deref(),
-        Some("I cannot check the weather right now.")
-    );
+    assert_eq!(out.stop_reason(), StopKind::ToolFailureDegraded);
+    assert_eq!(out.answer(), Some("I cannot check the weather right now."));
     let last = seen.lock().unwrap()[1].last().unwrap().content.clone();
     assert!(
         last.contains("is not reachable") && last.contains("unavailable now"),
@@ -365,7 +340,7 @@ fn clarify_is_answered_by_the_handler_and_the_run_resumes() {
         .build()
         .unwrap();
     let out = o.run("What's the weather?").unwrap();
-    assert_eq!(out.stop_reason, StopKind::Completed);
+    assert_eq!(out.stop_reason(), StopKind::Completed);
     assert_eq!(
         asked.lock().unwrap()[0],
         ("Which city?".to_string(), vec!["city".to_string()])
@@ -385,9 +360,16 @@ fn clarify_without_a_handler_ends_with_the_question() {
     ]);
     let mut o = builder(model, &s).build().unwrap();
     let out = o.run("What's the weather?").unwrap();
-    assert_eq!(out.stop_reason, StopKind::ClarificationNeeded);
-    assert_eq!(out.question.as_deref(), Some("Which city?"));
-    assert_eq!(out.missing_params, ["city"]);
+    assert_eq!(out.stop_reason(), StopKind::ClarificationNeeded);
+    let Ending::Clarify {
+        question,
+        missing_params,
+    } = &out.ending
+    else {
+        panic!("{:?}", out.ending)
+    };
+    assert_eq!(question, "Which city?");
+    assert_eq!(missing_params, &["city"]);
 }
 
 #[test]
@@ -402,7 +384,7 @@ fn guardrails_block_input_and_warn_on_output() {
     let seen = model.seen();
     let mut o = builder(model, &s).guardrails(g.clone()).build().unwrap();
     let out = o.run("What is the admin password?").unwrap();
-    assert_eq!(out.stop_reason, StopKind::Blocked);
+    assert_eq!(out.stop_reason(), StopKind::Blocked);
     assert!(seen.lock().unwrap().is_empty(), "the model never saw it");
 
     let (log, observer) = events();
@@ -413,7 +395,7 @@ fn guardrails_block_input_and_warn_on_output() {
         .build()
         .unwrap();
     let out = o.run("Say something").unwrap();
-    assert_eq!(out.stop_reason, StopKind::Completed);
+    assert_eq!(out.stop_reason(), StopKind::Completed);
     assert!(
         log.lock()
             .unwrap()
@@ -501,6 +483,29 @@ fn trace_and_transcript_record_every_event() {
     assert!(events.iter().all(|e| e["t_ms"].is_u64()));
 }
 
+/// The transcript once said `max_iterations` for a run that ended on invalid replies:
+/// the ending was translated by hand in two places.
+#[test]
+fn a_transcript_of_a_run_that_ended_on_invalid_replies_says_so() {
+    let s = server();
+    let dir = std::env::temp_dir().join(format!("toolloop-invalid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.jsonl");
+    let _ = std::fs::remove_file(&path);
+    let model = Scripted::new(["no", "still no", "never"]);
+    let mut o = builder(model, &s)
+        .observer(Transcript::open(&path).unwrap())
+        .build()
+        .unwrap();
+    let out = o.run("Weather?").unwrap();
+    assert_eq!(out.stop_reason(), StopKind::InvalidReplies);
+    let events = Transcript::read(&path).unwrap();
+    let stopped = events.last().unwrap();
+    assert_eq!(stopped["event"], "stopped");
+    assert_eq!(stopped["stop_reason"], "invalid_replies");
+    assert_eq!(out.to_json()["stop_reason"], "invalid_replies");
+}
+
 #[test]
 fn usage_is_summed_over_the_run() {
     let s = server();
@@ -557,7 +562,7 @@ fn a_missing_model_is_an_error_with_the_pull_hint() {
 
 #[test]
 fn run_loop_fails_clearly_when_the_tool_server_is_down() {
-    let config = toolloop::orchestrator::Config {
+    let config = toolloop::Config {
         tools: toolloop::tools::ToolSetup {
             http: vec!["http://127.0.0.1:9".into()],
             ..Default::default()

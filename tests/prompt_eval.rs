@@ -64,14 +64,14 @@ fn prompt_case_set() {
         let used: Vec<String> = out.steps.iter().filter_map(|s| s.tool.clone()).collect();
         let ok = used.first().map(String::as_str) == want;
         right += ok as u32;
-        let text = out.answer.clone().unwrap_or_default().to_lowercase();
+        let text = out.answer().unwrap_or_default().to_lowercase();
         let good = words.iter().any(|w| text.contains(w));
         answered += good as u32;
         eprintln!(
             "{}{} {q} -> tools {used:?}; answer {:?}",
             if ok { "OK " } else { "BAD" },
             if good { "+" } else { "-" },
-            out.answer
+            out.answer()
         );
     }
     eprintln!("tool choice right in {right} of 8; answer right in {answered} of 8");

@@ -6,6 +6,7 @@
 //! compiled doctest.
 
 mod common;
+use common::{Killer, free_port};
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -36,28 +37,12 @@ fn blocks(text: &str, lang: &str) -> Vec<String> {
     out
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn cache() -> PathBuf {
     std::env::var_os("TOOLLOOP_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/toolloop")
         })
-}
-
-struct Killer(std::process::Child);
-impl Drop for Killer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]

@@ -124,7 +124,7 @@ fn the_loop_answers_with_a_real_model() {
     use std::sync::{Arc, Mutex};
     use toolloop::backend::scripted::Recorder;
     use toolloop::events::{Event, Trace};
-    use toolloop::orchestrator::{Orchestrator, StopKind};
+    use toolloop::{Orchestrator, StopKind};
 
     let cases: [(&str, &str, Option<&str>, &[&str]); 3] = [
         (
@@ -159,7 +159,7 @@ fn the_loop_answers_with_a_real_model() {
         let trace = Arc::new(Mutex::new(Trace::collect()));
         let t = Arc::clone(&trace);
         let mut o = Orchestrator::builder()
-            .boxed_backend(backend)
+            .backend(backend)
             .catalogue(tools)
             .timeout(Duration::from_secs(120))
             .observer(move |e: &Event| {
@@ -172,8 +172,8 @@ fn the_loop_answers_with_a_real_model() {
         for line in trace.lock().unwrap().lines() {
             eprintln!("{line}");
         }
-        eprintln!("answer: {:?}", out.answer);
-        assert_eq!(out.stop_reason, StopKind::Completed, "{name}");
+        eprintln!("answer: {:?}", out.answer());
+        assert_eq!(out.stop_reason(), StopKind::Completed, "{name}");
         let used: Vec<&str> = out.steps.iter().filter_map(|s| s.tool.as_deref()).collect();
         match tool {
             Some(t) => assert_eq!(
@@ -186,7 +186,7 @@ fn the_loop_answers_with_a_real_model() {
             None if !used.is_empty() => eprintln!("{name}: needless tool calls {used:?}"),
             None => {}
         }
-        let answer = out.answer.unwrap_or_default().to_lowercase();
+        let answer = out.answer().unwrap_or_default().to_lowercase();
         // The answer is drawn from the tool's result: it holds one of its facts.
         assert!(
             expect.is_empty() || expect.iter().any(|e| answer.contains(e)),

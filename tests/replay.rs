@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use toolloop::backend::scripted::Scripted;
 use toolloop::deadline::Deadline;
-use toolloop::orchestrator::{Orchestrator, StopKind};
 use toolloop::tools::Catalogue;
 use toolloop::tools::builtin::{Builtin, BuiltinConfig};
+use toolloop::{Orchestrator, StopKind};
 
 fn replay(file: &str, question: &str) -> toolloop::orchestrator::Outcome {
     let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
@@ -36,10 +36,10 @@ fn tools_used(out: &toolloop::orchestrator::Outcome) -> Vec<&str> {
 #[test]
 fn recorded_calculator_session() {
     let out = replay("qwen_calc.jsonl", "How much is 123.5 * 48?");
-    assert_eq!(out.stop_reason, StopKind::Completed);
+    assert_eq!(out.stop_reason(), StopKind::Completed);
     assert_eq!(tools_used(&out), ["calculator"]);
     assert_eq!(out.steps[0].observation, "5928");
-    assert_eq!(out.answer.as_deref(), Some("5928"));
+    assert_eq!(out.answer(), Some("5928"));
     assert!(
         out.usage.cached_prompt_tokens.unwrap() > 0,
         "recorded cache figures replay too"
@@ -53,7 +53,7 @@ fn recorded_weather_session() {
         "What is the weather in Paris right now?",
     );
     assert_eq!(tools_used(&out), ["get_weather"]);
-    assert!(out.answer.unwrap().contains("light rain"));
+    assert!(out.answer().unwrap().contains("light rain"));
 }
 
 #[test]
@@ -67,6 +67,6 @@ fn recorded_needless_repeat_is_answered_from_the_earlier_result() {
             .observation
             .contains("You already called get_weather")
     );
-    assert_eq!(out.answer.as_deref(), Some("Paris"));
+    assert_eq!(out.answer(), Some("Paris"));
     assert_eq!(out.iterations, 3);
 }

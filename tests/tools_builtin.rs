@@ -147,7 +147,7 @@ fn a_missing_database_is_a_clear_config_error() {
         ..Default::default()
     })
     .unwrap_err();
-    assert_eq!(err.to_string(), "--db /nonexistent/x.db: no such file");
+    assert_eq!(err.to_string(), "`db` /nonexistent/x.db: no such file");
 }
 
 #[test]

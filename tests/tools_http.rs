@@ -89,7 +89,7 @@ fn server_down_at_start_is_an_error_naming_the_url() {
     assert_eq!(
         err.to_string(),
         format!(
-            "tool server at {url} is not reachable: start it (`toolloop serve-tools`), check --tools, or use --builtin"
+            "tool server at {url} is not reachable: start it (`toolloop serve-tools`), check `tools`, or use `builtin`"
         )
     );
 }

@@ -4,9 +4,12 @@
 //! (`tests/fake_mcp.py`) for the faults. Without the real servers these tests say so and
 //! pass, except under CI, where they must run.
 
+mod common;
+
+use common::Killer;
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -103,21 +106,9 @@ fn server_everything_unknown_tool_comes_back_as_a_tool_error() {
     assert!(r.error.unwrap().to_lowercase().contains("no-such-tool"));
 }
 
-struct Killer(Child);
-impl Drop for Killer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn python_http_server(json_mode: bool) -> Option<(Killer, String)> {
     let python = mcp_python()?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let mut cmd = Command::new(python);
     cmd.arg(format!(
         "{}/tests/mcp_http_server.py",

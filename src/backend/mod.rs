@@ -110,22 +110,6 @@ pub struct GenOptions {
     pub request_timeout: Duration,
 }
 
-impl Default for GenOptions {
-    fn default() -> Self {
-        GenOptions {
-            temperature: Some(0.0),
-            num_ctx: Some(8192),
-            num_predict: Some(512),
-            seed: None,
-            top_k: None,
-            top_p: None,
-            stop: Vec::new(),
-            keep_alive: None,
-            request_timeout: Duration::from_secs(600),
-        }
-    }
-}
-
 /// What the loop asks of a backend.
 #[derive(Debug, Clone, Copy)]
 pub struct ChatRequest<'a> {
@@ -300,7 +284,7 @@ pub enum BackendError {
         detail: String,
     },
     /// The run's deadline passed during the request.
-    #[error("model request timed out after {waited:?}; raise --timeout for slow models")]
+    #[error("model request timed out after {waited:?}; raise `timeout` for slow models")]
     Timeout {
         /// How long the request ran.
         waited: Duration,

@@ -1,7 +1,8 @@
 //! Ollama's native API: `POST /api/chat` with `format` set to the schema, streamed as
 //! NDJSON.
 //!
-//! Facts this module is built around (read from Ollama's source, see DESIGN.md):
+//! Facts this module is built around (read from Ollama's source; `docs/ARCHITECTURE.md`
+//! lists them):
 //! Gemma 3 has no native tool calling, so the schema goes in `format` and becomes a
 //! grammar; the gemma3 template drops `tool` messages, so tool results go as user text
 //! unless `POST /api/show` reports the `tools` capability; errors are `{"error": "..."}`,
@@ -165,7 +166,7 @@ impl Ollama {
         BackendError::NotRunning {
             server: "Ollama".into(),
             url: self.base.clone(),
-            hint: "start it with `ollama serve`, or set OLLAMA_HOST / --ollama-host".into(),
+            hint: "start it with `ollama serve`, or set OLLAMA_HOST / `ollama_host`".into(),
         }
     }
 

@@ -66,7 +66,7 @@ impl OpenAi {
         BackendError::NotRunning {
             server: "the model server".into(),
             url: self.base.clone(),
-            hint: "start it (for example `llama-server -m MODEL.gguf --port 8080`) or check --base-url"
+            hint: "start it (for example `llama-server -m MODEL.gguf --port 8080`) or check `base_url`"
                 .into(),
         }
     }
@@ -82,14 +82,14 @@ impl OpenAi {
             404 if message.to_lowercase().contains("model") => BackendError::ModelNotFound {
                 model: self.model.clone(),
                 hint: format!(
-                    "check --model; the server lists its models at {}/models",
+                    "check `model`; the server lists its models at {}/models",
                     self.base
                 ),
             },
             404 => BackendError::Server {
                 status,
                 message: format!(
-                    "{message} (is --base-url right? it usually ends in /v1, e.g. http://127.0.0.1:8080/v1)"
+                    "{message} (is `base_url` right? it usually ends in /v1, e.g. http://127.0.0.1:8080/v1)"
                 ),
             },
             _ => BackendError::Server { status, message },

@@ -10,19 +10,17 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
 use super::{ToolError, ToolResult, ToolSource, ToolSpec, calculator};
 use crate::deadline::Deadline;
 
-/// The most rows `sql_query` returns (seed 002).
-pub const SQL_MAX_ROWS: usize = 100;
+pub use super::sql::SQL_MAX_ROWS;
+use super::sql::Sql;
 /// The most bytes `read_file` returns.
 pub const READ_MAX_BYTES: usize = 64 << 10;
-/// The longest a SQL query may run.
-const SQL_TIME_LIMIT: Duration = Duration::from_secs(5);
 
 /// The weather the demo answers from.
 pub const DEMO_WEATHER: &str = include_str!("../../demo/weather.json");
@@ -42,7 +40,7 @@ pub struct BuiltinConfig {
 
 /// The built-in tools as a source.
 pub struct Builtin {
-    db: Option<rusqlite::Connection>,
+    db: Option<Sql>,
     docs: Option<DocIndex>,
     root: Option<PathBuf>,
     demo: bool,
@@ -62,14 +60,14 @@ impl std::fmt::Debug for Builtin {
 impl Builtin {
     /// Opens the database, indexes the documents and resolves the files root.
     pub fn new(cfg: &BuiltinConfig) -> Result<Self, ToolError> {
-        let db = cfg.db.as_deref().map(open_read_only).transpose()?;
+        let db = cfg.db.as_deref().map(Sql::open).transpose()?;
         let docs = cfg.docs.as_deref().map(DocIndex::build).transpose()?;
         let root = cfg
             .files_root
             .as_deref()
             .map(|r| {
                 fs::canonicalize(r)
-                    .map_err(|e| ToolError::Config(format!("--files-root {}: {e}", r.display())))
+                    .map_err(|e| ToolError::Config(format!("`files_root` {}: {e}", r.display())))
             })
             .transpose()?;
         Ok(Builtin {
@@ -150,8 +148,8 @@ impl Builtin {
             },
             "current_time" => current_time(args.get("utc_offset").and_then(Value::as_str)),
             "sql_query" => match &mut self.db {
-                Some(db) => sql_query(db, text("sql")),
-                None => ToolResult::err("sql_query needs --db"),
+                Some(db) => db.query(text("sql")),
+                None => ToolResult::err("sql_query has no database configured"),
             },
             "search_docs" => match &self.docs {
                 Some(docs) => {
@@ -162,11 +160,11 @@ impl Builtin {
                         .clamp(1, 10);
                     docs.search(text("query"), limit as usize)
                 }
-                None => ToolResult::err("search_docs needs --docs"),
+                None => ToolResult::err("search_docs has no document folder configured"),
             },
             "read_file" => match &self.root {
                 Some(root) => read_file(root, text("path")),
-                None => ToolResult::err("read_file needs --files-root"),
+                None => ToolResult::err("read_file has no root folder configured"),
             },
             "get_weather" if self.demo => weather(text("city")),
             _ => ToolResult::err(format!("unknown tool {name}")),
@@ -251,104 +249,6 @@ pub fn format_time(unix: i64, offset_minutes: i64) -> String {
         secs / 60 % 60,
         secs % 60
     )
-}
-
-fn open_read_only(path: &Path) -> Result<rusqlite::Connection, ToolError> {
-    use rusqlite::OpenFlags;
-    let err = |e: String| ToolError::Config(format!("--db {}: {e}", path.display()));
-    if !path.is_file() {
-        return Err(err("no such file".into()));
-    }
-    let mut conn = rusqlite::Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| err(e.to_string()))?;
-    conn.pragma_update(None, "query_only", true)
-        .map_err(|e| err(e.to_string()))?;
-    // No other database can be attached, so nothing writable can be reached.
-    conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0)
-        .map_err(|e| err(e.to_string()))?;
-    conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))
-        .map_err(|e| err(format!("not a readable SQLite database: {e}")))?;
-    // SQLite's authorizer allows reading and nothing else, so no statement can even be
-    // prepared that changes a setting (`PRAGMA query_only = OFF`), attaches a file or
-    // loads an extension.
-    conn.authorizer(Some(|ctx: rusqlite::hooks::AuthContext<'_>| {
-        use rusqlite::hooks::{AuthAction, Authorization};
-        match ctx.action {
-            AuthAction::Select | AuthAction::Read { .. } | AuthAction::Recursive => {
-                Authorization::Allow
-            }
-            AuthAction::Pragma {
-                pragma_value: None, ..
-            } => Authorization::Allow,
-            AuthAction::Function { function_name }
-                if !function_name.eq_ignore_ascii_case("load_extension") =>
-            {
-                Authorization::Allow
-            }
-            _ => Authorization::Deny,
-        }
-    }))
-    .map_err(|e| err(e.to_string()))?;
-    Ok(conn)
-}
-
-fn sql_query(db: &mut rusqlite::Connection, sql: &str) -> ToolResult {
-    use rusqlite::types::ValueRef;
-    if sql.trim().is_empty() {
-        return ToolResult::err("sql is empty");
-    }
-    // SQLite reads a C string: a NUL would silently cut the statement short. Other
-    // control characters have no business in a query either.
-    if sql
-        .chars()
-        .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
-    {
-        return ToolResult::err("refused: the SQL contains control characters");
-    }
-    let started = Instant::now();
-    if let Err(e) = db.progress_handler(10_000, Some(move || started.elapsed() > SQL_TIME_LIMIT)) {
-        return ToolResult::err(format!("cannot bound the query's time: {e}"));
-    }
-    let result = (|| -> Result<Value, String> {
-        let mut stmt = db.prepare(sql).map_err(|e| e.to_string())?;
-        if !stmt.readonly() {
-            return Err("only read-only statements are allowed".into());
-        }
-        let columns: Vec<String> = stmt.column_names().map(|c| c.to_string()).collect();
-        let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
-        let mut out = Vec::new();
-        let mut truncated = false;
-        while let Some(row) = rows.next().map_err(|e| e.to_string())? {
-            if out.len() == SQL_MAX_ROWS {
-                truncated = true;
-                break;
-            }
-            let mut obj = Map::new();
-            for (i, name) in columns.iter().enumerate() {
-                let v = match row.get_ref(i).map_err(|e| e.to_string())? {
-                    ValueRef::Null => Value::Null,
-                    ValueRef::Integer(n) => json!(n),
-                    ValueRef::Real(f) => json!(f),
-                    ValueRef::Text(t) => json!(String::from_utf8_lossy(t)),
-                    ValueRef::Blob(b) => json!(format!("<blob of {} bytes>", b.len())),
-                };
-                obj.insert(name.clone(), v);
-            }
-            out.push(Value::Object(obj));
-        }
-        Ok(json!({"columns": columns, "rows": out, "row_count": out.len(), "truncated": truncated}))
-    })();
-    let _ = db.progress_handler(0, None::<fn() -> bool>);
-    match result {
-        Ok(v) => ToolResult::ok(v),
-        Err(e) if e.contains("interrupted") => ToolResult::err(format!(
-            "query took longer than {SQL_TIME_LIMIT:?} and was stopped"
-        )),
-        Err(e) => ToolResult::err(format!("refused: {e}")),
-    }
 }
 
 fn read_file(root: &Path, rel: &str) -> ToolResult {
@@ -439,7 +339,7 @@ impl DocIndex {
     fn build(dir: &Path) -> Result<Self, ToolError> {
         if !dir.is_dir() {
             return Err(ToolError::Config(format!(
-                "--docs {}: not a folder",
+                "`docs` {}: not a folder",
                 dir.display()
             )));
         }

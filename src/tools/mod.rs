@@ -15,6 +15,8 @@ pub mod calculator;
 pub mod closure;
 pub mod http;
 pub mod mcp;
+mod mcp_http;
+pub mod sql;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -80,9 +82,6 @@ pub struct ToolResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
-
-/// The default cap on a tool result as text for the model, in characters.
-pub const DEFAULT_RESULT_CAP: usize = 4000;
 
 impl ToolResult {
     /// A success.
@@ -153,7 +152,7 @@ pub fn cap_text(text: &str, cap: usize) -> String {
 pub enum ToolError {
     /// Nothing answers at a tool server's address.
     #[error(
-        "tool server at {url} is not reachable: start it (`toolloop serve-tools`), check --tools, or use --builtin"
+        "tool server at {url} is not reachable: start it (`toolloop serve-tools`), check `tools`, or use `builtin`"
     )]
     Unreachable {
         /// The address.
@@ -278,10 +277,10 @@ struct Entry {
 /// assert_eq!(result.content, json!(42.0));
 /// # Ok::<(), toolloop::tools::ToolError>(())
 /// ```
+#[derive(Default)]
 pub struct Catalogue {
     sources: Vec<Box<dyn ToolSource>>,
     entries: BTreeMap<String, Entry>,
-    result_cap: usize,
 }
 
 impl std::fmt::Debug for Catalogue {
@@ -293,16 +292,6 @@ impl std::fmt::Debug for Catalogue {
                 &self.sources.iter().map(|s| s.label()).collect::<Vec<_>>(),
             )
             .finish()
-    }
-}
-
-impl Default for Catalogue {
-    fn default() -> Self {
-        Catalogue {
-            sources: Vec::new(),
-            entries: BTreeMap::new(),
-            result_cap: DEFAULT_RESULT_CAP,
-        }
     }
 }
 
@@ -356,8 +345,8 @@ impl Catalogue {
             }
         }
         for spec in specs {
-            let validator = match jsonschema::validator_for(&spec.input_schema) {
-                Ok(v) => Some(Arc::new(v)),
+            let validator = match crate::validate::compile(&spec.input_schema) {
+                Ok(v) => Some(v),
                 Err(e) => {
                     log::warn!(
                         "{}: input schema of {} is not usable: {e}",
@@ -378,16 +367,6 @@ impl Catalogue {
         }
         self.sources.push(source);
         Ok(())
-    }
-
-    /// Sets the cap on result text for the model (characters).
-    pub fn set_result_cap(&mut self, cap: usize) {
-        self.result_cap = cap;
-    }
-
-    /// The cap on result text for the model.
-    pub fn result_cap(&self) -> usize {
-        self.result_cap
     }
 
     /// The tools, sorted by name.
@@ -433,7 +412,7 @@ impl Catalogue {
         let Some(validator) = &entry.validator else {
             return Ok(());
         };
-        match crate::schema::describe_errors(validator, &Value::Object(args.clone()), false) {
+        match crate::validate::describe_errors(validator, &Value::Object(args.clone()), false) {
             None => Ok(()),
             Some(message) => Err(ToolError::InvalidArguments {
                 tool: name.to_string(),
@@ -499,6 +478,14 @@ pub struct ToolSetup {
 }
 
 impl ToolSetup {
+    /// Only the built-in tools.
+    pub fn builtin(config: builtin::BuiltinConfig) -> Self {
+        ToolSetup {
+            builtin: Some(config),
+            ..ToolSetup::default()
+        }
+    }
+
     /// Whether no source is named.
     pub fn is_empty(&self) -> bool {
         self.http.is_empty() && self.mcp.is_empty() && self.builtin.is_none()
@@ -507,6 +494,16 @@ impl ToolSetup {
     /// Connects every source and lists the tools once.
     pub fn connect(&self, deadline: Deadline) -> Result<Catalogue, ToolError> {
         let mut catalogue = Catalogue::new();
+        self.connect_into(&mut catalogue, deadline)?;
+        Ok(catalogue)
+    }
+
+    /// Connects every source and adds its tools to `catalogue`.
+    pub fn connect_into(
+        &self,
+        catalogue: &mut Catalogue,
+        deadline: Deadline,
+    ) -> Result<(), ToolError> {
         if let Some(cfg) = &self.builtin {
             catalogue.add_source(Box::new(builtin::Builtin::new(cfg)?), deadline)?;
         }
@@ -519,6 +516,6 @@ impl ToolSetup {
                 deadline,
             )?;
         }
-        Ok(catalogue)
+        Ok(())
     }
 }

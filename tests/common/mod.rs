@@ -120,3 +120,72 @@ pub fn dead_url() -> String {
     drop(listener);
     format!("http://{addr}")
 }
+
+/// A child process killed (and reaped) when the test lets go of it, pass or fail.
+pub struct Killer(pub std::process::Child);
+
+impl Drop for Killer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until something accepts connections at `addr` (10 s at most).
+pub fn wait_for(addr: &str) {
+    let started = std::time::Instant::now();
+    while TcpStream::connect(addr).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "nothing listens at {addr}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A real `toolloop serve-tools` process with these extra flags on a free port, once it
+/// accepts connections; the process ends with the returned guard. Gives the guard and
+/// `host:port`.
+pub fn serve_tools(extra: &[&str]) -> (Killer, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
+        .args(["serve-tools", "--addr", &addr])
+        .args(extra)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard = Killer(child);
+    wait_for(&addr);
+    (guard, addr)
+}
+
+/// Ollama's `/api/show` answer for a model without native tool calling.
+pub const SHOW: &[u8] = br#"{"capabilities":["completion"]}"#;
+
+/// One streamed Ollama `/api/chat` reply carrying `content`.
+pub fn ollama_reply(content: &str) -> Act {
+    let line =
+        serde_json::json!({"message": {"role": "assistant", "content": content}, "done": false});
+    let done = r#"{"message":{"content":""},"done":true,"done_reason":"stop","prompt_eval_count":50,"eval_count":9}"#;
+    Act::Respond(
+        200,
+        "application/x-ndjson",
+        format!("{line}\n{done}\n").into_bytes(),
+    )
+}
+
+/// An Ollama that answers `/api/show` and then each `/api/chat` with the next reply.
+pub fn fake_ollama(replies: &[&str]) -> Fake {
+    let mut acts = vec![Act::Respond(200, "application/json", SHOW.to_vec())];
+    acts.extend(replies.iter().map(|r| ollama_reply(r)));
+    serve(acts)
+}

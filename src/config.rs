@@ -1,0 +1,193 @@
+//! Every setting of a run and every default, in one place.
+//!
+//! [`Config`] is seed 003's settings (model, Ollama's address, the tools, the iteration
+//! limit, one deadline for the run) with the rest of what a run needs beside them. Its
+//! `impl Default` is the only place a default is written: the engine's [`Limits`] and the
+//! backends' [`GenOptions`] take theirs from it, and the command line's flags start from
+//! it. [`Config::backend`] builds the model backend a config names, for the command line
+//! and for [`crate::run_loop`] alike.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::backend::ollama::Ollama;
+use crate::backend::openai::OpenAi;
+use crate::backend::scripted::Recorder;
+use crate::backend::{Backend, BackendError, GenOptions};
+use crate::schema::Narrowing;
+use crate::tools::ToolSetup;
+
+/// Ollama's own default address (what its client uses for an empty `OLLAMA_HOST`).
+/// `127.0.0.1` rather than seed 003's `localhost`: Ollama listens on IPv4 loopback, and
+/// `localhost` may resolve to `::1` first.
+pub use crate::backend::ollama::DEFAULT_HOST as DEFAULT_OLLAMA_HOST;
+/// Seed 003's tool server.
+pub const DEFAULT_TOOLS_URL: &str = "http://localhost:5000";
+/// llama-server's default address, for the OpenAI-compatible backend.
+pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080/v1";
+
+/// Which protocol the model server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// Ollama's native API at [`Config::ollama_host`].
+    #[default]
+    Ollama,
+    /// Any OpenAI-compatible server at [`Config::base_url`] (llama-server, vLLM, LM
+    /// Studio, Ollama's `/v1`).
+    OpenAi,
+}
+
+/// The settings of a run, with seed 003's defaults.
+///
+/// ```
+/// use std::time::Duration;
+/// use toolloop::Config;
+///
+/// let c = Config::default();
+/// assert_eq!(c.model, "gemma3:4b");
+/// assert_eq!(c.max_iterations, 10);
+/// assert_eq!(c.timeout, Duration::from_secs(30));
+/// assert_eq!(c.limits().num_ctx, c.options.num_ctx);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The model (default `gemma3:4b`).
+    pub model: String,
+    /// The model server's protocol (default Ollama).
+    pub backend: BackendKind,
+    /// Ollama's address, in any `OLLAMA_HOST` form (default `http://127.0.0.1:11434`).
+    pub ollama_host: String,
+    /// An OpenAI-compatible server's base URL (default `http://127.0.0.1:8080/v1`).
+    pub base_url: String,
+    /// The key for an OpenAI-compatible server, sent as a bearer token.
+    pub api_key: Option<String>,
+    /// Save the model's raw replies here, to replay the session offline.
+    pub record: Option<PathBuf>,
+    /// Where the tools come from (default: the HTTP tool API at `http://localhost:5000`).
+    pub tools: ToolSetup,
+    /// The most model turns (default 10).
+    pub max_iterations: u32,
+    /// One deadline for the whole run (default 30 s): each model and tool call gets only
+    /// what is left of it.
+    pub timeout: Duration,
+    /// The longest that connecting the tool sources may take when an orchestrator is
+    /// built (default 10 s).
+    pub connect_timeout: Duration,
+    /// Generation options; `options.num_ctx` is also the window the history is kept in.
+    pub options: GenOptions,
+    /// Extra instructions appended to the system prompt.
+    pub system: Option<String>,
+    /// How the schema is narrowed to the catalogue (default: one variant per tool).
+    pub narrowing: Narrowing,
+    /// Invalid replies in a row that are fed back before the run gives up (default 2).
+    pub max_invalid_retries: u32,
+    /// Repeats of one identical call before only an answer is allowed (default 3).
+    pub max_repeats: u32,
+    /// Tool-reported errors in a row before the tool is declared unavailable (default 3).
+    pub max_tool_failures: u32,
+    /// The cap on a tool result as text for the model, in characters (default 4000).
+    pub result_cap: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            model: "gemma3:4b".into(),
+            backend: BackendKind::Ollama,
+            ollama_host: DEFAULT_OLLAMA_HOST.into(),
+            base_url: DEFAULT_BASE_URL.into(),
+            api_key: None,
+            record: None,
+            tools: ToolSetup {
+                http: vec![DEFAULT_TOOLS_URL.into()],
+                ..ToolSetup::default()
+            },
+            max_iterations: 10,
+            timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            options: GenOptions {
+                temperature: Some(0.0),
+                num_ctx: Some(8192),
+                // Bounded: a small model can repeat itself until the context is full.
+                num_predict: Some(512),
+                seed: None,
+                top_k: None,
+                top_p: None,
+                stop: Vec::new(),
+                keep_alive: None,
+                request_timeout: Duration::from_secs(600),
+            },
+            system: None,
+            narrowing: Narrowing::PerTool,
+            max_invalid_retries: 2,
+            max_repeats: 3,
+            max_tool_failures: 3,
+            result_cap: 4000,
+        }
+    }
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        Config::default().options
+    }
+}
+
+impl Config {
+    /// The engine's limits under this config.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_iterations: self.max_iterations,
+            max_invalid_retries: self.max_invalid_retries,
+            max_repeats: self.max_repeats,
+            max_tool_failures: self.max_tool_failures,
+            result_cap: self.result_cap,
+            num_ctx: self.options.num_ctx,
+            narrowing: self.narrowing,
+        }
+    }
+
+    /// The model backend this config names, wrapped in a recorder when `record` is set.
+    pub fn backend(&self) -> Result<Box<dyn Backend>, BackendError> {
+        let backend: Box<dyn Backend> = match self.backend {
+            BackendKind::Ollama => Box::new(Ollama::new(&self.ollama_host, &self.model)),
+            BackendKind::OpenAi => Box::new(OpenAi::new(
+                &self.base_url,
+                &self.model,
+                self.api_key.clone(),
+            )),
+        };
+        Ok(match &self.record {
+            Some(path) => Box::new(Recorder::new(backend, path)?),
+            None => backend,
+        })
+    }
+}
+
+/// The engine's limits and policies: what [`crate::engine::Engine`] needs of a
+/// [`Config`]. Build them with [`Config::limits`]; set fields to drive the engine
+/// directly.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// The most model turns.
+    pub max_iterations: u32,
+    /// Invalid replies in a row that are fed back before the run gives up.
+    pub max_invalid_retries: u32,
+    /// Repeats of one identical call before only an answer is allowed.
+    pub max_repeats: u32,
+    /// Tool-reported errors in a row before the tool is declared unavailable.
+    pub max_tool_failures: u32,
+    /// The cap on a tool result as text for the model, in characters.
+    pub result_cap: usize,
+    /// The context window in tokens, to keep the history inside it.
+    pub num_ctx: Option<u32>,
+    /// How the schema is narrowed to the catalogue.
+    pub narrowing: Narrowing,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Config::default().limits()
+    }
+}

@@ -1,0 +1,268 @@
+//! Unit tests of the engine: each drives it step by step, with no model and no socket.
+
+use super::*;
+use crate::backend::Timings;
+use serde_json::json;
+
+fn reply(text: &str) -> ChatReply {
+    ChatReply {
+        text: text.into(),
+        stop: StopReason::Finished,
+        usage: Usage::default(),
+        timings: Timings::default(),
+    }
+}
+
+fn calc() -> ToolSpec {
+    ToolSpec::new(
+        "calculator",
+        "math",
+        json!({"type": "object", "properties": {"expression": {"type": "string"}},
+               "required": ["expression"]}),
+    )
+}
+
+fn engine(max: u32) -> Engine {
+    Engine::new(
+        vec![Message::system("sys")],
+        "what is 2+2",
+        vec![calc()],
+        Limits {
+            max_iterations: max,
+            ..Limits::default()
+        },
+    )
+}
+
+fn engine_with_ctx(num_ctx: u32) -> Engine {
+    Engine::new(
+        vec![Message::system("sys")],
+        "q",
+        vec![calc()],
+        Limits {
+            num_ctx: Some(num_ctx),
+            ..Limits::default()
+        },
+    )
+}
+
+const CALL: &str =
+    r#"{"kind":"tool_call","thought":"math","tool":"calculator","arguments":{"expression":"2+2"}}"#;
+const ANSWER: &str = r#"{"kind":"final_answer","thought":"done","content":"4"}"#;
+
+#[test]
+fn call_then_answer() {
+    let mut e = engine(10);
+    assert_eq!(e.next_step(), Step::CallModel);
+    e.model_replied(&reply(CALL));
+    assert_eq!(
+        e.next_step(),
+        Step::CallTool {
+            tool: "calculator".into(),
+            arguments: json!({"expression": "2+2"}).as_object().unwrap().clone()
+        }
+    );
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::from_millis(3));
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert_eq!(e.messages().last().unwrap().content, "4");
+    e.model_replied(&reply(ANSWER));
+    assert_eq!(e.next_step(), Step::Done);
+    assert!(
+        matches!(e.ending(), Some(Ending::Answer { content, degraded: false, .. }) if content == "4")
+    );
+    assert_eq!(e.iterations(), 2);
+    assert_eq!(e.steps()[0].observation, "4");
+    assert_eq!(e.steps()[0].ms, 3);
+}
+
+#[test]
+fn invalid_replies_are_fed_back_then_give_up() {
+    let mut e = engine(10);
+    for attempt in 1..=2 {
+        assert_eq!(e.next_step(), Step::CallModel);
+        e.model_replied(&reply("I think it is 4"));
+        let last = e.messages().last().unwrap();
+        assert!(
+            last.content.starts_with("Your last reply was not valid"),
+            "{attempt}"
+        );
+    }
+    assert_eq!(e.next_step(), Step::CallModel);
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","tool":"nope","arguments":{}}"#,
+    ));
+    assert_eq!(e.next_step(), Step::Done);
+    match e.ending() {
+        Some(Ending::InvalidReplies { detail: error }) => {
+            assert!(error.contains("unknown tool \"nope\""), "{error}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(e.iterations(), 0);
+}
+
+#[test]
+fn last_iteration_allows_only_an_answer() {
+    let mut e = engine(2);
+    e.next_step();
+    assert!(e.schema().allows(crate::turn::Kind::ToolCall));
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+}
+
+#[test]
+fn identical_calls_reuse_the_result_and_the_third_repeat_forces_an_answer() {
+    let mut e = engine(10);
+    e.next_step();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    for n in 1..=3 {
+        assert_eq!(e.next_step(), Step::CallModel, "repeat {n}");
+        assert!(e.schema().allows(crate::turn::Kind::ToolCall));
+        e.model_replied(&reply(CALL));
+        assert!(
+            e.messages()
+                .last()
+                .unwrap()
+                .content
+                .contains("You already called")
+        );
+    }
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+}
+
+#[test]
+fn infrastructure_failure_degrades_the_tool() {
+    let mut e = engine(10);
+    e.next_step();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(
+        Err(ToolError::Unreachable {
+            url: "http://x".into(),
+        }),
+        Duration::ZERO,
+    );
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(
+        !e.schema().allows(crate::turn::Kind::ToolCall),
+        "no tool left"
+    );
+    assert!(
+        e.messages()
+            .last()
+            .unwrap()
+            .content
+            .contains("unavailable now")
+    );
+    e.model_replied(&reply(ANSWER));
+    assert!(matches!(
+        e.ending(),
+        Some(Ending::Answer { degraded: true, .. })
+    ));
+}
+
+#[test]
+fn clarify_without_answer_ends_the_run() {
+    let mut e = engine(10);
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"clarify","thought":"","question":"Which city?","missing_params":["city"]}"#,
+    ));
+    assert_eq!(
+        e.next_step(),
+        Step::AskUser {
+            question: "Which city?".into(),
+            missing_params: vec!["city".into()]
+        }
+    );
+    e.user_answered(None);
+    assert_eq!(e.next_step(), Step::Done);
+    assert!(matches!(e.ending(), Some(Ending::Clarify { .. })));
+}
+
+#[test]
+fn history_is_append_only_and_starts_with_the_prompt() {
+    let mut e = engine(10);
+    e.next_step();
+    let before: Vec<Message> = e.messages().to_vec();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    e.next_step();
+    assert_eq!(&e.messages()[..before.len()], &before[..]);
+    let (history, start) = e.into_history();
+    assert_eq!(start, 1);
+    assert_eq!(history[1].content, "what is 2+2");
+}
+
+#[test]
+fn max_iterations() {
+    let mut e = engine(1);
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"clarify","thought":"","question":"?","missing_params":[]}"#,
+    ));
+    e.next_step();
+    e.user_answered(Some("more".into()));
+    assert_eq!(e.next_step(), Step::Done);
+    assert_eq!(e.ending(), Some(&Ending::MaxIterations { iterations: 1 }));
+}
+
+#[test]
+fn old_tool_results_are_shortened_near_the_context_window() {
+    let mut e = engine_with_ctx(1000);
+    e.next_step();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("x".repeat(3000))), Duration::ZERO);
+    e.next_step();
+    assert!(
+        e.messages()[3]
+            .content
+            .ends_with("[shortened to fit the context window]")
+    );
+    assert_eq!(e.messages()[1].content, "q");
+}
+
+#[test]
+fn a_prompt_that_filled_the_context_window_is_warned_about() {
+    let mut e = engine_with_ctx(1000);
+    let warnings = |e: &mut Engine| {
+        e.drain_events()
+            .into_iter()
+            .filter_map(|ev| match ev {
+                Event::Warning { message } => Some(message),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    e.next_step();
+    let mut r = reply(CALL);
+    r.usage.prompt_tokens = 900;
+    r.usage.completion_tokens = 20;
+    e.model_replied(&r);
+    assert!(warnings(&mut e).is_empty());
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    e.next_step();
+    // Ollama reports what it evaluated after silently dropping the oldest messages:
+    // a prompt at the window's size is the sign.
+    let mut r = reply(ANSWER);
+    r.usage.prompt_tokens = 990;
+    r.usage.completion_tokens = 10;
+    e.model_replied(&r);
+    let w = warnings(&mut e);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("filled the context window (1000 tokens)"),
+        "{}",
+        w[0]
+    );
+    assert!(w[0].contains("raise num_ctx"));
+}

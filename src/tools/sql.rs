@@ -1,0 +1,149 @@
+//! `sql_query`'s database: SQLite opened read-only, behind the `sqlite` feature (SQLite
+//! is compiled from source, which a library user who needs no SQL should not pay for).
+
+use std::path::Path;
+#[cfg(feature = "sqlite")]
+use std::time::{Duration, Instant};
+
+#[cfg(feature = "sqlite")]
+use serde_json::{Map, Value, json};
+
+use super::{ToolError, ToolResult};
+
+/// The most rows `sql_query` returns (seed 002).
+pub const SQL_MAX_ROWS: usize = 100;
+/// The longest a SQL query may run.
+#[cfg(feature = "sqlite")]
+const SQL_TIME_LIMIT: Duration = Duration::from_secs(5);
+
+/// A read-only SQLite database.
+#[cfg(feature = "sqlite")]
+pub struct Sql(rusqlite::Connection);
+
+#[cfg(feature = "sqlite")]
+impl Sql {
+    /// Opens `path` read-only, with an authorizer that allows reading and nothing else.
+    pub fn open(path: &Path) -> Result<Self, ToolError> {
+        use rusqlite::OpenFlags;
+        let err = |e: String| ToolError::Config(format!("`db` {}: {e}", path.display()));
+        if !path.is_file() {
+            return Err(err("no such file".into()));
+        }
+        let mut conn = rusqlite::Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| err(e.to_string()))?;
+        conn.pragma_update(None, "query_only", true)
+            .map_err(|e| err(e.to_string()))?;
+        // No other database can be attached, so nothing writable can be reached.
+        conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0)
+            .map_err(|e| err(e.to_string()))?;
+        conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))
+            .map_err(|e| err(format!("not a readable SQLite database: {e}")))?;
+        // SQLite's authorizer allows reading and nothing else, so no statement can even be
+        // prepared that changes a setting (`PRAGMA query_only = OFF`), attaches a file or
+        // loads an extension.
+        conn.authorizer(Some(|ctx: rusqlite::hooks::AuthContext<'_>| {
+            use rusqlite::hooks::{AuthAction, Authorization};
+            match ctx.action {
+                AuthAction::Select | AuthAction::Read { .. } | AuthAction::Recursive => {
+                    Authorization::Allow
+                }
+                AuthAction::Pragma {
+                    pragma_value: None, ..
+                } => Authorization::Allow,
+                AuthAction::Function { function_name }
+                    if !function_name.eq_ignore_ascii_case("load_extension") =>
+                {
+                    Authorization::Allow
+                }
+                _ => Authorization::Deny,
+            }
+        }))
+        .map_err(|e| err(e.to_string()))?;
+        Ok(Sql(conn))
+    }
+
+    /// Runs one read-only statement; every failure is a result the model reads.
+    pub fn query(&mut self, sql: &str) -> ToolResult {
+        let db = &mut self.0;
+        use rusqlite::types::ValueRef;
+        if sql.trim().is_empty() {
+            return ToolResult::err("sql is empty");
+        }
+        // SQLite reads a C string: a NUL would silently cut the statement short. Other
+        // control characters have no business in a query either.
+        if sql
+            .chars()
+            .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+        {
+            return ToolResult::err("refused: the SQL contains control characters");
+        }
+        let started = Instant::now();
+        if let Err(e) =
+            db.progress_handler(10_000, Some(move || started.elapsed() > SQL_TIME_LIMIT))
+        {
+            return ToolResult::err(format!("cannot bound the query's time: {e}"));
+        }
+        let result = (|| -> Result<Value, String> {
+            let mut stmt = db.prepare(sql).map_err(|e| e.to_string())?;
+            if !stmt.readonly() {
+                return Err("only read-only statements are allowed".into());
+            }
+            let columns: Vec<String> = stmt.column_names().map(|c| c.to_string()).collect();
+            let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            let mut truncated = false;
+            while let Some(row) = rows.next().map_err(|e| e.to_string())? {
+                if out.len() == SQL_MAX_ROWS {
+                    truncated = true;
+                    break;
+                }
+                let mut obj = Map::new();
+                for (i, name) in columns.iter().enumerate() {
+                    let v = match row.get_ref(i).map_err(|e| e.to_string())? {
+                        ValueRef::Null => Value::Null,
+                        ValueRef::Integer(n) => json!(n),
+                        ValueRef::Real(f) => json!(f),
+                        ValueRef::Text(t) => json!(String::from_utf8_lossy(t)),
+                        ValueRef::Blob(b) => json!(format!("<blob of {} bytes>", b.len())),
+                    };
+                    obj.insert(name.clone(), v);
+                }
+                out.push(Value::Object(obj));
+            }
+            Ok(
+                json!({"columns": columns, "rows": out, "row_count": out.len(), "truncated": truncated}),
+            )
+        })();
+        let _ = db.progress_handler(0, None::<fn() -> bool>);
+        match result {
+            Ok(v) => ToolResult::ok(v),
+            Err(e) if e.contains("interrupted") => ToolResult::err(format!(
+                "query took longer than {SQL_TIME_LIMIT:?} and was stopped"
+            )),
+            Err(e) => ToolResult::err(format!("refused: {e}")),
+        }
+    }
+}
+
+/// A read-only SQLite database; this build has no SQLite.
+#[cfg(not(feature = "sqlite"))]
+pub struct Sql(std::convert::Infallible);
+
+#[cfg(not(feature = "sqlite"))]
+impl Sql {
+    /// Always an error: this build of toolloop has no SQLite.
+    pub fn open(path: &Path) -> Result<Self, ToolError> {
+        Err(ToolError::Config(format!(
+            "`db` {}: this build of toolloop has no SQLite (build it with the `sqlite` feature)",
+            path.display()
+        )))
+    }
+
+    /// Never runs: no `Sql` can exist in this build.
+    pub fn query(&mut self, _sql: &str) -> ToolResult {
+        match self.0 {}
+    }
+}
