@@ -43,6 +43,7 @@ impl Backend for Instant {
             stop: StopReason::Finished,
             usage: Usage::default(),
             timings: Timings::default(),
+            logprobs: Vec::new(),
         })
     }
 }

@@ -7,9 +7,10 @@
 #
 #   scripts/real-model.sh build            # llama-server binary (about 15 min cold)
 #   scripts/real-model.sh qwen|gemma       # print the path of the model's .gguf
-#   scripts/real-model.sh serve qwen|gemma [PORT]
-#                                          # start llama-server in the background,
-#                                          # wait until healthy, print its pid
+#   scripts/real-model.sh serve qwen|gemma [PORT] [SLOTS]
+#                                          # start llama-server in the background with
+#                                          # SLOTS parallel slots (default 1, 8192 tokens
+#                                          # each), wait until healthy, print its pid
 set -euo pipefail
 
 CACHE="${TOOLLOOP_CACHE:-$HOME/.cache/toolloop}"
@@ -79,12 +80,12 @@ gemma() {
 }
 
 serve() {
-  local which="${1:-qwen}" port="${2:-8080}"
+  local which="${1:-qwen}" port="${2:-8080}" slots="${3:-1}"
   local model bin
   bin=$(build)
   model=$("$which")
   log "starting llama-server on 127.0.0.1:$port with $model"
-  "$bin" -m "$model" --host 127.0.0.1 --port "$port" -c 8192 -np 1 -t "$(nproc)" \
+  "$bin" -m "$model" --host 127.0.0.1 --port "$port" -c $((8192 * slots)) -np "$slots" -t "$(nproc)" \
     >"$CACHE/llama-server-$port.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 240); do
@@ -109,5 +110,5 @@ case "${1:-}" in
   qwen) qwen ;;
   gemma) gemma ;;
   serve) shift; serve "$@" ;;
-  *) echo "usage: $0 build | qwen | gemma | serve qwen|gemma [PORT]" >&2; exit 2 ;;
+  *) echo "usage: $0 build | qwen | gemma | serve qwen|gemma [PORT] [SLOTS]" >&2; exit 2 ;;
 esac

@@ -148,6 +148,37 @@ pub struct ModelArgs {
     /// Show the full trace on stderr.
     #[arg(short, long)]
     pub verbose: bool,
+    /// How the model decides between a tool and an answer: direct (the kind first) or
+    /// reason (one short reason first, then the kind).
+    #[arg(long, value_enum, default_value = "direct")]
+    pub decide: DecideArg,
+    /// Pass every argument the model wrote, even optional ones the question never gave.
+    #[arg(long)]
+    pub keep_invented_arguments: bool,
+    /// With --decide probability: the least probability the model must give a tool call.
+    #[arg(long, value_name = "P", default_value_t = Config::default().tool_threshold)]
+    pub tool_threshold: f64,
+}
+
+/// `--decide`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DecideArg {
+    /// The kind is the first thing the model writes.
+    Direct,
+    /// One short reason first, then the kind.
+    Reason,
+    /// The kind first; a call the model gave too little probability is declined.
+    Probability,
+}
+
+impl From<DecideArg> for toolloop::schema::Decide {
+    fn from(d: DecideArg) -> Self {
+        match d {
+            DecideArg::Direct => toolloop::schema::Decide::Direct,
+            DecideArg::Reason => toolloop::schema::Decide::Reason,
+            DecideArg::Probability => toolloop::schema::Decide::Probability,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -210,6 +241,10 @@ pub enum Command {
         /// Send no schema: measure what the constraint buys.
         #[arg(long)]
         no_constraint: bool,
+        /// Run N cases at once (start the server with N slots, e.g. llama-server -np N).
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..=64))]
+        jobs: u32,
         /// Print the summary and every case as JSON.
         #[arg(long)]
         json: bool,

@@ -14,7 +14,7 @@ use crate::backend::ollama::Ollama;
 use crate::backend::openai::OpenAi;
 use crate::backend::scripted::Recorder;
 use crate::backend::{Backend, BackendError, GenOptions};
-use crate::schema::Narrowing;
+use crate::schema::{Decide, Narrowing};
 use crate::tools::ToolSetup;
 
 /// Ollama's own default address (what its client uses for an empty `OLLAMA_HOST`).
@@ -25,6 +25,10 @@ pub use crate::backend::ollama::DEFAULT_HOST as DEFAULT_OLLAMA_HOST;
 pub const DEFAULT_TOOLS_URL: &str = "http://localhost:5000";
 /// llama-server's default address, for the OpenAI-compatible backend.
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080/v1";
+
+/// Alternatives asked for per token under [`Decide::Probability`]: enough that every kind
+/// the grammar allows is among them when the model gives it any weight.
+pub const DECISION_TOP_LOGPROBS: u32 = 20;
 
 /// Which protocol the model server speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -80,6 +84,13 @@ pub struct Config {
     pub system: Option<String>,
     /// How the schema is narrowed to the catalogue (default: one variant per tool).
     pub narrowing: Narrowing,
+    /// How the model decides between a tool and an answer (see [`Decide`]).
+    pub decide: Decide,
+    /// Leave out optional arguments the person never gave (see [`crate::grounding`]).
+    pub ground_arguments: bool,
+    /// Under [`Decide::Probability`], the least share of probability the model must give
+    /// to calling a tool for the call to go ahead (see [`crate::decision`]).
+    pub tool_threshold: f64,
     /// Invalid replies in a row that are fed back before the run gives up (default 2).
     pub max_invalid_retries: u32,
     /// Repeats of one identical call before only an answer is allowed (default 3).
@@ -117,9 +128,13 @@ impl Default for Config {
                 stop: Vec::new(),
                 keep_alive: None,
                 request_timeout: Duration::from_secs(600),
+                top_logprobs: None,
             },
             system: None,
             narrowing: Narrowing::PerTool,
+            decide: Decide::Direct,
+            ground_arguments: true,
+            tool_threshold: 0.5,
             max_invalid_retries: 2,
             max_repeats: 3,
             max_tool_failures: 3,
@@ -135,6 +150,16 @@ impl Default for GenOptions {
 }
 
 impl Config {
+    /// The generation options requests are sent with: `options`, with the
+    /// log-probabilities [`Decide::Probability`] reads.
+    pub fn request_options(&self) -> GenOptions {
+        let mut o = self.options.clone();
+        if self.decide == Decide::Probability {
+            o.top_logprobs = o.top_logprobs.or(Some(DECISION_TOP_LOGPROBS));
+        }
+        o
+    }
+
     /// The engine's limits under this config.
     pub fn limits(&self) -> Limits {
         Limits {
@@ -145,6 +170,9 @@ impl Config {
             result_cap: self.result_cap,
             num_ctx: self.options.num_ctx,
             narrowing: self.narrowing,
+            decide: self.decide,
+            ground_arguments: self.ground_arguments,
+            tool_threshold: (self.decide == Decide::Probability).then_some(self.tool_threshold),
         }
     }
 
@@ -184,6 +212,12 @@ pub struct Limits {
     pub num_ctx: Option<u32>,
     /// How the schema is narrowed to the catalogue.
     pub narrowing: Narrowing,
+    /// How the model decides between a tool and an answer.
+    pub decide: Decide,
+    /// Leave out optional arguments the person never gave.
+    pub ground_arguments: bool,
+    /// Decline a call whose share of probability is below this (none: never decline).
+    pub tool_threshold: Option<f64>,
 }
 
 impl Default for Limits {

@@ -27,10 +27,12 @@ use serde_json::{Map, Value};
 use crate::backend::{ChatReply, Message, StopReason, Usage};
 use crate::calls::{CallKey, Failures, Repeats};
 use crate::config::Limits;
+use crate::decision;
 use crate::ending::Ending;
 use crate::events::Event;
 use crate::feedback::{self, ContextGuard};
-use crate::schema::{CallSchema, Narrowing, Rejection};
+use crate::grounding;
+use crate::schema::{CallSchema, Rejection};
 use crate::tools::{ToolError, ToolResult, ToolSpec};
 use crate::turn::Turn;
 
@@ -110,6 +112,8 @@ pub struct Engine {
     answer_schema: CallSchema,
     /// Set when the model keeps repeating a call: from then on only an answer is allowed.
     forced_answer: bool,
+    /// Set when a call was declined for its low probability: the next reply must answer.
+    declined: bool,
     guard: ContextGuard,
     history: Vec<Message>,
     run_start: usize,
@@ -126,7 +130,7 @@ impl Engine {
     /// A run over `history` (which holds the system prompt and any earlier turns) for
     /// `query`, with the tools in `specs`.
     pub fn new(history: Vec<Message>, query: &str, specs: Vec<ToolSpec>, limits: Limits) -> Self {
-        let schema = CallSchema::for_tools(&specs, limits.narrowing);
+        let schema = CallSchema::deciding(&specs, limits.narrowing, limits.decide);
         Self::with_schema(history, query, specs, limits, schema)
     }
 
@@ -140,6 +144,7 @@ impl Engine {
         schema: CallSchema,
     ) -> Self {
         let run_start = history.len();
+        let decide = limits.decide;
         history.push(Message::user(query));
         Engine {
             guard: ContextGuard::new(limits.num_ctx),
@@ -148,8 +153,9 @@ impl Engine {
             specs,
             unavailable: BTreeSet::new(),
             schema,
-            answer_schema: CallSchema::answer_only(),
+            answer_schema: CallSchema::answer_only_deciding(decide),
             forced_answer: false,
+            declined: false,
             history,
             run_start,
             iterations: 0,
@@ -200,7 +206,7 @@ impl Engine {
     }
 
     fn answer_only(&self) -> bool {
-        self.forced_answer || self.iterations + 1 >= self.limits.max_iterations
+        self.forced_answer || self.declined || self.iterations + 1 >= self.limits.max_iterations
     }
 
     /// The schema for the next model request.
@@ -255,13 +261,33 @@ impl Engine {
             }
             return;
         }
+        if let (Turn::ToolCall { tool, .. }, false) = (&parsed.turn, self.answer_only())
+            && let Some(p_tool) = decision::tool_share(reply)
+        {
+            let declined = self.limits.tool_threshold.is_some_and(|t| p_tool < t);
+            self.events.push(Event::Decision {
+                tool: tool.clone(),
+                p_tool,
+                declined,
+            });
+            if declined {
+                self.declined = true;
+                return;
+            }
+        }
         self.invalid_streak = 0;
+        self.declined = false;
         self.iterations += 1;
         let turn = parsed.turn;
-        // The canonical form, not the raw text: byte-stable, and it shows the model the
-        // format it should use.
-        let canonical = serde_json::to_string(&turn).unwrap_or_default();
-        self.history.push(Message::assistant(canonical));
+        // The model's own text when it needed no repair: the server's prompt cache holds
+        // exactly those tokens, so the next request reuses them. A repaired reply goes
+        // back in the canonical form, which shows the model the format it should use.
+        let text = if parsed.fixes.is_empty() {
+            reply.text.clone()
+        } else {
+            self.limits.decide.canonical(&turn)
+        };
+        self.history.push(Message::assistant(text));
         match turn {
             Turn::FinalAnswer { thought, content } => {
                 let truncated = reply.stop == StopReason::Length;
@@ -300,7 +326,15 @@ impl Engine {
         }
     }
 
-    fn tool_call(&mut self, thought: String, tool: String, arguments: Map<String, Value>) {
+    fn tool_call(&mut self, thought: String, tool: String, mut arguments: Map<String, Value>) {
+        if self.limits.ground_arguments {
+            let spec = self.specs.iter().find(|s| s.name == tool);
+            let dropped = grounding::drop_ungrounded(&mut arguments, spec, &self.history);
+            if !dropped.is_empty() {
+                let (tool, arguments) = (tool.clone(), dropped);
+                self.events.push(Event::Ungrounded { tool, arguments });
+            }
+        }
         self.events.push(Event::ToolCall {
             iteration: self.iterations,
             thought: thought.clone(),
@@ -401,7 +435,7 @@ impl Engine {
             return self.history.push(Message::tool(&tool, observation));
         };
         self.unavailable.insert(tool.clone());
-        self.schema = schema_without(&self.specs, &self.unavailable, self.limits.narrowing);
+        self.schema = schema_without(&self.specs, &self.unavailable, &self.limits);
         self.history.push(Message::tool(
             &tool,
             feedback::degraded(&tool, &observation),
@@ -500,14 +534,14 @@ impl Engine {
 fn schema_without(
     specs: &[ToolSpec],
     unavailable: &BTreeSet<String>,
-    narrowing: Narrowing,
+    limits: &Limits,
 ) -> CallSchema {
     let available: Vec<ToolSpec> = specs
         .iter()
         .filter(|s| !unavailable.contains(&s.name))
         .cloned()
         .collect();
-    CallSchema::for_tools(&available, narrowing)
+    CallSchema::deciding(&available, limits.narrowing, limits.decide)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ fn reply(text: &str) -> ChatReply {
         stop: StopReason::Finished,
         usage: Usage::default(),
         timings: Timings::default(),
+        logprobs: Vec::new(),
     }
 }
 
@@ -265,4 +266,84 @@ fn a_prompt_that_filled_the_context_window_is_warned_about() {
         w[0]
     );
     assert!(w[0].contains("raise num_ctx"));
+}
+
+#[test]
+fn a_call_the_model_was_unsure_of_is_declined_and_an_answer_asked_for() {
+    use crate::backend::TokenLogprob;
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "what is the capital of France",
+        vec![calc()],
+        Limits {
+            tool_threshold: Some(0.5),
+            ..Limits::default()
+        },
+    );
+    e.next_step();
+    let before = e.messages().len();
+    let ln = f64::ln;
+    let mut unsure = reply(CALL);
+    unsure.logprobs = vec![
+        TokenLogprob {
+            token: r#"{"kind":""#.into(),
+            logprob: 0.0,
+            top: vec![],
+        },
+        TokenLogprob {
+            token: "tool".into(),
+            logprob: ln(0.3),
+            top: vec![("tool".into(), ln(0.3)), ("final".into(), ln(0.6))],
+        },
+    ];
+    e.model_replied(&unsure);
+    let events = e.drain_events();
+    assert!(
+        events
+            .iter()
+            .any(|ev| matches!(ev, Event::Decision { declined: true, .. })),
+        "{events:?}"
+    );
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+    assert_eq!(
+        e.messages().len(),
+        before,
+        "the declined call is not in the history"
+    );
+    assert_eq!(e.iterations(), 0);
+    e.model_replied(&reply(ANSWER));
+    assert!(matches!(e.ending(), Some(Ending::Answer { .. })));
+}
+
+#[test]
+fn optional_arguments_nobody_gave_are_left_out() {
+    let spec = ToolSpec::new(
+        "weather",
+        "",
+        json!({"type": "object", "required": ["city"],
+               "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}}),
+    );
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "Weather in Oslo?",
+        vec![spec],
+        Limits::default(),
+    );
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","thought":"","tool":"weather","arguments":{"city":"Oslo","unit":"kelvin"}}"#,
+    ));
+    assert_eq!(
+        e.next_step(),
+        Step::CallTool {
+            tool: "weather".into(),
+            arguments: json!({"city": "Oslo"}).as_object().unwrap().clone()
+        }
+    );
+    assert!(
+        e.drain_events()
+            .iter()
+            .any(|ev| matches!(ev, Event::Ungrounded { arguments, .. } if arguments == &["unit"]))
+    );
 }

@@ -1,371 +1,25 @@
 //! `toolloop eval`: a tool-calling dataset in the Berkeley Function Calling Leaderboard
-//! (BFCL) format, run through the real loop and scored with BFCL's AST rules.
+//! (BFCL) format ([`crate::bfcl`]), run through the real loop and scored with BFCL's AST
+//! rules.
 //!
-//! Each case is a question and the functions on offer. The functions are described to the
-//! model but never executed: the first `tool_call` is the prediction, and a
-//! `final_answer` or `clarify` means "no call". The engine ([`crate::engine`]) is driven
-//! directly, so everything the loop does to a turn — repair, validation, feedback on an
-//! invalid reply — happens exactly as in a real run.
-//!
-//! Scoring (BFCL's AST checker, for single calls): the function name; every required
-//! parameter present; no parameter outside the schema; each value of its declared type
-//! (an integer is accepted for a float); each value among the possible answers (strings
-//! compared lower-cased with spaces and `,./-_*^` removed); a parameter may be absent only
-//! if `""` is among its possible answers. Irrelevance cases pass when no call is made.
+//! The functions are described to the model but never executed: the first `tool_call` is
+//! the prediction, and a `final_answer` or `clarify` means "no call". The engine
+//! ([`crate::engine`]) is driven directly, so everything the loop does to a turn — repair,
+//! validation, feedback on an invalid reply — happens exactly as in a real run.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message};
+pub use crate::bfcl::{Call, Case, EvalError, load, normalize, score, to_json_schema};
 use crate::config::Limits;
 use crate::deadline::Deadline;
 use crate::engine::{Engine, Step};
 use crate::events::Event;
-use crate::prompt::build_system_prompt;
-use crate::schema::Narrowing;
-use crate::tools::ToolSpec;
-
-/// One case of a dataset.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Case {
-    /// The case id, e.g. `simple_python_0`.
-    pub id: String,
-    /// The category, from the file name (`simple_python`, `multiple`, `irrelevance`).
-    pub category: String,
-    /// The person's question.
-    pub question: String,
-    /// The functions, converted to tools.
-    pub tools: Vec<ToolSpec>,
-    /// The functions as BFCL wrote them (their types decide the type check).
-    pub functions: Vec<Value>,
-    /// The possible answers: `{function: {param: [values]}}`; empty for irrelevance.
-    pub ground_truth: Vec<Value>,
-}
-
-/// Why loading failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum EvalError {
-    /// A file could not be read.
-    #[error("{path}: {detail}")]
-    Read {
-        /// The file.
-        path: String,
-        /// Why.
-        detail: String,
-    },
-    /// A line is not a BFCL case.
-    #[error("{path} line {line}: {detail}")]
-    Format {
-        /// The file.
-        path: String,
-        /// The line (1-based).
-        line: usize,
-        /// What is wrong.
-        detail: String,
-    },
-}
-
-/// Maps a BFCL parameter schema to JSON Schema: `dict`→object, `float`→number,
-/// `tuple`→array, `any`→string; recursively.
-///
-/// ```
-/// use serde_json::json;
-/// let s = toolloop::eval::to_json_schema(&json!({"type": "dict", "properties": {
-///     "x": {"type": "float"}, "t": {"type": "tuple", "items": {"type": "any"}}}}));
-/// assert_eq!(s, json!({"type": "object", "properties": {
-///     "x": {"type": "number"}, "t": {"type": "array", "items": {"type": "string"}}}}));
-/// ```
-pub fn to_json_schema(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut out = Map::new();
-            for (k, val) in m {
-                let val = match (k.as_str(), val) {
-                    ("type", Value::String(t)) => Value::String(
-                        match t.as_str() {
-                            "dict" => "object",
-                            "float" => "number",
-                            "tuple" => "array",
-                            "any" => "string",
-                            other => other,
-                        }
-                        .to_string(),
-                    ),
-                    ("properties", Value::Object(props)) => Value::Object(
-                        props
-                            .iter()
-                            .map(|(p, s)| (p.clone(), to_json_schema(s)))
-                            .collect(),
-                    ),
-                    ("items", s) => to_json_schema(s),
-                    // Python reprs of defaults are data, not schema.
-                    ("default", _) => continue,
-                    (_, other) => other.clone(),
-                };
-                out.insert(k.clone(), val);
-            }
-            Value::Object(out)
-        }
-        other => other.clone(),
-    }
-}
-
-fn category_of(path: &Path) -> String {
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("unknown");
-    stem.strip_prefix("BFCL_v4_")
-        .or_else(|| stem.strip_prefix("BFCL_v3_"))
-        .unwrap_or(stem)
-        .to_string()
-}
-
-fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>, EvalError> {
-    let text = std::fs::read_to_string(path).map_err(|e| EvalError::Read {
-        path: path.display().to_string(),
-        detail: e.to_string(),
-    })?;
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v = serde_json::from_str(line).map_err(|e| EvalError::Format {
-            path: path.display().to_string(),
-            line: n + 1,
-            detail: e.to_string(),
-        })?;
-        out.push((n + 1, v));
-    }
-    Ok(out)
-}
-
-/// Loads a dataset file and its possible answers (`possible_answer/<same name>` beside
-/// it; none for irrelevance). A directory loads every `BFCL_*.json` in it.
-pub fn load(path: &Path) -> Result<Vec<Case>, EvalError> {
-    if path.is_dir() {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| EvalError::Read {
-                path: path.display().to_string(),
-                detail: e.to_string(),
-            })?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.is_file()
-                    && p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("BFCL_") && n.ends_with(".json"))
-            })
-            .collect();
-        files.sort();
-        let mut all = Vec::new();
-        for f in files {
-            all.extend(load(&f)?);
-        }
-        return Ok(all);
-    }
-    let category = category_of(path);
-    let answers_path = path
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join("possible_answer")
-        .join(path.file_name().unwrap_or_default());
-    let mut answers = std::collections::HashMap::new();
-    if answers_path.is_file() {
-        for (_, v) in read_lines(&answers_path)? {
-            if let Some(id) = v["id"].as_str() {
-                answers.insert(id.to_string(), v["ground_truth"].clone());
-            }
-        }
-    }
-    let mut cases = Vec::new();
-    for (line, v) in read_lines(path)? {
-        let err = |detail: &str| EvalError::Format {
-            path: path.display().to_string(),
-            line,
-            detail: detail.to_string(),
-        };
-        let id = v["id"].as_str().ok_or_else(|| err("no id"))?.to_string();
-        // `question` is a list of turns, each a list of messages; the last user message
-        // of the first turn is the question.
-        let question = v["question"][0]
-            .as_array()
-            .and_then(|msgs| {
-                msgs.iter()
-                    .rev()
-                    .find(|m| m["role"] == "user")
-                    .and_then(|m| m["content"].as_str())
-            })
-            .ok_or_else(|| err("no user question"))?
-            .to_string();
-        let functions: Vec<Value> = v["function"]
-            .as_array()
-            .ok_or_else(|| err("no function list"))?
-            .clone();
-        let tools = functions
-            .iter()
-            .map(|f| {
-                ToolSpec::new(
-                    f["name"].as_str().unwrap_or(""),
-                    f["description"].as_str().unwrap_or(""),
-                    to_json_schema(&f["parameters"]),
-                )
-            })
-            .collect();
-        let ground_truth = match answers.get(&id) {
-            Some(Value::Array(gt)) => gt.clone(),
-            _ => Vec::new(),
-        };
-        if ground_truth.is_empty() && !category.contains("irrelevance") {
-            return Err(err("no possible answer for this case"));
-        }
-        cases.push(Case {
-            id,
-            category: category.clone(),
-            question,
-            tools,
-            functions,
-            ground_truth,
-        });
-    }
-    Ok(cases)
-}
-
-/// A predicted call: the first `tool_call` of the run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Call {
-    /// The function name.
-    pub name: String,
-    /// The arguments.
-    pub arguments: Map<String, Value>,
-}
-
-/// BFCL's string normalisation: lower case, without spaces and `,./-_*^`.
-pub fn normalize(s: &str) -> String {
-    s.to_lowercase()
-        .chars()
-        .filter(|c| !c.is_whitespace() && !",./-_*^".contains(*c))
-        .collect()
-}
-
-fn values_match(got: &Value, want: &Value) -> bool {
-    match (got, want) {
-        (Value::String(g), Value::String(w)) => normalize(g) == normalize(w),
-        (Value::Number(g), Value::Number(w)) => g.as_f64() == w.as_f64(),
-        (Value::Array(g), Value::Array(w)) => {
-            g.len() == w.len() && g.iter().zip(w).all(|(a, b)| values_match(a, b))
-        }
-        (Value::Object(g), Value::Object(w)) => {
-            // Nested dicts: each possible-answer key holds a list of possible values.
-            w.iter().all(|(k, options)| match (g.get(k), options) {
-                (Some(v), Value::Array(opts)) => opts.iter().any(|o| values_match(v, o)),
-                (None, Value::Array(opts)) => opts.iter().any(|o| o == ""),
-                (Some(v), o) => values_match(v, o),
-                (None, _) => false,
-            }) && g.keys().all(|k| w.contains_key(k))
-        }
-        (g, w) => g == w,
-    }
-}
-
-fn type_ok(v: &Value, bfcl_type: &str) -> bool {
-    match bfcl_type {
-        "integer" => v.is_i64() || v.is_u64(),
-        "float" | "number" => v.is_number(),
-        "string" => v.is_string(),
-        "boolean" => v.is_boolean(),
-        "array" | "tuple" => v.is_array(),
-        "dict" | "object" => v.is_object(),
-        _ => true,
-    }
-}
-
-/// Scores a prediction. `Ok(())` passes; the error says which rule failed.
-///
-/// ```
-/// use serde_json::json;
-/// use toolloop::eval::{score, Call};
-///
-/// let functions = [json!({"name": "area", "parameters": {"type": "dict",
-///     "properties": {"base": {"type": "float"}, "unit": {"type": "string"}}, "required": ["base"]}})];
-/// let truth = [json!({"area": {"base": [10.0], "unit": ["cm", ""]}})];
-/// let call = Call { name: "area".into(), arguments: json!({"base": 10}).as_object().unwrap().clone() };
-/// assert_eq!(score("simple_python", Some(&call), &functions, &truth), Ok(()));
-/// ```
-pub fn score(
-    category: &str,
-    call: Option<&Call>,
-    functions: &[Value],
-    ground_truth: &[Value],
-) -> Result<(), String> {
-    if category.contains("irrelevance") {
-        return match call {
-            None => Ok(()),
-            Some(c) => Err(format!("called {} where no function fits", c.name)),
-        };
-    }
-    let call = call.ok_or("no call was made")?;
-    let truth = ground_truth
-        .first()
-        .and_then(Value::as_object)
-        .ok_or("no possible answer")?;
-    let (want_name, want_params) = truth.iter().next().ok_or("empty possible answer")?;
-    if &call.name != want_name {
-        return Err(format!("called {} instead of {want_name}", call.name));
-    }
-    let function = functions
-        .iter()
-        .find(|f| f["name"] == call.name.as_str())
-        .ok_or_else(|| format!("{} is not among the functions", call.name))?;
-    let props = function["parameters"]["properties"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    let required: Vec<&str> = function["parameters"]["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    for r in &required {
-        if !call.arguments.contains_key(*r) {
-            return Err(format!("required parameter {r} is missing"));
-        }
-    }
-    for (k, v) in &call.arguments {
-        let Some(schema) = props.get(k) else {
-            return Err(format!("parameter {k} is not in the schema"));
-        };
-        let t = schema["type"].as_str().unwrap_or("any");
-        if !type_ok(v, t) {
-            return Err(format!("parameter {k} should be of type {t}, got {v}"));
-        }
-    }
-    let want_params = want_params.as_object().cloned().unwrap_or_default();
-    for (k, options) in &want_params {
-        let options = options.as_array().cloned().unwrap_or_default();
-        match call.arguments.get(k) {
-            None => {
-                if !options.iter().any(|o| o == "") {
-                    return Err(format!("parameter {k} is missing"));
-                }
-            }
-            Some(v) => {
-                if !options.iter().any(|o| values_match(v, o)) {
-                    return Err(format!(
-                        "parameter {k} = {v} is not among {}",
-                        Value::Array(options)
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
-}
+use crate::prompt::build_system_prompt_for;
+use crate::schema::{Decide, Narrowing};
 
 /// How much of the schema is sent with each request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -400,25 +54,103 @@ pub struct CaseResult {
     pub iterations: u32,
     /// Milliseconds the case took.
     pub ms: u64,
+    /// Tokens the model generated for the case, over all its replies.
+    #[serde(default)]
+    pub tokens: u64,
     /// A backend failure, if the case could not run.
     pub error: Option<String>,
+    /// The model's replies, as it wrote them.
+    #[serde(default)]
+    pub texts: Vec<String>,
+    /// The model's share of probability for its first tool call, where it was read.
+    #[serde(default)]
+    pub p_tool: Option<f64>,
+}
+
+/// Counts the invalid replies among `events` and keeps the first tool-call probability.
+fn tally(events: Vec<Event>, invalid: &mut u32, p_tool: &mut Option<f64>) {
+    for e in events {
+        match e {
+            Event::Invalid { .. } => *invalid += 1,
+            Event::Decision { p_tool: p, .. } => {
+                p_tool.get_or_insert(p);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Runs `cases` on `jobs` threads at once, each with its own backend from `backend`
+/// (a server with that many slots answers them in parallel). `done` sees each result as
+/// it arrives; the results come back in the order of `cases`.
+pub fn run_all(
+    backend: &(dyn Fn() -> Result<Box<dyn Backend>, BackendError> + Sync),
+    cases: &[Case],
+    run: &RunSettings,
+    jobs: usize,
+    mut done: impl FnMut(&CaseResult),
+) -> Result<Vec<CaseResult>, BackendError> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut backends = Vec::new();
+    for _ in 0..jobs.clamp(1, cases.len().max(1)) {
+        backends.push(backend()?);
+    }
+    let mut results: Vec<Option<CaseResult>> = vec![None; cases.len()];
+    std::thread::scope(|scope| {
+        for mut b in backends {
+            let (tx, next) = (tx.clone(), &next);
+            scope.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(case) = cases.get(i) else { break };
+                    let r = run_case(b.as_mut(), case, run);
+                    if tx.send((i, r)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for (i, r) in rx {
+            done(&r);
+            results[i] = Some(r);
+        }
+    });
+    Ok(results.into_iter().flatten().collect())
+}
+
+/// How each case of an eval runs.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// Generation options.
+    pub options: GenOptions,
+    /// How much of the schema is sent.
+    pub constraint: Constraint,
+    /// The time limit of one case.
+    pub timeout: Duration,
+    /// How the model decides between a tool and an answer.
+    pub decide: Decide,
+    /// Leave out optional arguments the person never gave.
+    pub ground_arguments: bool,
+    /// Under [`Decide::Probability`], decline calls below this share.
+    pub tool_threshold: f64,
 }
 
 /// Runs one case through the loop.
-pub fn run_case(
-    backend: &mut dyn Backend,
-    case: &Case,
-    options: &GenOptions,
-    constraint: Constraint,
-    timeout: Duration,
-) -> CaseResult {
+pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> CaseResult {
+    let (options, constraint) = (&run.options, run.constraint);
     let started = Instant::now();
-    let deadline = Deadline::after(timeout);
-    let prompt = build_system_prompt(&case.tools, None);
+    let deadline = Deadline::after(run.timeout);
+    let prompt = build_system_prompt_for(&case.tools, None, run.decide);
     let limits = Limits {
         max_iterations: 3,
         num_ctx: options.num_ctx,
         narrowing: Narrowing::PerTool,
+        decide: run.decide,
+        ground_arguments: run.ground_arguments,
+        tool_threshold: (run.decide == Decide::Probability).then_some(run.tool_threshold),
         ..Limits::default()
     };
     let mut engine = Engine::new(
@@ -430,6 +162,8 @@ pub fn run_case(
     let mut call = None;
     let mut invalid = 0;
     let mut replies = 0;
+    let mut texts = Vec::new();
+    let mut p_tool = None;
     let mut error = None;
     loop {
         match engine.next_step() {
@@ -449,6 +183,7 @@ pub fn run_case(
                 match backend.chat(&request, deadline, &mut |_| {}) {
                     Ok(reply) => {
                         replies += 1;
+                        texts.push(reply.text.clone());
                         engine.model_replied(&reply);
                     }
                     Err(BackendError::Timeout { .. }) => {
@@ -470,17 +205,9 @@ pub fn run_case(
             }
             Step::AskUser { .. } | Step::Done => break,
         }
-        invalid += engine
-            .drain_events()
-            .iter()
-            .filter(|e| matches!(e, Event::Invalid { .. }))
-            .count() as u32;
+        tally(engine.drain_events(), &mut invalid, &mut p_tool);
     }
-    invalid += engine
-        .drain_events()
-        .iter()
-        .filter(|e| matches!(e, Event::Invalid { .. }))
-        .count() as u32;
+    tally(engine.drain_events(), &mut invalid, &mut p_tool);
     let verdict = match &error {
         Some(e) => Err(format!("could not run: {e}")),
         None => score(
@@ -500,6 +227,9 @@ pub fn run_case(
         replies,
         iterations: engine.iterations(),
         ms: started.elapsed().as_millis() as u64,
+        tokens: engine.usage().completion_tokens,
+        texts,
+        p_tool,
         error,
     }
 }
@@ -521,6 +251,9 @@ pub struct Summary {
     pub mean_iterations: f64,
     /// Mean milliseconds per case.
     pub mean_ms: f64,
+    /// Mean generated tokens per case.
+    #[serde(default)]
+    pub mean_tokens: f64,
 }
 
 /// Sums results up by category (sorted), plus an `all` row.
@@ -551,13 +284,14 @@ pub fn summarize(results: &[CaseResult]) -> Vec<Summary> {
                 },
                 mean_iterations: rs.iter().map(|r| r.iterations as f64).sum::<f64>() / n,
                 mean_ms: rs.iter().map(|r| r.ms as f64).sum::<f64>() / n,
+                mean_tokens: rs.iter().map(|r| r.tokens as f64).sum::<f64>() / n,
             }
         })
         .collect()
 }
 
 /// The cases to run: only `category` when given (an error when it has none), and at most
-/// `limit` cases of each category, in file order.
+/// `limit` cases of each category, spread evenly over its file.
 pub fn select(
     mut cases: Vec<Case>,
     category: Option<&str>,
@@ -570,11 +304,20 @@ pub fn select(
         }
     }
     if let Some(n) = limit {
+        // Evenly spread over each category's file, not its first n: BFCL files are
+        // ordered by topic, so the first cases are not a sample of the rest.
+        let mut total = std::collections::HashMap::<String, usize>::new();
+        for c in &cases {
+            *total.entry(c.category.clone()).or_default() += 1;
+        }
         let mut seen = std::collections::HashMap::<String, usize>::new();
         cases.retain(|c| {
-            let k = seen.entry(c.category.clone()).or_default();
-            *k += 1;
-            *k <= n
+            let i = seen.entry(c.category.clone()).or_default();
+            let t = total[&c.category];
+            // Case i is kept when it is the k-th pick, k*t/n, for some k below n.
+            let keep = (0..n.min(t)).any(|k| k * t / n.min(t) == *i);
+            *i += 1;
+            keep
         });
     }
     Ok(cases)
@@ -583,18 +326,19 @@ pub fn select(
 /// The summary as the text table `toolloop eval` prints.
 pub fn table(summary: &[Summary]) -> String {
     let mut out = format!(
-        "{:<16} {:>6} {:>9} {:>13} {:>10} {:>9}\n",
-        "category", "cases", "accuracy", "invalid turns", "iterations", "s/case"
+        "{:<16} {:>6} {:>9} {:>13} {:>10} {:>9} {:>11}\n",
+        "category", "cases", "accuracy", "invalid turns", "iterations", "s/case", "tokens/case"
     );
     for s in summary {
         out.push_str(&format!(
-            "{:<16} {:>6} {:>8.1}% {:>12.1}% {:>10.2} {:>9.2}\n",
+            "{:<16} {:>6} {:>8.1}% {:>12.1}% {:>10.2} {:>9.2} {:>11.1}\n",
             s.category,
             s.cases,
             s.accuracy * 100.0,
             s.invalid_turn_rate * 100.0,
             s.mean_iterations,
-            s.mean_ms / 1000.0
+            s.mean_ms / 1000.0,
+            s.mean_tokens
         ));
     }
     out

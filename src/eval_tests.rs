@@ -1,6 +1,8 @@
 //! Unit tests of the BFCL loader and scorer.
 
 use super::*;
+use crate::tools::ToolSpec;
+use serde_json::Map;
 
 fn f() -> Vec<Value> {
     vec![
@@ -120,4 +122,28 @@ fn bfcl_types_become_json_schema() {
     let t = ToolSpec::new("x", "", to_json_schema(&f()[0]["parameters"]));
     assert_eq!(t.input_schema["type"], "object");
     assert_eq!(t.input_schema["properties"]["base"]["type"], "number");
+}
+
+#[test]
+fn a_limit_spreads_over_the_file() {
+    let case = |i: usize| Case {
+        id: format!("c_{i}"),
+        category: "c".into(),
+        question: String::new(),
+        tools: Vec::new(),
+        functions: Vec::new(),
+        ground_truth: Vec::new(),
+    };
+    let picked: Vec<String> = select((0..10).map(case).collect(), None, Some(3))
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(picked, ["c_0", "c_3", "c_6"]);
+    assert_eq!(
+        select((0..2).map(case).collect(), None, Some(5))
+            .unwrap()
+            .len(),
+        2
+    );
 }

@@ -88,6 +88,24 @@ pub enum Event {
         /// Milliseconds the call took.
         ms: u64,
     },
+    /// Optional arguments the person never gave were left out of a call
+    /// ([`crate::grounding`]).
+    Ungrounded {
+        /// The tool.
+        tool: String,
+        /// The arguments left out.
+        arguments: Vec<String>,
+    },
+    /// The model's own probability of calling a tool, read at its choice of kind
+    /// ([`crate::decision`]).
+    Decision {
+        /// The tool it called.
+        tool: String,
+        /// The share of probability it gave to calling a tool.
+        p_tool: f64,
+        /// Whether the call was declined for being below the threshold.
+        declined: bool,
+    },
     /// A call identical to an earlier one was not executed again.
     Repeat {
         /// The tool.
@@ -234,6 +252,22 @@ impl Trace {
                 "[OBSERVE] {tool} {} in {ms} ms: {}",
                 if *ok { "ok" } else { "failed" },
                 short(observation)
+            ),
+            Event::Ungrounded { tool, arguments } => format!(
+                "[GROUND] {tool}: left out {} (not given by the person)",
+                arguments.join(", ")
+            ),
+            Event::Decision {
+                tool,
+                p_tool,
+                declined,
+            } => format!(
+                "[DECIDE] {tool}: p(tool) = {p_tool:.2}{}",
+                if *declined {
+                    ", below the threshold: asking for an answer instead"
+                } else {
+                    ""
+                }
             ),
             Event::Repeat { tool, count } => {
                 format!("[OBSERVE] {tool}: repeated call #{count}, earlier result reused")

@@ -60,9 +60,11 @@
 #![deny(missing_docs)]
 
 pub mod backend;
+pub mod bfcl;
 pub mod calls;
 pub mod config;
 pub mod deadline;
+pub mod decision;
 #[cfg(feature = "server")]
 pub mod demo;
 #[cfg(feature = "cli")]
@@ -73,6 +75,7 @@ pub mod error;
 pub mod eval;
 pub mod events;
 pub mod feedback;
+pub mod grounding;
 pub mod guardrails;
 mod http;
 pub mod orchestrator;

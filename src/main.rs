@@ -46,13 +46,14 @@ fn main() -> ExitCode {
             limit,
             category,
             no_constraint,
+            jobs,
             json,
         } => run_eval(
             &path,
             &model,
-            limit,
-            category.as_deref(),
+            (limit, category.as_deref()),
             no_constraint,
+            jobs as usize,
             json,
         ),
         Command::Repair { verbose } => run_repair(verbose),
@@ -122,6 +123,9 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
         max_iterations: model.max_iterations,
         timeout: Duration::from_secs_f64(model.timeout),
         system: model.system.clone(),
+        decide: model.decide.into(),
+        ground_arguments: !model.keep_invented_arguments,
+        tool_threshold: model.tool_threshold,
         ..defaults
     };
     config.options.temperature = Some(model.temperature);
@@ -326,9 +330,9 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
 fn run_eval(
     path: &std::path::Path,
     model: &ModelArgs,
-    limit: Option<usize>,
-    category: Option<&str>,
+    (limit, category): (Option<usize>, Option<&str>),
     no_constraint: bool,
+    jobs: usize,
     json: bool,
 ) -> ExitCode {
     let cases = match eval::load(path).map_err(|e| e.to_string()).and_then(|c| {
@@ -338,17 +342,23 @@ fn run_eval(
         Err(e) => return fail(e),
     };
     let config = config(model, &ToolArgs::default(), true);
-    let mut backend = match config.backend() {
-        Ok(b) => b,
-        Err(e) => return fail(with_flags(e)),
-    };
-    if let Err(e) = backend.preflight(Deadline::after(Duration::from_secs(30))) {
+    let preflight = config
+        .backend()
+        .and_then(|mut b| b.preflight(Deadline::after(Duration::from_secs(30))));
+    if let Err(e) = preflight {
         return fail(with_flags(e));
     }
-    let constraint = if no_constraint {
-        eval::Constraint::Off
-    } else {
-        eval::Constraint::Narrowed
+    let run = eval::RunSettings {
+        options: config.request_options(),
+        constraint: if no_constraint {
+            eval::Constraint::Off
+        } else {
+            eval::Constraint::Narrowed
+        },
+        timeout: config.timeout,
+        decide: config.decide,
+        ground_arguments: config.ground_arguments,
+        tool_threshold: config.tool_threshold,
     };
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(cases.len() as u64),
@@ -358,35 +368,34 @@ fn run_eval(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} {elapsed}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let mut results = Vec::with_capacity(cases.len());
-    for case in &cases {
-        bar.set_message(case.id.clone());
-        let r = eval::run_case(
-            backend.as_mut(),
-            case,
-            &config.options,
-            constraint,
-            config.timeout,
-        );
+    let started = std::time::Instant::now();
+    let results = eval::run_all(&|| config.backend(), &cases, &run, jobs, |r| {
         if model.verbose {
             bar.suspend(|| {
-                eprintln!(
-                    "{} {} {}",
-                    if r.pass { "PASS" } else { "FAIL" },
-                    r.id,
-                    r.reason.as_deref().unwrap_or("")
-                )
+                let why = r.reason.as_deref().unwrap_or("");
+                eprintln!("{} {} {why}", if r.pass { "PASS" } else { "FAIL" }, r.id)
             });
         }
-        results.push(r);
+        bar.set_message(r.id.clone());
         bar.inc(1);
-    }
+    });
     bar.finish_and_clear();
+    let results = match results {
+        Ok(r) => r,
+        Err(e) => return fail(with_flags(e)),
+    };
     if json {
         print_stdout(&eval::report_json(&results).to_string());
     } else {
         print!("{}", eval::table(&eval::summarize(&results)));
     }
+    let minutes = started.elapsed().as_secs_f64() / 60.0;
+    eprintln!(
+        "toolloop: {} cases in {:.1} min ({:.1} cases per minute, {jobs} at once)",
+        results.len(),
+        minutes,
+        results.len() as f64 / minutes.max(1e-9)
+    );
     let errors = results.iter().filter(|r| r.error.is_some()).count();
     if errors > 0 {
         eprintln!("toolloop: {errors} cases could not run (see --json for why)");

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, BackendError, ChatRequest, Message};
+use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message};
 use crate::config::Config;
 use crate::deadline::Deadline;
 use crate::ending::Ending;
@@ -18,8 +18,8 @@ pub use crate::error::OrchestratorError;
 use crate::events::{Event, Observer};
 use crate::guardrails::{Guardrails, Verdict};
 pub use crate::outcome::Outcome;
-use crate::prompt::build_system_prompt;
-use crate::schema::{CallSchema, Narrowing};
+use crate::prompt::build_system_prompt_for;
+use crate::schema::{CallSchema, Decide, Narrowing};
 use crate::tools::closure::{FnTool, FnTools};
 use crate::tools::{Catalogue, ToolSetup, ToolSource, ToolSpec};
 
@@ -123,7 +123,7 @@ impl OrchestratorBuilder {
     }
 
     /// Generation options; `num_ctx` is also the window the history is kept in.
-    pub fn options(mut self, options: crate::backend::GenOptions) -> Self {
+    pub fn options(mut self, options: GenOptions) -> Self {
         self.config.options = options;
         self
     }
@@ -131,6 +131,12 @@ impl OrchestratorBuilder {
     /// How the schema is narrowed to the catalogue (default: one variant per tool).
     pub fn narrowing(mut self, narrowing: Narrowing) -> Self {
         self.config.narrowing = narrowing;
+        self
+    }
+
+    /// How the model decides between a tool and an answer (see [`Decide`]).
+    pub fn decide(mut self, decide: Decide) -> Self {
+        self.config.decide = decide;
         self
     }
 
@@ -192,10 +198,12 @@ impl OrchestratorBuilder {
                 .map_err(OrchestratorError::tools)?;
         }
         let specs = catalogue.specs();
-        let prompt = build_system_prompt(&specs, self.config.system.as_deref());
-        let schema = CallSchema::for_tools(&specs, self.config.narrowing);
+        let decide = self.config.decide;
+        let prompt = build_system_prompt_for(&specs, self.config.system.as_deref(), decide);
+        let schema = CallSchema::deciding(&specs, self.config.narrowing, decide);
         Ok(Orchestrator {
             backend,
+            options: self.config.request_options(),
             specs,
             schema,
             catalogue,
@@ -223,6 +231,8 @@ impl OrchestratorBuilder {
 /// ```
 pub struct Orchestrator {
     backend: Box<dyn Backend>,
+    /// What each request is sent with ([`Config::request_options`]).
+    options: GenOptions,
     specs: Vec<ToolSpec>,
     schema: CallSchema,
     catalogue: Catalogue,
@@ -333,7 +343,7 @@ impl Orchestrator {
                     let request = ChatRequest {
                         messages: engine.messages(),
                         schema: Some(engine.schema().as_value()),
-                        options: &self.config.options,
+                        options: &self.options,
                     };
                     let observers = &mut self.observers;
                     let mut sink = |text: &str| {

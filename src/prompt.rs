@@ -14,6 +14,7 @@
 
 use serde_json::Value;
 
+use crate::schema::Decide;
 use crate::tools::ToolSpec;
 
 /// Builds the system prompt for a catalogue. `extra` (the `--system` text) is appended.
@@ -31,6 +32,16 @@ use crate::tools::ToolSpec;
 /// assert!(prompt.contains(r#"user asks "How much is 12.5 * 4?" -> "#));
 /// ```
 pub fn build_system_prompt(tools: &[ToolSpec], extra: Option<&str>) -> String {
+    build_system_prompt_for(tools, extra, Decide::Direct)
+}
+
+/// [`build_system_prompt`] for a way of deciding: under [`Decide::Reason`] the kinds are
+/// written `thought` first, the rule says when a tool is *not* the way, and a second
+/// example answers directly with its reason.
+pub fn build_system_prompt_for(tools: &[ToolSpec], extra: Option<&str>, decide: Decide) -> String {
+    if decide == Decide::Reason && !tools.is_empty() {
+        return reasoned(tools, extra);
+    }
     let mut p = String::new();
     p.push_str(
         "You are a helpful assistant. Reply with exactly one JSON object and nothing else.\n\n",
@@ -53,25 +64,58 @@ pub fn build_system_prompt(tools: &[ToolSpec], extra: Option<&str>) -> String {
              When a tool result arrives, answer from it.\n\n",
         );
         p.push_str("Tools:\n");
-        for (i, t) in tools.iter().enumerate() {
-            p.push_str(&format!("{}. {}", i + 1, signature(t)));
-            let desc = t.description.trim();
-            if !desc.is_empty() {
-                p.push_str(" - ");
-                p.push_str(&desc.replace('\n', " "));
-            }
-            p.push('\n');
-        }
+        tool_list(&mut p, tools);
         p.push('\n');
         p.push_str(&example(tools));
         p.push('\n');
     }
+    push_extra(&mut p, extra);
+    p
+}
+
+fn reasoned(tools: &[ToolSpec], extra: Option<&str>) -> String {
+    let mut p = String::from(
+        "You are a helpful assistant. Reply with exactly one JSON object and nothing else.\n\n\
+         Kinds of reply:\n\
+         - {\"thought\": \"<which listed tool does what the user asks, or none>\", \"kind\": \"tool_call\", \"tool\": \"<tool name>\", \"arguments\": {...}}\n\
+         - {\"thought\": \"<which listed tool does what the user asks, or none>\", \"kind\": \"final_answer\", \"content\": \"<the answer for the user>\"}\n\n\
+         Call a tool only when a listed tool does exactly what the user asks; if none does, \
+         answer directly. Give a tool only the arguments the user stated. When a tool result \
+         arrives, answer from it.\n\nTools:\n",
+    );
+    tool_list(&mut p, tools);
+    p.push_str(
+        "\nExamples:\nuser asks \"How much is 12.5 * 4?\" -> {\"thought\": \"calculator does \
+         exact arithmetic\", \"kind\": \"tool_call\", \"tool\": \"calculator\", \"arguments\": \
+         {\"expression\": \"12.5 * 4\"}}\nuser asks \"Who wrote Hamlet?\" -> {\"thought\": \"no \
+         listed tool finds authors\", \"kind\": \"final_answer\", \"content\": \"William \
+         Shakespeare.\"}\n",
+    );
+    if !tools.iter().any(|t| t.name == "calculator") {
+        p.push_str("(calculator is only an example: call the tools listed above.)\n");
+    }
+    push_extra(&mut p, extra);
+    p
+}
+
+fn tool_list(p: &mut String, tools: &[ToolSpec]) {
+    for (i, t) in tools.iter().enumerate() {
+        p.push_str(&format!("{}. {}", i + 1, signature(t)));
+        let desc = t.description.trim();
+        if !desc.is_empty() {
+            p.push_str(" - ");
+            p.push_str(&desc.replace('\n', " "));
+        }
+        p.push('\n');
+    }
+}
+
+fn push_extra(p: &mut String, extra: Option<&str>) {
     if let Some(extra) = extra.map(str::trim).filter(|e| !e.is_empty()) {
         p.push('\n');
         p.push_str(extra);
         p.push('\n');
     }
-    p
 }
 
 /// `name(arg: type, other?: type)`: required arguments plain, optional ones with `?`.

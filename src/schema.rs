@@ -72,6 +72,71 @@ pub enum Narrowing {
     PerTool,
 }
 
+/// How the model comes to its decision between calling a tool and answering.
+///
+/// Under the grammar the model commits at the first token where the kinds differ. With
+/// `kind` first (`Direct`) that is the first thing it writes, before any reason; with
+/// `thought` first (`Reason`) it writes one short reason, then the kind, so the decision
+/// follows the reason. `BENCHMARKS.md` has what each did with the real models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Decide {
+    /// `kind` first: the decision is the first token.
+    #[default]
+    Direct,
+    /// `thought` first (at most [`REASON_MAX`] characters), then `kind`.
+    Reason,
+    /// `kind` first, and a call the model itself gave too little probability
+    /// ([`crate::decision`]) is declined: the model is asked for an answer instead.
+    Probability,
+}
+
+/// The longest `thought` under [`Decide::Reason`]: one sentence, enough to say which tool
+/// fits and why, short enough that a small model cannot ramble in it.
+pub const REASON_MAX: u64 = 160;
+
+impl Decide {
+    /// Rewrites one variant's schema for this way of deciding.
+    fn shape(self, variant: Value) -> Value {
+        match self {
+            Decide::Direct | Decide::Probability => variant,
+            Decide::Reason => {
+                let Value::Object(mut v) = variant else {
+                    return variant;
+                };
+                if let Some(Value::Object(props)) = v.get_mut("properties") {
+                    let mut ordered = Map::new();
+                    if let Some(mut t) = props.shift_remove("thought") {
+                        t["maxLength"] = json!(REASON_MAX);
+                        ordered.insert("thought".into(), t);
+                    }
+                    ordered.append(props);
+                    *props = ordered;
+                }
+                Value::Object(v)
+            }
+        }
+    }
+
+    /// A turn as JSON text with its keys in the order this way of deciding asks for: what
+    /// the history shows the model of its own turn.
+    pub fn canonical(self, turn: &Turn) -> String {
+        let value = turn.to_value();
+        match (self, value) {
+            (Decide::Reason, Value::Object(mut m)) => {
+                let mut ordered = Map::new();
+                if let Some(t) = m.shift_remove("thought") {
+                    ordered.insert("thought".into(), t);
+                }
+                ordered.append(&mut m);
+                Value::Object(ordered).to_string()
+            }
+            (_, v) => v.to_string(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Variant {
     kind: Kind,
@@ -121,6 +186,15 @@ impl CallSchema {
     /// The schema narrowed to a catalogue. With no tools there is nothing to call, so only
     /// `final_answer` and `clarify` remain (unless narrowing is [`Narrowing::Off`]).
     pub fn for_tools(tools: &[ToolSpec], narrowing: Narrowing) -> Self {
+        Self::deciding(tools, narrowing, Decide::Direct)
+    }
+
+    /// [`CallSchema::for_tools`] laid out for a way of deciding.
+    pub fn deciding(tools: &[ToolSpec], narrowing: Narrowing, decide: Decide) -> Self {
+        if decide == Decide::Reason {
+            let direct = Self::deciding(tools, narrowing, Decide::Direct);
+            return direct.reshaped(decide);
+        }
         if narrowing == Narrowing::Off {
             return Self::full();
         }
@@ -170,6 +244,30 @@ impl CallSchema {
                 )
             })
             .clone()
+    }
+
+    /// Only `final_answer` and `clarify`, laid out for a way of deciding.
+    pub fn answer_only_deciding(decide: Decide) -> Self {
+        match decide {
+            Decide::Direct | Decide::Probability => Self::answer_only(),
+            _ => {
+                static REASON: OnceLock<CallSchema> = OnceLock::new();
+                REASON
+                    .get_or_init(|| Self::answer_only().reshaped(decide))
+                    .clone()
+            }
+        }
+    }
+
+    /// The same variants, each rewritten by `decide`.
+    fn reshaped(self, decide: Decide) -> Self {
+        let schemas: Vec<Value> = self.value["oneOf"]
+            .as_array()
+            .map(|vs| vs.iter().map(|v| decide.shape(v.clone())).collect())
+            .unwrap_or_default();
+        let defs = self.value["$defs"].as_object().cloned().unwrap_or_default();
+        let tools = self.variants.into_iter().map(|v| v.tool).collect();
+        Self::build(schemas, tools, defs, self.tool_names)
     }
 
     fn build(
@@ -577,5 +675,37 @@ mod tests {
         let s = CallSchema::for_tools(&[weather()], Narrowing::PerTool);
         let keys: Vec<&String> = s.as_value().as_object().unwrap().keys().collect();
         assert_eq!(keys, ["$schema", "title", "oneOf"]);
+    }
+
+    #[test]
+    fn reason_puts_a_bounded_thought_before_the_kind_in_every_variant() {
+        let s = CallSchema::deciding(&[weather()], Narrowing::PerTool, Decide::Reason);
+        for v in s.as_value()["oneOf"].as_array().unwrap() {
+            let keys: Vec<&String> = v["properties"].as_object().unwrap().keys().collect();
+            assert_eq!(keys[..2], ["thought", "kind"], "{v}");
+            assert_eq!(v["properties"]["thought"]["maxLength"], REASON_MAX);
+        }
+        let answer_only = CallSchema::answer_only_deciding(Decide::Reason);
+        assert!(!answer_only.allows(Kind::ToolCall));
+        let first = &answer_only.as_value()["oneOf"][0]["properties"];
+        assert_eq!(first.as_object().unwrap().keys().next().unwrap(), "thought");
+    }
+
+    #[test]
+    fn reason_checks_the_same_turns_as_direct() {
+        let s = CallSchema::deciding(&[weather()], Narrowing::PerTool, Decide::Reason);
+        let ok = turn(
+            r#"{"thought":"t","kind":"tool_call","tool":"get_weather","arguments":{"city":"Oslo"}}"#,
+        );
+        assert!(s.check(&ok).is_ok());
+        assert_eq!(
+            Decide::Reason.canonical(&ok),
+            r#"{"thought":"t","kind":"tool_call","tool":"get_weather","arguments":{"city":"Oslo"}}"#
+        );
+        let long = Turn::FinalAnswer {
+            thought: "x".repeat(200),
+            content: String::new(),
+        };
+        assert!(s.check(&long).unwrap_err().to_string().contains("/thought"));
     }
 }

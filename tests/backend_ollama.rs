@@ -38,6 +38,7 @@ fn options() -> GenOptions {
         stop: vec!["<end_of_turn>".into()],
         keep_alive: Some("5m".into()),
         request_timeout: Duration::from_secs(30),
+        top_logprobs: None,
     }
 }
 
@@ -393,4 +394,46 @@ fn an_expired_deadline_sends_nothing() {
     let err = chat(&fake.url, Deadline::after(Duration::ZERO)).unwrap_err();
     assert!(matches!(err, BackendError::Timeout { .. }), "{err}");
     assert!(fake.requests.lock().unwrap().is_empty());
+}
+
+/// Ollama 0.12.11 and later: `logprobs` and `top_logprobs` at the top of the request, one
+/// `logprobs` array per streamed chunk.
+#[test]
+fn log_probabilities_are_asked_for_and_read_from_each_chunk() {
+    let mut server = mockito::Server::new();
+    let show = show(&mut server, json!(["completion"]));
+    let chat_mock = server
+        .mock("POST", "/api/chat")
+        .match_body(Matcher::PartialJson(
+            json!({"logprobs": true, "top_logprobs": 20}),
+        ))
+        .with_status(200)
+        .with_body(stream(&[
+            r#"{"message":{"content":"{\"kind\": \""},"logprobs":[{"token":"{\"kind\": \"","logprob":-0.01,"top_logprobs":[]}],"done":false}"#,
+            r#"{"message":{"content":"final"},"logprobs":[{"token":"final","logprob":-0.5,"top_logprobs":[{"token":"final","logprob":-0.5},{"token":"tool","logprob":-1.2}]}],"done":false}"#,
+            r#"{"message":{"content":"_answer\"}"},"done":false}"#,
+            DONE,
+        ]))
+        .create();
+    let messages = history();
+    let schema = toolloop::schema::call_schema().clone();
+    let opts = GenOptions {
+        top_logprobs: Some(20),
+        ..options()
+    };
+    let req = ChatRequest {
+        messages: &messages,
+        schema: Some(&schema),
+        options: &opts,
+    };
+    let reply = Ollama::new(&server.url(), "gemma3:4b")
+        .chat(&req, soon(), &mut |_| {})
+        .unwrap();
+    show.assert();
+    chat_mock.assert();
+    assert_eq!(reply.logprobs.len(), 2);
+    assert_eq!(reply.logprobs[1].top[1], ("tool".to_string(), -1.2));
+    let share = toolloop::decision::tool_share(&reply).unwrap();
+    let expected = (-1.2f64).exp() / ((-1.2f64).exp() + (-0.5f64).exp());
+    assert!((share - expected).abs() < 1e-9, "{share}");
 }

@@ -108,6 +108,8 @@ pub struct GenOptions {
     pub keep_alive: Option<String>,
     /// The longest one model request may take, within the run's deadline.
     pub request_timeout: Duration,
+    /// Ask for the log-probabilities of this many alternatives per generated token.
+    pub top_logprobs: Option<u32>,
 }
 
 /// What the loop asks of a backend.
@@ -122,10 +124,11 @@ pub struct ChatRequest<'a> {
 }
 
 /// Why generation stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// The model finished (end of turn or a stop sequence).
+    #[default]
     Finished,
     /// The token limit was hit: the reply is truncated and goes to the repairer.
     Length,
@@ -167,8 +170,20 @@ pub struct Timings {
     pub generation: Option<Duration>,
 }
 
-/// A model's reply.
+/// One generated token with the model's log-probability of it and of its most likely
+/// alternatives at that position (before the grammar filtered them).
 #[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    /// The token's text.
+    pub token: String,
+    /// Its natural-log probability.
+    pub logprob: f64,
+    /// The most likely tokens at this position, with their log-probabilities.
+    pub top: Vec<(String, f64)>,
+}
+
+/// A model's reply.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChatReply {
     /// The raw text, exactly as the model produced it.
     pub text: String,
@@ -178,10 +193,32 @@ pub struct ChatReply {
     pub usage: Usage,
     /// Durations.
     pub timings: Timings,
+    /// Per-token log-probabilities, when they were asked for (`GenOptions::top_logprobs`)
+    /// and the server gives them.
+    pub logprobs: Vec<TokenLogprob>,
 }
 
 /// Receives the reply's text as it streams in.
 pub type TextSink<'a> = &'a mut dyn FnMut(&str);
+
+/// One entry of an OpenAI-style `logprobs.content` array (Ollama uses the same shape).
+pub(crate) fn token_logprob(v: &Value) -> TokenLogprob {
+    TokenLogprob {
+        token: v["token"].as_str().unwrap_or_default().to_string(),
+        logprob: v["logprob"].as_f64().unwrap_or(f64::NEG_INFINITY),
+        top: v["top_logprobs"]
+            .as_array()
+            .map(|top| {
+                top.iter()
+                    .map(|t| {
+                        let token = t["token"].as_str().unwrap_or_default().to_string();
+                        (token, t["logprob"].as_f64().unwrap_or(f64::NEG_INFINITY))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
 
 /// A model server.
 pub trait Backend: Send {

@@ -288,6 +288,11 @@ impl Ollama {
         if let Some(k) = &request.options.keep_alive {
             body.insert("keep_alive".into(), json!(k));
         }
+        // Ollama 0.12.11 and later; older servers ignore the fields.
+        if let Some(n) = request.options.top_logprobs {
+            body.insert("logprobs".into(), json!(true));
+            body.insert("top_logprobs".into(), json!(n));
+        }
         Value::Object(body)
     }
 }
@@ -362,6 +367,7 @@ impl Backend for Ollama {
         )?;
         let mut reader = BufReader::new(resp.into_body().into_reader());
         let mut text = String::new();
+        let mut logprobs = Vec::new();
         loop {
             let line = match http::read_line(&mut reader, MAX_LINE) {
                 Ok(Some(line)) => line,
@@ -400,6 +406,9 @@ impl Backend for Ollama {
                 text.push_str(piece);
                 sink(piece);
             }
+            if let Some(tokens) = chunk["logprobs"].as_array() {
+                logprobs.extend(tokens.iter().map(super::token_logprob));
+            }
             if chunk["done"] == true {
                 let stop = match chunk["done_reason"].as_str() {
                     Some("length") => StopReason::Length,
@@ -419,6 +428,7 @@ impl Backend for Ollama {
                         prompt: nanos(&chunk["prompt_eval_duration"]),
                         generation: nanos(&chunk["eval_duration"]),
                     },
+                    logprobs,
                 });
             }
             if deadline.is_expired() {

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     Backend, BackendError, ChatReply, ChatRequest, GenOptions, Message, Role, StopReason, TextSink,
-    Timings, Usage, backoff,
+    Timings, TokenLogprob, Usage, backoff,
 };
 use crate::deadline::Deadline;
 use crate::http::{self, Failure};
@@ -145,6 +145,10 @@ fn add_options(body: &mut Map<String, Value>, o: &GenOptions) {
     if !o.stop.is_empty() {
         body.insert("stop".into(), json!(o.stop));
     }
+    if let Some(n) = o.top_logprobs {
+        body.insert("logprobs".into(), json!(true));
+        body.insert("top_logprobs".into(), json!(n));
+    }
 }
 
 /// What the stream said so far.
@@ -154,6 +158,7 @@ struct Collected {
     finish: Option<String>,
     usage: Option<Value>,
     timings: Option<Value>,
+    logprobs: Vec<TokenLogprob>,
 }
 
 impl Collected {
@@ -167,6 +172,10 @@ impl Collected {
         {
             self.text.push_str(piece);
             sink(piece);
+        }
+        if let Some(tokens) = choice["logprobs"]["content"].as_array() {
+            self.logprobs
+                .extend(tokens.iter().map(super::token_logprob));
         }
         if let Some(f) = choice["finish_reason"].as_str() {
             self.finish = Some(f.to_string());
@@ -214,6 +223,7 @@ impl Collected {
                 prompt: ms(&timings["prompt_ms"]),
                 generation: ms(&timings["predicted_ms"]),
             },
+            logprobs: self.logprobs,
         }
     }
 }

@@ -199,6 +199,7 @@ impl Backend for Scripted {
                 total: started.elapsed(),
                 ..Timings::default()
             },
+            logprobs: Vec::new(),
         })
     }
 }

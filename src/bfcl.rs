@@ -1,0 +1,355 @@
+//! The Berkeley Function Calling Leaderboard (BFCL) data and its AST scoring, for
+//! `toolloop eval` ([`crate::eval`]).
+//!
+//! Each case is a question and the functions on offer. Scoring (BFCL's AST checker, for
+//! single calls): the function name; every required parameter present; no parameter
+//! outside the schema; each value of its declared type (an integer is accepted for a
+//! float); each value among the possible answers (strings compared lower-cased with spaces
+//! and `,./-_*^` removed); a parameter may be absent only if `""` is among its possible
+//! answers. Irrelevance cases pass when no call is made.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::tools::ToolSpec;
+
+/// One case of a dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    /// The case id, e.g. `simple_python_0`.
+    pub id: String,
+    /// The category, from the file name (`simple_python`, `multiple`, `irrelevance`).
+    pub category: String,
+    /// The person's question.
+    pub question: String,
+    /// The functions, converted to tools.
+    pub tools: Vec<ToolSpec>,
+    /// The functions as BFCL wrote them (their types decide the type check).
+    pub functions: Vec<Value>,
+    /// The possible answers: `{function: {param: [values]}}`; empty for irrelevance.
+    pub ground_truth: Vec<Value>,
+}
+
+/// Why loading failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvalError {
+    /// A file could not be read.
+    #[error("{path}: {detail}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        detail: String,
+    },
+    /// A line is not a BFCL case.
+    #[error("{path} line {line}: {detail}")]
+    Format {
+        /// The file.
+        path: String,
+        /// The line (1-based).
+        line: usize,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// Maps a BFCL parameter schema to JSON Schema: `dict`→object, `float`→number,
+/// `tuple`→array, `any`→string; recursively.
+///
+/// ```
+/// use serde_json::json;
+/// let s = toolloop::eval::to_json_schema(&json!({"type": "dict", "properties": {
+///     "x": {"type": "float"}, "t": {"type": "tuple", "items": {"type": "any"}}}}));
+/// assert_eq!(s, json!({"type": "object", "properties": {
+///     "x": {"type": "number"}, "t": {"type": "array", "items": {"type": "string"}}}}));
+/// ```
+pub fn to_json_schema(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut out = Map::new();
+            for (k, val) in m {
+                let val = match (k.as_str(), val) {
+                    ("type", Value::String(t)) => Value::String(
+                        match t.as_str() {
+                            "dict" => "object",
+                            "float" => "number",
+                            "tuple" => "array",
+                            "any" => "string",
+                            other => other,
+                        }
+                        .to_string(),
+                    ),
+                    ("properties", Value::Object(props)) => Value::Object(
+                        props
+                            .iter()
+                            .map(|(p, s)| (p.clone(), to_json_schema(s)))
+                            .collect(),
+                    ),
+                    ("items", s) => to_json_schema(s),
+                    // Python reprs of defaults are data, not schema.
+                    ("default", _) => continue,
+                    (_, other) => other.clone(),
+                };
+                out.insert(k.clone(), val);
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
+}
+
+fn category_of(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("unknown");
+    stem.strip_prefix("BFCL_v4_")
+        .or_else(|| stem.strip_prefix("BFCL_v3_"))
+        .unwrap_or(stem)
+        .to_string()
+}
+
+fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>, EvalError> {
+    let text = std::fs::read_to_string(path).map_err(|e| EvalError::Read {
+        path: path.display().to_string(),
+        detail: e.to_string(),
+    })?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v = serde_json::from_str(line).map_err(|e| EvalError::Format {
+            path: path.display().to_string(),
+            line: n + 1,
+            detail: e.to_string(),
+        })?;
+        out.push((n + 1, v));
+    }
+    Ok(out)
+}
+
+/// Loads a dataset file and its possible answers (`possible_answer/<same name>` beside
+/// it; none for irrelevance). A directory loads every `BFCL_*.json` in it.
+pub fn load(path: &Path) -> Result<Vec<Case>, EvalError> {
+    if path.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| EvalError::Read {
+                path: path.display().to_string(),
+                detail: e.to_string(),
+            })?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_file()
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("BFCL_") && n.ends_with(".json"))
+            })
+            .collect();
+        files.sort();
+        let mut all = Vec::new();
+        for f in files {
+            all.extend(load(&f)?);
+        }
+        return Ok(all);
+    }
+    let category = category_of(path);
+    let answers_path = path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("possible_answer")
+        .join(path.file_name().unwrap_or_default());
+    let mut answers = std::collections::HashMap::new();
+    if answers_path.is_file() {
+        for (_, v) in read_lines(&answers_path)? {
+            if let Some(id) = v["id"].as_str() {
+                answers.insert(id.to_string(), v["ground_truth"].clone());
+            }
+        }
+    }
+    let mut cases = Vec::new();
+    for (line, v) in read_lines(path)? {
+        let err = |detail: &str| EvalError::Format {
+            path: path.display().to_string(),
+            line,
+            detail: detail.to_string(),
+        };
+        let id = v["id"].as_str().ok_or_else(|| err("no id"))?.to_string();
+        // `question` is a list of turns, each a list of messages; the last user message
+        // of the first turn is the question.
+        let question = v["question"][0]
+            .as_array()
+            .and_then(|msgs| {
+                msgs.iter()
+                    .rev()
+                    .find(|m| m["role"] == "user")
+                    .and_then(|m| m["content"].as_str())
+            })
+            .ok_or_else(|| err("no user question"))?
+            .to_string();
+        let functions: Vec<Value> = v["function"]
+            .as_array()
+            .ok_or_else(|| err("no function list"))?
+            .clone();
+        let tools = functions
+            .iter()
+            .map(|f| {
+                ToolSpec::new(
+                    f["name"].as_str().unwrap_or(""),
+                    f["description"].as_str().unwrap_or(""),
+                    to_json_schema(&f["parameters"]),
+                )
+            })
+            .collect();
+        let ground_truth = match answers.get(&id) {
+            Some(Value::Array(gt)) => gt.clone(),
+            _ => Vec::new(),
+        };
+        if ground_truth.is_empty() && !category.contains("irrelevance") {
+            return Err(err("no possible answer for this case"));
+        }
+        cases.push(Case {
+            id,
+            category: category.clone(),
+            question,
+            tools,
+            functions,
+            ground_truth,
+        });
+    }
+    Ok(cases)
+}
+
+/// A predicted call: the first `tool_call` of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    /// The function name.
+    pub name: String,
+    /// The arguments.
+    pub arguments: Map<String, Value>,
+}
+
+/// BFCL's string normalisation: lower case, without spaces and `,./-_*^`.
+pub fn normalize(s: &str) -> String {
+    s.to_lowercase()
+        .chars()
+        .filter(|c| !c.is_whitespace() && !",./-_*^".contains(*c))
+        .collect()
+}
+
+fn values_match(got: &Value, want: &Value) -> bool {
+    match (got, want) {
+        (Value::String(g), Value::String(w)) => normalize(g) == normalize(w),
+        (Value::Number(g), Value::Number(w)) => g.as_f64() == w.as_f64(),
+        (Value::Array(g), Value::Array(w)) => {
+            g.len() == w.len() && g.iter().zip(w).all(|(a, b)| values_match(a, b))
+        }
+        (Value::Object(g), Value::Object(w)) => {
+            // Nested dicts: each possible-answer key holds a list of possible values.
+            w.iter().all(|(k, options)| match (g.get(k), options) {
+                (Some(v), Value::Array(opts)) => opts.iter().any(|o| values_match(v, o)),
+                (None, Value::Array(opts)) => opts.iter().any(|o| o == ""),
+                (Some(v), o) => values_match(v, o),
+                (None, _) => false,
+            }) && g.keys().all(|k| w.contains_key(k))
+        }
+        (g, w) => g == w,
+    }
+}
+
+fn type_ok(v: &Value, bfcl_type: &str) -> bool {
+    match bfcl_type {
+        "integer" => v.is_i64() || v.is_u64(),
+        "float" | "number" => v.is_number(),
+        "string" => v.is_string(),
+        "boolean" => v.is_boolean(),
+        "array" | "tuple" => v.is_array(),
+        "dict" | "object" => v.is_object(),
+        _ => true,
+    }
+}
+
+/// Scores a prediction. `Ok(())` passes; the error says which rule failed.
+///
+/// ```
+/// use serde_json::json;
+/// use toolloop::eval::{score, Call};
+///
+/// let functions = [json!({"name": "area", "parameters": {"type": "dict",
+///     "properties": {"base": {"type": "float"}, "unit": {"type": "string"}}, "required": ["base"]}})];
+/// let truth = [json!({"area": {"base": [10.0], "unit": ["cm", ""]}})];
+/// let call = Call { name: "area".into(), arguments: json!({"base": 10}).as_object().unwrap().clone() };
+/// assert_eq!(score("simple_python", Some(&call), &functions, &truth), Ok(()));
+/// ```
+pub fn score(
+    category: &str,
+    call: Option<&Call>,
+    functions: &[Value],
+    ground_truth: &[Value],
+) -> Result<(), String> {
+    if category.contains("irrelevance") {
+        return match call {
+            None => Ok(()),
+            Some(c) => Err(format!("called {} where no function fits", c.name)),
+        };
+    }
+    let call = call.ok_or("no call was made")?;
+    let truth = ground_truth
+        .first()
+        .and_then(Value::as_object)
+        .ok_or("no possible answer")?;
+    let (want_name, want_params) = truth.iter().next().ok_or("empty possible answer")?;
+    if &call.name != want_name {
+        return Err(format!("called {} instead of {want_name}", call.name));
+    }
+    let function = functions
+        .iter()
+        .find(|f| f["name"] == call.name.as_str())
+        .ok_or_else(|| format!("{} is not among the functions", call.name))?;
+    let props = function["parameters"]["properties"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let required: Vec<&str> = function["parameters"]["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for r in &required {
+        if !call.arguments.contains_key(*r) {
+            return Err(format!("required parameter {r} is missing"));
+        }
+    }
+    for (k, v) in &call.arguments {
+        let Some(schema) = props.get(k) else {
+            return Err(format!("parameter {k} is not in the schema"));
+        };
+        let t = schema["type"].as_str().unwrap_or("any");
+        if !type_ok(v, t) {
+            return Err(format!("parameter {k} should be of type {t}, got {v}"));
+        }
+    }
+    let want_params = want_params.as_object().cloned().unwrap_or_default();
+    for (k, options) in &want_params {
+        let options = options.as_array().cloned().unwrap_or_default();
+        match call.arguments.get(k) {
+            None => {
+                if !options.iter().any(|o| o == "") {
+                    return Err(format!("parameter {k} is missing"));
+                }
+            }
+            Some(v) => {
+                if !options.iter().any(|o| values_match(v, o)) {
+                    return Err(format!(
+                        "parameter {k} = {v} is not among {}",
+                        Value::Array(options)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}

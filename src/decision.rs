@@ -1,0 +1,154 @@
+//! The model's own probability that a tool should be called, read from its reply.
+//!
+//! Under the grammar the model commits to a kind at the first token of the `kind` value.
+//! What it wrote there is only the most likely choice; the probabilities beside it say how
+//! sure it was. A small model that calls a tool for every question still gives the answer
+//! kinds some weight when no tool fits, and [`tool_share`] measures that weight: the
+//! probability of the tokens that begin `tool_call`, over that of every kind's tokens,
+//! at that one position. The loop declines a call whose share is below a threshold
+//! measured on data (`BENCHMARKS.md`) and asks for an answer instead.
+//!
+//! Both llama-server and Ollama (0.12.11 and later) report the most likely tokens at each
+//! position before the grammar filters them, so tokens that the grammar would refuse are
+//! simply not counted.
+
+use crate::backend::ChatReply;
+
+const KINDS: [&str; 3] = ["tool_call", "final_answer", "clarify"];
+
+/// Where the value of `"kind"` begins in `text` (just after its opening quote).
+fn kind_value_offset(text: &str) -> Option<usize> {
+    let at = text.find("\"kind\"")? + "\"kind\"".len();
+    let rest = &text[at..];
+    let colon = rest.find(':')?;
+    if !rest[..colon].trim().is_empty() {
+        return None;
+    }
+    let after = &rest[colon + 1..];
+    let quote = after.find('"')?;
+    after[..quote]
+        .trim()
+        .is_empty()
+        .then_some(at + colon + 1 + quote + 1)
+}
+
+/// The kind a token continues, given the part of the value written before it.
+fn kind_of(before: &str, token: &str) -> Option<usize> {
+    let value = format!("{before}{token}");
+    let value = value.split('"').next().unwrap_or_default();
+    if value.is_empty() {
+        return None;
+    }
+    KINDS
+        .iter()
+        .position(|k| k.starts_with(value) || value.starts_with(k))
+}
+
+/// The share of probability the model gave to calling a tool at the token where it chose
+/// the kind: `p(tool_call) / (p(tool_call) + p(final_answer) + p(clarify))`, from the
+/// alternatives the server reported there. `None` when the reply carries no
+/// log-probabilities, or the kinds cannot be told apart in them.
+///
+/// ```
+/// use toolloop::backend::{ChatReply, TokenLogprob};
+/// use toolloop::decision::tool_share;
+///
+/// let text = r#"{"kind": "tool_call", "tool": "x", "arguments": {}}"#;
+/// let tok = |t: &str| TokenLogprob { token: t.into(), logprob: -0.1, top: vec![] };
+/// let mut logprobs = vec![tok(r#"{"kind": ""#)];
+/// logprobs.push(TokenLogprob {
+///     token: "tool".into(),
+///     logprob: 0.6f64.ln(),
+///     top: vec![("tool".into(), 0.6f64.ln()), ("final".into(), 0.2f64.ln()), ("hello".into(), 0.2f64.ln())],
+/// });
+/// logprobs.push(tok(r#"_call", "tool": "x", "arguments": {}}"#));
+/// let reply = ChatReply { text: text.into(), logprobs, ..ChatReply::default() };
+/// assert!((tool_share(&reply).unwrap() - 0.75).abs() < 1e-9);
+/// ```
+pub fn tool_share(reply: &ChatReply) -> Option<f64> {
+    let offset = kind_value_offset(&reply.text)?;
+    let mut start = 0;
+    for t in &reply.logprobs {
+        let end = start + t.token.len();
+        if end > offset {
+            let cut = offset.saturating_sub(start);
+            let head = t.token.get(..cut)?;
+            let mut p = [0.0f64; 3];
+            let mut alternatives = t.top.clone();
+            if !alternatives.iter().any(|(tok, _)| *tok == t.token) {
+                alternatives.push((t.token.clone(), t.logprob));
+            }
+            for (tok, logprob) in &alternatives {
+                // An alternative counts only when it writes the same text up to the value.
+                let Some(rest) = tok.strip_prefix(head) else {
+                    continue;
+                };
+                if let Some(k) = kind_of("", rest) {
+                    p[k] += logprob.exp();
+                }
+            }
+            let total: f64 = p.iter().sum();
+            return (total > 0.0).then(|| p[0] / total);
+        }
+        start = end;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::TokenLogprob;
+
+    fn reply(text: &str, tokens: &[(&str, &[(&str, f64)])]) -> ChatReply {
+        ChatReply {
+            text: text.into(),
+            logprobs: tokens
+                .iter()
+                .map(|(t, top)| TokenLogprob {
+                    token: t.to_string(),
+                    logprob: top
+                        .iter()
+                        .find(|(a, _)| a == t)
+                        .map(|(_, p)| p.ln())
+                        .unwrap_or(-30.0),
+                    top: top.iter().map(|(a, p)| (a.to_string(), p.ln())).collect(),
+                })
+                .collect(),
+            ..ChatReply::default()
+        }
+    }
+
+    #[test]
+    fn a_token_that_carries_the_quote_is_split_at_the_value() {
+        let text = "{\"kind\": \"final_answer\", \"content\": \"x\"}";
+        let r = reply(
+            text,
+            &[
+                ("{\"kind\":", &[]),
+                (
+                    " \"final",
+                    &[(" \"final", 0.5), (" \"tool", 0.3), (" \"clar", 0.1)],
+                ),
+                ("_answer\", \"content\": \"x\"}", &[]),
+            ],
+        );
+        assert!((tool_share(&r).unwrap() - 0.3 / 0.9).abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_logprobs_or_no_kind_says_nothing() {
+        assert_eq!(tool_share(&reply("{\"kind\": \"tool_call\"}", &[])), None);
+        assert_eq!(
+            tool_share(&reply("{\"a\": 1}", &[("{\"a\": 1}", &[])])),
+            None
+        );
+    }
+
+    #[test]
+    fn the_value_offset_allows_spaces_and_no_spaces() {
+        assert_eq!(kind_value_offset("{\"kind\":\"x\"}"), Some(9));
+        assert_eq!(kind_value_offset("{\"kind\" : \"x\"}"), Some(11));
+        assert_eq!(kind_value_offset("{\"kind\": 5}"), None);
+    }
+}
