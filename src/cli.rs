@@ -148,9 +148,11 @@ pub struct ModelArgs {
     /// Show the full trace on stderr.
     #[arg(short, long)]
     pub verbose: bool,
-    /// How the model decides between a tool and an answer: direct (the kind first) or
-    /// reason (one short reason first, then the kind).
-    #[arg(long, value_enum, default_value = "direct")]
+    /// How the model decides between a tool and an answer: probability (the kind first; a
+    /// call the model was unsure of, or that the question's words do not point to, is
+    /// declined), direct (the kind first, taken as it is) or reason (one short reason
+    /// first, then the kind).
+    #[arg(long, value_enum, default_value = "probability")]
     pub decide: DecideArg,
     /// Pass every argument the model wrote, even optional ones the question never gave.
     #[arg(long)]

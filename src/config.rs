@@ -132,7 +132,9 @@ impl Default for Config {
             },
             system: None,
             narrowing: Narrowing::PerTool,
-            decide: Decide::Direct,
+            // Measured best on BFCL with both real models (BENCHMARKS.md); without
+            // log-probabilities from the server it decides as `Direct` does.
+            decide: Decide::Probability,
             ground_arguments: true,
             tool_threshold: 0.5,
             max_invalid_retries: 2,

@@ -13,8 +13,84 @@
 //! simply not counted.
 
 use crate::backend::ChatReply;
+use crate::config::Limits;
+use crate::events::Event;
+use crate::relevance;
+use crate::tools::ToolSpec;
 
 const KINDS: [&str; 3] = ["tool_call", "final_answer", "clarify"];
+
+/// Below this share of the question's content words in the tool's own text
+/// ([`crate::relevance::support`]), a call goes ahead only if the model was sure of it.
+pub const MIN_SUPPORT: f64 = 0.2;
+/// How sure the model must be of a call the question's words do not point to. Measured:
+/// Qwen 0.5B gave calls that fit BFCL questions 0.77–0.999 and unfitting ones 0.58–0.999,
+/// so only near-certainty overrides the missing words.
+pub const SURE: f64 = 0.99;
+
+/// Whether a call with the model's probability `p_tool` and the question's `support` for
+/// the tool is declined: below `threshold` always; with low support unless [`SURE`].
+///
+/// ```
+/// use toolloop::decision::decline;
+/// assert!(decline(0.95, Some(0.0), 0.5));
+/// assert!(!decline(0.995, Some(0.0), 0.5));
+/// assert!(!decline(0.95, Some(0.5), 0.5));
+/// assert!(!decline(0.95, None, 0.5));
+/// assert!(decline(0.3, Some(1.0), 0.5));
+/// ```
+pub fn decline(p_tool: f64, support: Option<f64>, threshold: f64) -> bool {
+    p_tool < threshold || (support.is_some_and(|s| s < MIN_SUPPORT) && p_tool < SURE)
+}
+
+/// The [`Event::Decision`] for a reply that calls `tool`: the model's probability of the
+/// call, the question's support for the tool, and whether the call is declined (never
+/// without `limits.tool_threshold`); for a declined call, the tools to choose among
+/// instead (none: answer). `None` when the reply carries no log-probabilities.
+///
+/// A call is also declined when the question's words point to other tools much more
+/// strongly ([`MARGIN`]): those are named in `instead`, and the model is asked again with
+/// only them (and the answer kinds) in view.
+pub fn judge(
+    reply: &ChatReply,
+    tool: &str,
+    specs: &[ToolSpec],
+    question: &str,
+    limits: &Limits,
+) -> Option<(Event, Option<Vec<String>>)> {
+    let p_tool = tool_share(reply)?;
+    let threshold = limits.tool_threshold;
+    let supports: Vec<(String, Option<f64>)> = specs
+        .iter()
+        .map(|s| (s.name.clone(), relevance::support(question, s)))
+        .collect();
+    let support = supports
+        .iter()
+        .find(|(n, _)| n == tool)
+        .and_then(|(_, s)| *s);
+    let best = supports.iter().filter_map(|(_, s)| *s).fold(0.0, f64::max);
+    let instead: Vec<String> = match support {
+        Some(own) if best >= MIN_SUPPORT && best >= own + MARGIN && threshold.is_some() => supports
+            .into_iter()
+            .filter(|(_, s)| s.is_some_and(|s| s >= best - 0.05))
+            .map(|(n, _)| n)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let declined = !instead.is_empty() || threshold.is_some_and(|t| decline(p_tool, support, t));
+    let event = Event::Decision {
+        tool: tool.to_string(),
+        p_tool,
+        support,
+        declined,
+        instead: instead.clone(),
+    };
+    Some((event, declined.then_some(instead)))
+}
+
+/// How much more of the question another tool must cover for the model to be asked to
+/// choose again among the tools that cover most of it.
+pub const MARGIN: f64 = 0.25;
 
 /// Where the value of `"kind"` begins in `text` (just after its opening quote).
 fn kind_value_offset(text: &str) -> Option<usize> {

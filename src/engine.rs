@@ -112,8 +112,9 @@ pub struct Engine {
     answer_schema: CallSchema,
     /// Set when the model keeps repeating a call: from then on only an answer is allowed.
     forced_answer: bool,
-    /// Set when a call was declined for its low probability: the next reply must answer.
-    declined: bool,
+    /// Set when a call was declined ([`crate::decision`]): the next reply chooses among
+    /// the tools that fit the question better, or answers when there are none.
+    shortlist: Option<CallSchema>,
     guard: ContextGuard,
     history: Vec<Message>,
     run_start: usize,
@@ -155,7 +156,7 @@ impl Engine {
             schema,
             answer_schema: CallSchema::answer_only_deciding(decide),
             forced_answer: false,
-            declined: false,
+            shortlist: None,
             history,
             run_start,
             iterations: 0,
@@ -206,15 +207,15 @@ impl Engine {
     }
 
     fn answer_only(&self) -> bool {
-        self.forced_answer || self.declined || self.iterations + 1 >= self.limits.max_iterations
+        self.forced_answer || self.iterations + 1 >= self.limits.max_iterations
     }
 
     /// The schema for the next model request.
     pub fn schema(&self) -> &CallSchema {
-        if self.answer_only() {
-            &self.answer_schema
-        } else {
-            &self.schema
+        match &self.shortlist {
+            _ if self.answer_only() => &self.answer_schema,
+            Some(shortlist) => shortlist,
+            None => &self.schema,
         }
     }
 
@@ -261,22 +262,20 @@ impl Engine {
             }
             return;
         }
-        if let (Turn::ToolCall { tool, .. }, false) = (&parsed.turn, self.answer_only())
-            && let Some(p_tool) = decision::tool_share(reply)
-        {
-            let declined = self.limits.tool_threshold.is_some_and(|t| p_tool < t);
-            self.events.push(Event::Decision {
-                tool: tool.clone(),
-                p_tool,
-                declined,
-            });
-            if declined {
-                self.declined = true;
-                return;
+        if let (Turn::ToolCall { tool, .. }, false) = (&parsed.turn, self.answer_only()) {
+            let question = &self.history[self.run_start].content;
+            let judged = decision::judge(reply, tool, &self.specs, question, &self.limits);
+            if let Some((event, instead)) = judged {
+                self.events.push(event);
+                if let Some(names) = instead {
+                    let keep = |name: &str| names.iter().any(|n| n == name);
+                    self.shortlist = Some(schema_of(&self.specs, keep, &self.limits));
+                    return;
+                }
             }
         }
         self.invalid_streak = 0;
-        self.declined = false;
+        self.shortlist = None;
         self.iterations += 1;
         let turn = parsed.turn;
         // The model's own text when it needed no repair: the server's prompt cache holds
@@ -327,13 +326,11 @@ impl Engine {
     }
 
     fn tool_call(&mut self, thought: String, tool: String, mut arguments: Map<String, Value>) {
-        if self.limits.ground_arguments {
-            let spec = self.specs.iter().find(|s| s.name == tool);
-            let dropped = grounding::drop_ungrounded(&mut arguments, spec, &self.history);
-            if !dropped.is_empty() {
-                let (tool, arguments) = (tool.clone(), dropped);
-                self.events.push(Event::Ungrounded { tool, arguments });
-            }
+        let spec = self.specs.iter().find(|s| s.name == tool);
+        if self.limits.ground_arguments
+            && let Some(e) = grounding::drop_ungrounded(&mut arguments, spec, &self.history)
+        {
+            self.events.push(e);
         }
         self.events.push(Event::ToolCall {
             iteration: self.iterations,
@@ -435,7 +432,8 @@ impl Engine {
             return self.history.push(Message::tool(&tool, observation));
         };
         self.unavailable.insert(tool.clone());
-        self.schema = schema_without(&self.specs, &self.unavailable, &self.limits);
+        let unavailable = &self.unavailable;
+        self.schema = schema_of(&self.specs, |n| !unavailable.contains(n), &self.limits);
         self.history.push(Message::tool(
             &tool,
             feedback::degraded(&tool, &observation),
@@ -530,18 +528,10 @@ impl Engine {
     }
 }
 
-/// The schema narrowed to the tools that are still available.
-fn schema_without(
-    specs: &[ToolSpec],
-    unavailable: &BTreeSet<String>,
-    limits: &Limits,
-) -> CallSchema {
-    let available: Vec<ToolSpec> = specs
-        .iter()
-        .filter(|s| !unavailable.contains(&s.name))
-        .cloned()
-        .collect();
-    CallSchema::deciding(&available, limits.narrowing, limits.decide)
+/// The schema narrowed to the tools `keep` names.
+fn schema_of(specs: &[ToolSpec], keep: impl Fn(&str) -> bool, limits: &Limits) -> CallSchema {
+    let kept: Vec<ToolSpec> = specs.iter().filter(|s| keep(&s.name)).cloned().collect();
+    CallSchema::deciding(&kept, limits.narrowing, limits.decide)
 }
 
 #[cfg(test)]

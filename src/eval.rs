@@ -80,23 +80,18 @@ fn tally(events: Vec<Event>, invalid: &mut u32, p_tool: &mut Option<f64>) {
     }
 }
 
-/// Runs `cases` on `jobs` threads at once, each with its own backend from `backend`
-/// (a server with that many slots answers them in parallel). `done` sees each result as
-/// it arrives; the results come back in the order of `cases`.
+/// Runs `cases` on one thread per backend, each case on whichever backend is free (a
+/// server with that many slots answers them in parallel). `done` sees each result as it
+/// arrives; the results come back in the order of `cases`.
 pub fn run_all(
-    backend: &(dyn Fn() -> Result<Box<dyn Backend>, BackendError> + Sync),
+    backends: Vec<Box<dyn Backend>>,
     cases: &[Case],
     run: &RunSettings,
-    jobs: usize,
     mut done: impl FnMut(&CaseResult),
-) -> Result<Vec<CaseResult>, BackendError> {
+) -> Vec<CaseResult> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let next = AtomicUsize::new(0);
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut backends = Vec::new();
-    for _ in 0..jobs.clamp(1, cases.len().max(1)) {
-        backends.push(backend()?);
-    }
     let mut results: Vec<Option<CaseResult>> = vec![None; cases.len()];
     std::thread::scope(|scope| {
         for mut b in backends {
@@ -118,7 +113,7 @@ pub fn run_all(
             results[i] = Some(r);
         }
     });
-    Ok(results.into_iter().flatten().collect())
+    results.into_iter().flatten().collect()
 }
 
 /// How each case of an eval runs.

@@ -103,8 +103,15 @@ pub enum Event {
         tool: String,
         /// The share of probability it gave to calling a tool.
         p_tool: f64,
-        /// Whether the call was declined for being below the threshold.
+        /// The share of the question's words the tool's own text has
+        /// ([`crate::relevance`]); none when the question has no content word.
+        support: Option<f64>,
+        /// Whether the call was declined: the model is asked again.
         declined: bool,
+        /// When declined for another tool that fits the question's words better: the
+        /// tools the model may choose from now. Empty: only an answer is asked for.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        instead: Vec<String>,
     },
     /// A call identical to an earlier one was not executed again.
     Repeat {
@@ -260,13 +267,17 @@ impl Trace {
             Event::Decision {
                 tool,
                 p_tool,
+                support,
                 declined,
+                instead,
             } => format!(
-                "[DECIDE] {tool}: p(tool) = {p_tool:.2}{}",
-                if *declined {
-                    ", below the threshold: asking for an answer instead"
-                } else {
-                    ""
+                "[DECIDE] {tool}: p(tool) = {p_tool:.3}, support {}{}",
+                support.map_or("-".to_string(), |s| format!("{s:.2}")),
+                match (declined, instead.is_empty()) {
+                    (false, _) => String::new(),
+                    (true, true) => ": declined, asking for an answer instead".into(),
+                    (true, false) =>
+                        format!(": declined, asking again among {}", instead.join(", ")),
                 }
             ),
             Event::Repeat { tool, count } => {

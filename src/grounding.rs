@@ -17,6 +17,7 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use crate::backend::{Message, Role};
+use crate::events::Event;
 use crate::tools::ToolSpec;
 
 /// The words and numbers of the run's evidence, for [`ungrounded`].
@@ -32,7 +33,7 @@ impl Evidence {
         let mut e = Evidence::default();
         for text in texts {
             for w in words(text) {
-                if let Ok(n) = w.parse::<f64>() {
+                if let Some(n) = w.parse::<f64>().ok().or_else(|| number_word(&w)) {
                     e.numbers.push(n);
                 }
                 e.words.insert(w);
@@ -61,6 +62,51 @@ impl Evidence {
             Value::Null => false,
             Value::Bool(_) | Value::Object(_) => true,
         }
+    }
+}
+
+/// The number a word names: "two tickets" gives the model `2` (BFCL's
+/// `num_tickets: 2` was dropped as invented before this).
+fn number_word(w: &str) -> Option<f64> {
+    const SMALL: [&str; 21] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    const TENS: [&str; 7] = [
+        "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+    ];
+    if let Some(i) = SMALL.iter().position(|s| *s == w) {
+        return Some(i as f64);
+    }
+    if let Some(i) = TENS.iter().position(|s| *s == w) {
+        return Some(30.0 + 10.0 * i as f64);
+    }
+    match w {
+        "once" | "single" => Some(1.0),
+        "twice" | "pair" | "couple" | "double" => Some(2.0),
+        "dozen" => Some(12.0),
+        "hundred" => Some(100.0),
+        "thousand" => Some(1000.0),
+        _ => None,
     }
 }
 
@@ -109,23 +155,38 @@ pub fn ungrounded(
         .as_array()
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
+    // A tool that marks nothing required (common among MCP servers) leaves the model to
+    // say what it wants; and a long string is the model's own composition (a query, a
+    // message), not a setting it picked.
+    if required.is_empty() {
+        return Vec::new();
+    }
     arguments
         .iter()
-        .filter(|(k, v)| !required.contains(&k.as_str()) && !evidence.grounds(v))
+        .filter(|(k, v)| !required.contains(&k.as_str()) && !composed(v) && !evidence.grounds(v))
         .map(|(k, _)| k.clone())
         .collect()
 }
 
+/// A string of more than [`SETTING_WORDS`] words: text the model wrote, not a value it
+/// chose for a setting.
+fn composed(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| words(s).len() > SETTING_WORDS)
+}
+
+/// The most words a string argument has when it is a setting (`"kilometers"`,
+/// `"Mission 1"`, `"Los Angeles, CA"`) rather than composed text.
+const SETTING_WORDS: usize = 4;
+
 /// Removes the ungrounded optional arguments of a call of `spec`, with the person's
-/// messages and the tool results in `history` as the evidence, and names them.
+/// messages and the tool results in `history` as the evidence; the
+/// [`Event::Ungrounded`] that names them, when there were any.
 pub fn drop_ungrounded(
     arguments: &mut Map<String, Value>,
     spec: Option<&ToolSpec>,
     history: &[Message],
-) -> Vec<String> {
-    let Some(spec) = spec else {
-        return Vec::new();
-    };
+) -> Option<Event> {
+    let spec = spec?;
     let said = history
         .iter()
         .filter(|m| matches!(m.role, Role::User | Role::Tool))
@@ -134,7 +195,10 @@ pub fn drop_ungrounded(
     for name in &dropped {
         arguments.shift_remove(name);
     }
-    dropped
+    (!dropped.is_empty()).then(|| Event::Ungrounded {
+        tool: spec.name.clone(),
+        arguments: dropped,
+    })
 }
 
 #[cfg(test)]
@@ -150,6 +214,7 @@ mod tests {
         assert!(e.grounds(&json!(4.5)));
         assert!(!e.grounds(&json!(5)));
         assert!(!e.grounds(&json!(9.81)));
+        assert!(Evidence::of(["Get me two tickets"]).grounds(&json!(2)));
     }
 
     #[test]
@@ -165,5 +230,20 @@ mod tests {
         assert!(!e.grounds(&json!(["Los Angeles", "Paris"])));
         assert!(e.grounds(&json!(true)));
         assert!(!e.grounds(&Value::Null));
+    }
+
+    #[test]
+    fn composed_text_and_tools_without_required_arguments_are_left_alone() {
+        let said = Evidence::of(["Say something nice"]);
+        let none_required = json!({"type": "object", "properties": {"text": {"type": "string"}}});
+        let args = json!({"text": "hi"});
+        assert!(ungrounded(args.as_object().unwrap(), &none_required, &said).is_empty());
+        let schema = json!({"type": "object", "required": ["to"],
+            "properties": {"to": {"type": "string"}, "body": {"type": "string"}, "tone": {"type": "string"}}});
+        let args = json!({"to": "Ann", "body": "Thank you so much for the lovely flowers", "tone": "warm"});
+        assert_eq!(
+            ungrounded(args.as_object().unwrap(), &schema, &said),
+            ["tone"]
+        );
     }
 }

@@ -81,6 +81,7 @@ mod http;
 pub mod orchestrator;
 pub mod outcome;
 pub mod prompt;
+pub mod relevance;
 pub mod repair;
 pub mod schema;
 #[cfg(feature = "server")]

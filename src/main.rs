@@ -342,10 +342,15 @@ fn run_eval(
         Err(e) => return fail(e),
     };
     let config = config(model, &ToolArgs::default(), true);
-    let preflight = config
-        .backend()
-        .and_then(|mut b| b.preflight(Deadline::after(Duration::from_secs(30))));
-    if let Err(e) = preflight {
+    // The first backend is the one checked; the others are made alike, one per job.
+    let mut backends = Vec::with_capacity(jobs);
+    for _ in 0..jobs.clamp(1, cases.len().max(1)) {
+        match config.backend() {
+            Ok(b) => backends.push(b),
+            Err(e) => return fail(with_flags(e)),
+        }
+    }
+    if let Err(e) = backends[0].preflight(Deadline::after(Duration::from_secs(30))) {
         return fail(with_flags(e));
     }
     let run = eval::RunSettings {
@@ -369,7 +374,7 @@ fn run_eval(
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let started = std::time::Instant::now();
-    let results = eval::run_all(&|| config.backend(), &cases, &run, jobs, |r| {
+    let results = eval::run_all(backends, &cases, &run, |r| {
         if model.verbose {
             bar.suspend(|| {
                 let why = r.reason.as_deref().unwrap_or("");
@@ -380,10 +385,6 @@ fn run_eval(
         bar.inc(1);
     });
     bar.finish_and_clear();
-    let results = match results {
-        Ok(r) => r,
-        Err(e) => return fail(with_flags(e)),
-    };
     if json {
         print_stdout(&eval::report_json(&results).to_string());
     } else {

@@ -519,11 +519,13 @@ fn usage_is_summed_over_the_run() {
             reply: call("calculator", json!({"expression": "1+1"})),
             stop: StopReason::Finished,
             usage,
+            logprobs: Vec::new(),
         },
         ScriptedReply {
             reply: answer("2"),
             stop: StopReason::Finished,
             usage,
+            logprobs: Vec::new(),
         },
     ]);
     let mut o = builder(model, &s).build().unwrap();

@@ -220,3 +220,88 @@ fn deterministic_tools() -> toolloop::tools::Catalogue {
     });
     toolloop::tools::Catalogue::load(vec![Box::new(f)], Deadline::none()).unwrap()
 }
+
+/// A run with the real model over the deterministic tools, with the trace printed.
+fn run_traced(question: &str) -> (toolloop::Outcome, Vec<toolloop::Event>) {
+    use std::sync::{Arc, Mutex};
+    use toolloop::events::Trace;
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&events);
+    let trace = Arc::new(Mutex::new(Trace::collect()));
+    let t = Arc::clone(&trace);
+    let mut o = toolloop::Orchestrator::builder()
+        .backend(OpenAi::new(&url(), "qwen", None))
+        .catalogue(deterministic_tools())
+        .timeout(Duration::from_secs(120))
+        .observer(move |e: &toolloop::Event| {
+            seen.lock().unwrap().push(e.clone());
+            toolloop::events::Observer::event(&mut *t.lock().unwrap(), e)
+        })
+        .build()
+        .unwrap();
+    let out = o.run(question).unwrap();
+    eprintln!("--- {question}");
+    for line in trace.lock().unwrap().lines() {
+        eprintln!("{line}");
+    }
+    let events = events.lock().unwrap().clone();
+    (out, events)
+}
+
+/// The decision step with the default settings: three questions that need no tool get no
+/// tool call, three that need one get the right one first.
+#[test]
+#[ignore = "needs a llama-server: see the module docs"]
+fn tools_are_called_only_for_questions_that_need_one() {
+    let no_tool = [
+        "What is the capital of France?",
+        "Who wrote Romeo and Juliet?",
+        "Translate 'thank you' into French.",
+    ];
+    for q in no_tool {
+        let (out, _) = run_traced(q);
+        let used: Vec<&str> = out.steps.iter().filter_map(|s| s.tool.as_deref()).collect();
+        assert!(used.is_empty(), "{q}: called {used:?}");
+        assert!(out.answer().is_some(), "{q}: {:?}", out.ending);
+    }
+    let need_tool = [
+        ("How much is 123.5 * 48?", "calculator"),
+        ("What is the weather in Paris right now?", "get_weather"),
+        ("What's the weather like in Tokyo today?", "get_weather"),
+    ];
+    for (q, tool) in need_tool {
+        let (out, _) = run_traced(q);
+        let first = out.steps.iter().find_map(|s| s.tool.as_deref());
+        assert_eq!(first, Some(tool), "{q}");
+    }
+}
+
+/// Every request after the first reuses what the server already evaluated: the previous
+/// prompt and the reply the model wrote, which goes back into the history as written.
+#[test]
+#[ignore = "needs a llama-server: see the module docs"]
+fn the_prompt_cache_holds_across_the_turns_of_a_run() {
+    let (out, events) = run_traced("What is the weather in Paris right now?");
+    let usages: Vec<toolloop::backend::Usage> = events
+        .iter()
+        .filter_map(|e| match e {
+            toolloop::Event::ModelReply { usage, .. } => Some(*usage),
+            _ => None,
+        })
+        .collect();
+    assert!(usages.len() >= 2, "{:?}", out.ending);
+    for pair in usages.windows(2) {
+        let seen_before = pair[0].prompt_tokens + pair[0].completion_tokens;
+        let cached = pair[1]
+            .cached_prompt_tokens
+            .expect("llama-server reports cache_n");
+        let reuse = cached as f64 / seen_before as f64;
+        eprintln!(
+            "reused {cached} of the {seen_before} tokens evaluated before ({:.0}%); {:.0}% of this prompt of {}",
+            100.0 * reuse,
+            100.0 * cached as f64 / pair[1].prompt_tokens as f64,
+            pair[1].prompt_tokens
+        );
+        assert!(reuse >= 0.9, "only {:.0}% reused", 100.0 * reuse);
+    }
+}

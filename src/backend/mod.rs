@@ -172,7 +172,7 @@ pub struct Timings {
 
 /// One generated token with the model's log-probability of it and of its most likely
 /// alternatives at that position (before the grammar filtered them).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TokenLogprob {
     /// The token's text.
     pub token: String,

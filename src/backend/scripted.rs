@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Backend, BackendError, ChatReply, ChatRequest, Message, StopReason, TextSink, Timings, Usage,
+    Backend, BackendError, ChatReply, ChatRequest, Message, StopReason, TextSink, Timings,
+    TokenLogprob, Usage,
 };
 use crate::deadline::Deadline;
 
@@ -31,7 +32,15 @@ pub struct ScriptedReply {
     /// Token counts, as the server reported them.
     #[serde(default)]
     pub usage: Usage,
+    /// The log-probabilities of the opening tokens, where the model chose the kind of
+    /// its turn ([`RECORDED_LOGPROBS`] at most), so a replay decides as the run did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logprobs: Vec<TokenLogprob>,
 }
+
+/// How many opening tokens' log-probabilities a recording keeps: the kind is chosen
+/// within the first few, and the rest would make each line hundreds of entries long.
+pub const RECORDED_LOGPROBS: usize = 12;
 
 fn finished() -> StopReason {
     StopReason::Finished
@@ -44,6 +53,7 @@ impl ScriptedReply {
             reply: reply.into(),
             stop: StopReason::Finished,
             usage: Usage::default(),
+            logprobs: Vec::new(),
         }
     }
 
@@ -199,7 +209,7 @@ impl Backend for Scripted {
                 total: started.elapsed(),
                 ..Timings::default()
             },
-            logprobs: Vec::new(),
+            logprobs: next.logprobs,
         })
     }
 }
@@ -249,6 +259,12 @@ impl<B: Backend> Backend for Recorder<B> {
             reply: reply.text.clone(),
             stop: reply.stop,
             usage: reply.usage,
+            logprobs: reply
+                .logprobs
+                .iter()
+                .take(RECORDED_LOGPROBS)
+                .cloned()
+                .collect(),
         };
         let mut text = serde_json::to_string(&line).unwrap_or_default();
         text.push('\n');

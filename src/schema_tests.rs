@@ -1,0 +1,178 @@
+//! Unit tests of CALL_SCHEMA, its narrowing and its layouts.
+
+use super::*;
+
+fn weather() -> ToolSpec {
+    ToolSpec::new(
+        "get_weather",
+        "Weather",
+        json!({"type": "object", "properties": {"city": {"type": "string"}},
+               "required": ["city"]}),
+    )
+}
+
+fn turn(text: &str) -> Turn {
+    Turn::parse(text).unwrap().turn
+}
+
+#[test]
+fn every_free_string_is_bounded() {
+    fn walk(v: &Value, path: &str) {
+        if let Value::Object(m) = v {
+            if m.get("type").and_then(Value::as_str) == Some("string") && !m.contains_key("const") {
+                assert!(m.contains_key("maxLength"), "unbounded string at {path}");
+            }
+            for (k, c) in m {
+                walk(c, &format!("{path}/{k}"));
+            }
+        } else if let Value::Array(a) = v {
+            for (i, c) in a.iter().enumerate() {
+                walk(c, &format!("{path}/{i}"));
+            }
+        }
+    }
+    walk(call_schema(), "");
+    walk(
+        CallSchema::for_tools(&[weather()], Narrowing::PerTool).as_value(),
+        "",
+    );
+}
+
+#[test]
+fn per_tool_variant_fixes_name_and_arguments() {
+    let s = CallSchema::for_tools(&[weather()], Narrowing::PerTool);
+    let v = &s.as_value()["oneOf"][0];
+    assert_eq!(v["properties"]["tool"]["const"], "get_weather");
+    assert_eq!(
+        v["properties"]["arguments"]["properties"]["city"]["maxLength"],
+        ARG_STRING_MAX
+    );
+    assert!(
+        s.check(&turn(
+            r#"{"kind":"tool_call","tool":"get_weather","arguments":{"city":"Oslo"}}"#
+        ))
+        .is_ok()
+    );
+}
+
+#[test]
+fn unknown_tool_lists_the_valid_ones() {
+    let s = CallSchema::for_tools(&[weather()], Narrowing::ToolNames);
+    let e = s
+        .check(&turn(
+            r#"{"kind":"tool_call","tool":"weather","arguments":{}}"#,
+        ))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "unknown tool \"weather\"; available tools: \"get_weather\""
+    );
+}
+
+#[test]
+fn wrong_argument_type_names_the_path() {
+    let s = CallSchema::for_tools(&[weather()], Narrowing::PerTool);
+    let e = s
+        .check(&turn(
+            r#"{"kind":"tool_call","tool":"get_weather","arguments":{"city":5}}"#,
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("/arguments/city: 5 is not of type"), "{e}");
+}
+
+#[test]
+fn answer_only_refuses_tool_calls() {
+    let e = CallSchema::answer_only()
+        .check(&turn(r#"{"kind":"tool_call","tool":"x","arguments":{}}"#))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "kind \"tool_call\" is not allowed now; reply with kind \"final_answer\" or \"clarify\""
+    );
+}
+
+#[test]
+fn overlong_strings_are_reported_briefly() {
+    let long = "x".repeat(5000);
+    let e = CallSchema::full()
+        .check(&Turn::FinalAnswer {
+            thought: String::new(),
+            content: long,
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.len() < 200, "{e}");
+    assert!(e.contains("/content"), "{e}");
+}
+
+#[test]
+fn defs_are_hoisted_and_refs_rewritten() {
+    let tool = ToolSpec::new(
+        "geo.lookup",
+        "",
+        json!({"type": "object", "properties": {"p": {"$ref": "#/$defs/Point"}},
+               "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}}}),
+    );
+    let s = CallSchema::for_tools(&[tool], Narrowing::PerTool);
+    assert_eq!(
+        s.as_value()["oneOf"][0]["properties"]["arguments"]["properties"]["p"]["$ref"],
+        "#/$defs/geo_lookup__Point"
+    );
+    assert!(s.as_value()["$defs"]["geo_lookup__Point"].is_object());
+    let e = s
+        .check(&turn(
+            r#"{"kind":"tool_call","tool":"geo.lookup","arguments":{"p":{"x":"a"}}}"#,
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("/arguments/p/x"), "{e}");
+}
+
+#[test]
+fn no_tools_means_no_tool_call_variant() {
+    let s = CallSchema::for_tools(&[], Narrowing::PerTool);
+    assert!(!s.allows(Kind::ToolCall));
+    assert!(s.allows(Kind::FinalAnswer));
+}
+
+#[test]
+fn root_has_only_keywords_the_grammar_honours_next_to_one_of() {
+    let s = CallSchema::for_tools(&[weather()], Narrowing::PerTool);
+    let keys: Vec<&String> = s.as_value().as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["$schema", "title", "oneOf"]);
+}
+
+#[test]
+fn reason_puts_a_bounded_thought_before_the_kind_in_every_variant() {
+    let s = CallSchema::deciding(&[weather()], Narrowing::PerTool, Decide::Reason);
+    for v in s.as_value()["oneOf"].as_array().unwrap() {
+        let keys: Vec<&String> = v["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(keys[..2], ["thought", "kind"], "{v}");
+        assert_eq!(v["properties"]["thought"]["maxLength"], REASON_MAX);
+    }
+    let answer_only = CallSchema::answer_only_deciding(Decide::Reason);
+    assert!(!answer_only.allows(Kind::ToolCall));
+    let first = &answer_only.as_value()["oneOf"][0]["properties"];
+    assert_eq!(first.as_object().unwrap().keys().next().unwrap(), "thought");
+}
+
+#[test]
+fn reason_checks_the_same_turns_as_direct() {
+    let s = CallSchema::deciding(&[weather()], Narrowing::PerTool, Decide::Reason);
+    let ok = turn(
+        r#"{"thought":"t","kind":"tool_call","tool":"get_weather","arguments":{"city":"Oslo"}}"#,
+    );
+    assert!(s.check(&ok).is_ok());
+    assert_eq!(
+        Decide::Reason.canonical(&ok),
+        r#"{"thought":"t","kind":"tool_call","tool":"get_weather","arguments":{"city":"Oslo"}}"#
+    );
+    let long = Turn::FinalAnswer {
+        thought: "x".repeat(200),
+        content: String::new(),
+    };
+    assert!(s.check(&long).unwrap_err().to_string().contains("/thought"));
+}
