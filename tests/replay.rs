@@ -60,7 +60,12 @@ fn recorded_weather_session() {
 fn recorded_needless_repeat_is_answered_from_the_earlier_result() {
     // The model looked up the weather for a general-knowledge question, twice; the
     // second call was not executed and the model then answered.
-    let out = replay("qwen_capital.jsonl", "What is the capital of France?");
+    // Recorded before the decision step (no log-probabilities in the recording, so the
+    // loop takes each call as the model wrote it), kept for the repeat it shows.
+    let out = replay(
+        "qwen_capital_repeat.jsonl",
+        "What is the capital of France?",
+    );
     assert_eq!(tools_used(&out), ["get_weather", "get_weather"]);
     assert!(
         out.steps[1]
@@ -69,4 +74,19 @@ fn recorded_needless_repeat_is_answered_from_the_earlier_result() {
     );
     assert_eq!(out.answer(), Some("Paris"));
     assert_eq!(out.iterations, 3);
+}
+
+#[test]
+fn recorded_general_knowledge_question_is_answered_without_a_tool() {
+    // The same question with the decision step: the model still wrote a get_weather call,
+    // with p(tool) 0.89 and no word of the question in the tool's description, so the call
+    // was declined and the model answered.
+    let out = replay("qwen_capital.jsonl", "What is the capital of France?");
+    assert!(tools_used(&out).is_empty(), "{:?}", tools_used(&out));
+    assert_eq!(out.stop_reason(), StopKind::Completed);
+    assert!(
+        out.answer().unwrap().contains("Paris"),
+        "{:?}",
+        out.answer()
+    );
 }
