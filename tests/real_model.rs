@@ -121,10 +121,8 @@ fn schema_constrained_reply_is_valid_and_usage_and_cache_are_read() {
 #[test]
 #[ignore = "needs a llama-server: see the module docs"]
 fn the_loop_answers_with_a_real_model() {
-    use std::sync::{Arc, Mutex};
+    use toolloop::StopKind;
     use toolloop::backend::scripted::Recorder;
-    use toolloop::events::{Event, Trace};
-    use toolloop::{Orchestrator, StopKind};
 
     let cases: [(&str, &str, Option<&str>, &[&str]); 3] = [
         (
@@ -147,7 +145,6 @@ fn the_loop_answers_with_a_real_model() {
         ),
     ];
     for (name, question, tool, expect) in cases {
-        let tools = deterministic_tools();
         let backend: Box<dyn Backend> = match std::env::var("TOOLLOOP_RECORD_DIR") {
             Ok(dir) => {
                 let path = std::path::Path::new(&dir).join(format!("qwen_{name}.jsonl"));
@@ -156,22 +153,7 @@ fn the_loop_answers_with_a_real_model() {
             }
             Err(_) => Box::new(OpenAi::new(&url(), "qwen", None)),
         };
-        let trace = Arc::new(Mutex::new(Trace::collect()));
-        let t = Arc::clone(&trace);
-        let mut o = Orchestrator::builder()
-            .backend(backend)
-            .catalogue(tools)
-            .timeout(Duration::from_secs(120))
-            .observer(move |e: &Event| {
-                toolloop::events::Observer::event(&mut *t.lock().unwrap(), e)
-            })
-            .build()
-            .unwrap();
-        let out = o.run(question).unwrap();
-        eprintln!("--- {question}");
-        for line in trace.lock().unwrap().lines() {
-            eprintln!("{line}");
-        }
+        let (out, _) = run_traced_with(backend, question);
         eprintln!("answer: {:?}", out.answer());
         assert_eq!(out.stop_reason(), StopKind::Completed, "{name}");
         let used: Vec<&str> = out.steps.iter().filter_map(|s| s.tool.as_deref()).collect();
@@ -223,6 +205,13 @@ fn deterministic_tools() -> toolloop::tools::Catalogue {
 
 /// A run with the real model over the deterministic tools, with the trace printed.
 fn run_traced(question: &str) -> (toolloop::Outcome, Vec<toolloop::Event>) {
+    run_traced_with(Box::new(OpenAi::new(&url(), "qwen", None)), question)
+}
+
+fn run_traced_with(
+    backend: Box<dyn Backend>,
+    question: &str,
+) -> (toolloop::Outcome, Vec<toolloop::Event>) {
     use std::sync::{Arc, Mutex};
     use toolloop::events::Trace;
     let events = Arc::new(Mutex::new(Vec::new()));
@@ -230,7 +219,7 @@ fn run_traced(question: &str) -> (toolloop::Outcome, Vec<toolloop::Event>) {
     let trace = Arc::new(Mutex::new(Trace::collect()));
     let t = Arc::clone(&trace);
     let mut o = toolloop::Orchestrator::builder()
-        .backend(OpenAi::new(&url(), "qwen", None))
+        .backend(backend)
         .catalogue(deterministic_tools())
         .timeout(Duration::from_secs(120))
         .observer(move |e: &toolloop::Event| {
