@@ -97,6 +97,23 @@ fn parse_secs(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A sampling temperature: finite, from 0 to 5.
+fn parse_temperature(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=5.0).contains(&v) => Ok(v),
+        _ => Err(format!("expected a temperature from 0 to 5, got {s:?}")),
+    }
+}
+
+/// A question with something in it.
+fn parse_question(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        Err("the question is empty".into())
+    } else {
+        Ok(s.to_string())
+    }
+}
+
 /// Which model server to talk to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendKind {
@@ -131,13 +148,16 @@ pub struct ModelArgs {
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,
     /// Most tokens per reply (num_predict / max_tokens).
-    #[arg(long, value_name = "N", default_value_t = Config::default().options.num_predict.unwrap_or_default())]
+    #[arg(long, value_name = "N", default_value_t = Config::default().options.num_predict.unwrap_or_default(),
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub num_predict: u32,
     /// Context window in tokens (Ollama's num_ctx).
-    #[arg(long, value_name = "N", default_value_t = Config::default().options.num_ctx.unwrap_or_default())]
+    #[arg(long, value_name = "N", default_value_t = Config::default().options.num_ctx.unwrap_or_default(),
+          value_parser = clap::value_parser!(u32).range(256..))]
     pub num_ctx: u32,
     /// Sampling temperature.
-    #[arg(long, default_value_t = Config::default().options.temperature.unwrap_or_default())]
+    #[arg(long, default_value_t = Config::default().options.temperature.unwrap_or_default(),
+          value_parser = parse_temperature)]
     pub temperature: f64,
     /// Append every event to FILE as one JSON line.
     #[arg(long, value_name = "FILE")]
@@ -189,14 +209,15 @@ pub enum Command {
     ///
     /// Example: toolloop ask "What is 12.5 * 4?" --builtin
     Ask {
-        /// The question.
-        query: String,
+        /// The question; `-` (or none, with stdin not a terminal) reads it from stdin.
+        #[arg(value_parser = parse_question)]
+        query: Option<String>,
         #[command(flatten)]
         model: ModelArgs,
         #[command(flatten)]
         tools: ToolArgs,
         /// Run without any tools.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["tools", "mcp", "builtin"])]
         no_tools: bool,
         /// Print one JSON object (answer, stop_reason, iterations, steps, usage).
         #[arg(long)]
@@ -211,7 +232,7 @@ pub enum Command {
         #[command(flatten)]
         tools: ToolArgs,
         /// Run without any tools.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["tools", "mcp", "builtin"])]
         no_tools: bool,
     },
     /// Run the offline demo: no server, no model, about a second.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use toolloop::display::Progress;
-use toolloop::ending::{EXIT_RUNTIME, Ending};
+use toolloop::ending::{EXIT_RUNTIME, EXIT_USAGE, Ending};
 use toolloop::schema::{self, CallSchema, Narrowing};
 use toolloop::server::ToolServer;
 use toolloop::tools::builtin::Builtin;
@@ -33,7 +33,10 @@ fn main() -> ExitCode {
             tools,
             no_tools,
             json,
-        } => run_ask(&query, &model, &tools, no_tools, json),
+        } => match question(query) {
+            Ok(q) => run_ask(&q, &model, &tools, no_tools, json),
+            Err(code) => code,
+        },
         Command::Chat {
             model,
             tools,
@@ -174,9 +177,20 @@ fn ask_person(question: &str, missing: &[String]) -> Option<String> {
     }
 }
 
-fn print_stdout(text: &str) -> bool {
+/// Writes `text` and a newline to stdout.
+fn print_stdout(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}").and_then(|_| out.flush()).is_ok()
+    writeln!(out, "{text}").and_then(|_| out.flush())
+}
+
+/// The exit code once the output is written: a closed pipe (`toolloop tools | head`) ends
+/// the program quietly, as other command-line tools do; any other failed write says so.
+fn output_status(written: std::io::Result<()>, code: u8) -> ExitCode {
+    match written {
+        Ok(()) => ExitCode::from(code),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => fail(format!("cannot write the output: {e}")),
+    }
 }
 
 /// Says on stderr why a run gave no clean answer, with the flag that would help.
@@ -194,16 +208,41 @@ fn explain(o: &Outcome) {
 
 /// Prints an outcome (the answer, or `--json`), explains it, and gives its exit code.
 fn report(outcome: &Outcome, json: bool) -> ExitCode {
-    let printed = if json {
+    let written = if json {
         print_stdout(&outcome.to_json().to_string())
     } else {
-        outcome.answer().is_none_or(print_stdout)
+        outcome.answer().map_or(Ok(()), print_stdout)
     };
     explain(outcome);
-    if !printed {
-        return ExitCode::from(EXIT_RUNTIME);
+    output_status(written, outcome.stop_reason().exit_code())
+}
+
+/// The question of `ask`: the argument, or stdin for `-` or when no argument is given and
+/// stdin is not a terminal (so a question longer than the shell allows can be asked).
+fn question(arg: Option<String>) -> Result<String, ExitCode> {
+    let from_stdin = match arg.as_deref() {
+        Some("-") => true,
+        Some(_) => false,
+        None if !std::io::stdin().is_terminal() => true,
+        None => {
+            eprintln!(
+                "toolloop: give a question: toolloop ask \"QUESTION\", or - to read it from stdin"
+            );
+            return Err(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    if !from_stdin {
+        return Ok(arg.unwrap_or_default());
     }
-    ExitCode::from(outcome.stop_reason().exit_code())
+    let mut text = String::new();
+    if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+        return Err(fail(format!("cannot read the question from stdin: {e}")));
+    }
+    if text.trim().is_empty() {
+        eprintln!("toolloop: the question on stdin is empty");
+        return Err(ExitCode::from(EXIT_USAGE));
+    }
+    Ok(text.trim().to_string())
 }
 
 fn run_ask(
@@ -223,10 +262,8 @@ fn run_ask(
         Ok(outcome) => report(&outcome, json),
         Err(e) => {
             if json {
-                print_stdout(
-                    &serde_json::json!({"error": with_flags(&e), "stop_reason": "error", "steps": e.steps()})
-                        .to_string(),
-                );
+                let v = serde_json::json!({"error": with_flags(&e), "stop_reason": "error", "steps": e.steps()});
+                let _ = print_stdout(&v.to_string());
             }
             eprintln!("toolloop: {}", with_flags(&e));
             ExitCode::from(e.exit_code())
@@ -316,8 +353,10 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
         }
         match chat.ask(line) {
             Ok(outcome) => {
-                if let Some(a) = outcome.answer() {
-                    print_stdout(a);
+                if let Some(a) = outcome.answer()
+                    && let Err(e) = print_stdout(a)
+                {
+                    return output_status(Err(e), EXIT_RUNTIME);
                 }
                 explain(&outcome);
             }
@@ -385,10 +424,13 @@ fn run_eval(
         bar.inc(1);
     });
     bar.finish_and_clear();
-    if json {
-        print_stdout(&eval::report_json(&results).to_string());
+    let written = if json {
+        print_stdout(&eval::report_json(&results).to_string())
     } else {
-        print!("{}", eval::table(&eval::summarize(&results)));
+        print_stdout(eval::table(&eval::summarize(&results)).trim_end())
+    };
+    if written.is_err() {
+        return output_status(written, EXIT_RUNTIME);
     }
     let minutes = started.elapsed().as_secs_f64() / 60.0;
     eprintln!(
@@ -428,17 +470,14 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 fn run_schema(tools: &ToolArgs) -> ExitCode {
     let setup = tools.setup();
     if setup.is_empty() {
-        print!("{}", schema::call_schema_json());
-        return ExitCode::SUCCESS;
+        let written = print_stdout(schema::call_schema_json().trim_end());
+        return output_status(written, 0);
     }
     match setup.connect(Deadline::after(Duration::from_secs(30))) {
         Ok(catalogue) => {
             let narrowed = CallSchema::for_tools(&catalogue.specs(), Narrowing::PerTool);
-            println!(
-                "{}",
-                serde_json::to_string_pretty(narrowed.as_value()).unwrap_or_default()
-            );
-            ExitCode::SUCCESS
+            let text = serde_json::to_string_pretty(narrowed.as_value()).unwrap_or_default();
+            output_status(print_stdout(&text), 0)
         }
         Err(e) => fail(with_flags(e)),
     }
@@ -471,10 +510,7 @@ fn run_tools(tools: &ToolArgs, json: bool) -> ExitCode {
             writeln!(out, "{}({})  {}", s.name, params.join(", "), s.description)
         })
     };
-    if written.is_err() {
-        return ExitCode::from(EXIT_RUNTIME);
-    }
-    ExitCode::SUCCESS
+    output_status(written.and_then(|_| out.flush()), 0)
 }
 
 fn run_serve(addr: &str, opts: &BuiltinArgs) -> ExitCode {
@@ -513,12 +549,7 @@ fn run_repair(verbose: bool) -> ExitCode {
                     eprintln!("fixed: {fix}");
                 }
             }
-            let mut out = std::io::stdout().lock();
-            if writeln!(out, "{json}").and_then(|_| out.flush()).is_ok() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_RUNTIME)
-            }
+            output_status(print_stdout(&json), 0)
         }
         Err(e) => fail(e),
     }

@@ -217,6 +217,25 @@ mod ask {
     use super::*;
 
     #[test]
+    fn the_question_can_come_from_stdin() {
+        let fake = fake_ollama(&[FIFTY]);
+        let long = format!("{}How much is 12.5 * 4?", "Some context. ".repeat(20_000));
+        let out = toolloop(
+            &["ask", "-", "--ollama-host", &fake.url, "--no-tools"],
+            long.as_bytes(),
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "12.5 * 4 = 50\n");
+        let seen = fake.requests.lock().unwrap().join("\n");
+        assert!(
+            seen.contains("Some context. Some context."),
+            "the question was sent"
+        );
+        let empty = toolloop(&["ask", "-", "--ollama-host", &fake.url], b"  \n");
+        assert_eq!(empty.status.code(), Some(2), "{}", text(&empty.stderr));
+    }
+
+    #[test]
     fn answer_on_stdout_progress_on_stderr_exit_0() {
         let fake = fake_ollama(&[CALC, FIFTY]);
         let out = ask(&fake.url, &[]);
@@ -502,5 +521,64 @@ mod eval {
         let out = toolloop(&["eval", "/nonexistent/BFCL_v4_simple_python.json"], b"");
         assert_eq!(out.status.code(), Some(1));
         assert!(text(&out.stderr).contains("/nonexistent/BFCL_v4_simple_python.json"));
+    }
+}
+
+mod usage {
+    use super::*;
+
+    /// Values that once reached the model (a zero context window, NaN temperature, an
+    /// empty question, tools and no tools at once) are usage errors, exit 2.
+    #[test]
+    fn nonsense_values_are_usage_errors() {
+        for args in [
+            &["ask", ""][..],
+            &["ask", "   "],
+            &["ask", "hi", "--num-ctx", "0"],
+            &["ask", "hi", "--num-predict", "0"],
+            &["ask", "hi", "--temperature", "nan"],
+            &["ask", "hi", "--temperature", "-1"],
+            &["ask", "hi", "--builtin", "--no-tools"],
+            &["chat", "--mcp", "x", "--no-tools"],
+        ] {
+            let out = toolloop(args, b"");
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{args:?}: {}",
+                text(&out.stderr)
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_write_says_so_without_a_panic() {
+        let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+            eprintln!("SKIPPED: no /dev/full here");
+            return;
+        };
+        let out = Command::new(env!("CARGO_BIN_EXE_toolloop"))
+            .arg("schema")
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = text(&out.stderr);
+        assert!(err.contains("cannot write the output"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+
+    #[test]
+    fn a_closed_pipe_ends_quietly() {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolloop"))
+            .args(["schema", "--builtin"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
     }
 }
