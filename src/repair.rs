@@ -9,8 +9,9 @@
 //! Design rules, each pinned by tests:
 //! - Valid JSON comes back unchanged (a strict parse is tried first).
 //! - Truncation keeps every complete value and drops only the incomplete tail: a cut
-//!   string is kept as the prefix it is, a cut number, literal or key is dropped, and open
-//!   containers are closed. Nothing is invented.
+//!   string is kept as the prefix it is, a cut number or key is dropped, a cut literal is
+//!   completed (`tr` can only be `true`), and open containers are closed. Nothing is
+//!   invented.
 //! - One pass, linear time: the parser writes its output once and only ever truncates the
 //!   tail of the output buffer to drop an incomplete member.
 //! - Never panics; recursion is bounded by [`MAX_DEPTH`] and deeper nesting is an error.
@@ -37,8 +38,8 @@ pub enum Fix {
     SurroundingText,
     /// Chat-template tokens such as `<end_of_turn>` were removed.
     TemplateTokens,
-    /// The input ended early: open strings and containers were closed and an incomplete
-    /// tail (a cut key, number or literal) was dropped.
+    /// The input ended early: open strings and containers were closed, an incomplete
+    /// tail (a cut key or number) was dropped and a cut literal completed.
     Truncated,
     /// A closer of the wrong kind (`]` for `{`) was read as the right one.
     MismatchedCloser,
@@ -981,10 +982,7 @@ impl<'a> Parser<'a> {
             b'}' | b']' | b'"' => true,
             b'/' | b'#' => true,
             b',' => {
-                i += 1;
-                while i < self.s.len() && matches!(self.s[i], b' ' | b'\t' | b'\n' | b'\r') {
-                    i += 1;
-                }
+                i = self.past_space_and_comments(i + 1);
                 let Some(&d) = self.s.get(i) else {
                     return true;
                 };
@@ -1009,6 +1007,27 @@ impl<'a> Parser<'a> {
                 }
             }
             _ => false,
+        }
+    }
+
+    /// The first position from `i` that is not white space or inside a comment: what a
+    /// `,` after a string is followed by decides whether the string ended there.
+    fn past_space_and_comments(&self, mut i: usize) -> usize {
+        loop {
+            while i < self.s.len() && matches!(self.s[i], b' ' | b'\t' | b'\n' | b'\r') {
+                i += 1;
+            }
+            let rest = &self.s[i.min(self.s.len())..];
+            if rest.starts_with(b"//") || rest.starts_with(b"#") {
+                i += rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            } else if rest.starts_with(b"/*") {
+                i += rest
+                    .windows(2)
+                    .position(|w| w == b"*/")
+                    .map_or(rest.len(), |p| p + 2);
+            } else {
+                return i;
+            }
         }
     }
 
@@ -1279,9 +1298,21 @@ impl<'a> Parser<'a> {
                     "Infinity",
                     "undefined",
                 ];
-                if at_end && LITERALS.iter().any(|l| l.starts_with(word)) && !word.is_empty() {
+                // A literal cut at the end of the input is unambiguous: every literal a
+                // prefix can start stands for one JSON value (`n` for null or nan, both
+                // null), so it is completed rather than dropped.
+                if at_end
+                    && !word.is_empty()
+                    && let Some(l) = LITERALS.iter().find(|l| l.starts_with(word))
+                {
+                    self.fix(Fix::Truncated);
+                    self.out.push_str(match *l {
+                        "true" | "True" => "true",
+                        "false" | "False" => "false",
+                        _ => "null",
+                    });
                     self.pos = self.s.len();
-                    return Val::Dropped;
+                    return Val::Partial;
                 }
                 return self.bare_string(ctx);
             }
@@ -1409,8 +1440,22 @@ mod tests {
     }
 
     #[test]
-    fn truncated_literal_is_dropped() {
-        assert_eq!(fixed(r#"{"a": 1, "b": tr"#).0, json!({"a": 1}));
+    fn truncated_literal_is_completed() {
+        assert_eq!(fixed(r#"{"a": 1, "b": tr"#).0, json!({"a": 1, "b": true}));
+        assert_eq!(fixed(r#"{"a": [fals"#).0, json!({"a": [false]}));
+        assert_eq!(fixed(r#"{"a": nul"#).0, json!({"a": null}));
+        assert_eq!(fixed(r#"{"a": Tr"#).0, json!({"a": true}));
+    }
+
+    #[test]
+    fn a_comment_after_a_string_value_ends_the_string() {
+        let (v, fixes) = fixed("{\"a\": \"x\", // note\n\"b\": \"y\"}");
+        assert_eq!(v, json!({"a": "x", "b": "y"}));
+        assert!(fixes.contains(&Fix::Comment));
+        let (v, _) = fixed("{\"a\": \"x\", /* note */ \"b\": \"y\"}");
+        assert_eq!(v, json!({"a": "x", "b": "y"}));
+        let (v, _) = fixed("[\"x\", # note\n\"y\"]");
+        assert_eq!(v, json!(["x", "y"]));
     }
 
     #[test]
