@@ -12,9 +12,12 @@ use serde_json::Value;
 
 use crate::events::{Event, Observer, Trace};
 
-/// Whether stderr gets colour: a terminal, and `NO_COLOR` unset (no-color.org).
+/// Whether stderr gets colour: a terminal that is not `TERM=dumb`, and `NO_COLOR` unset
+/// (no-color.org).
 pub fn use_color() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
+        && std::io::stderr().is_terminal()
 }
 
 /// The progress display of a run.

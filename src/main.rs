@@ -318,10 +318,13 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
         Input::new().read("answer> ")
     };
     let connect = Deadline::after(Duration::from_secs_f64(model.timeout));
-    let orchestrator = match build(model, tools, no_tools, connect, Some(Box::new(clarify))) {
+    let orchestrator = build(model, tools, no_tools, connect, Some(Box::new(clarify)))
+        .and_then(|mut o| o.preflight(connect).map(|_| o));
+    let orchestrator = match orchestrator {
         Ok(o) => o,
         Err(e) => return fail(with_flags(e)),
     };
+    let (mut asked, mut failed) = (0, 0);
     let names = orchestrator.catalogue().names();
     let mut chat = Conversation::new(orchestrator);
     let mut input = Input::new();
@@ -351,6 +354,7 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
             }
             _ => {}
         }
+        asked += 1;
         match chat.ask(line) {
             Ok(outcome) => {
                 if let Some(a) = outcome.answer()
@@ -360,8 +364,15 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
                 }
                 explain(&outcome);
             }
-            Err(e) => eprintln!("toolloop: {}", with_flags(e)),
+            Err(e) => {
+                failed += 1;
+                eprintln!("toolloop: {}", with_flags(e))
+            }
         }
+    }
+    // A session in which every question failed (the server went away, say) is a failure.
+    if asked > 0 && failed == asked {
+        return ExitCode::from(EXIT_RUNTIME);
     }
     ExitCode::SUCCESS
 }
@@ -374,9 +385,16 @@ fn run_eval(
     jobs: usize,
     json: bool,
 ) -> ExitCode {
-    let cases = match eval::load(path).map_err(|e| e.to_string()).and_then(|c| {
-        eval::select(c, category, limit).map_err(|e| format!("{e} in {}", path.display()))
-    }) {
+    // The data is checked before the model is contacted.
+    let hint = "fetch BFCL data with scripts/bfcl-data.sh";
+    let cases = match eval::load(path)
+        .map_err(|e| format!("{e}; {hint}"))
+        .and_then(|c| {
+            eval::select(c, category, limit).map_err(|e| format!("{e} in {}", path.display()))
+        }) {
+        Ok(c) if c.is_empty() => {
+            return fail(format!("no BFCL case in {}; {hint}", path.display()));
+        }
         Ok(c) => c,
         Err(e) => return fail(e),
     };

@@ -275,6 +275,18 @@ impl Orchestrator {
         })
     }
 
+    /// Checks now that the model server is up and has the model (otherwise done before
+    /// the first run), so a conversation can say so before the person types.
+    pub fn preflight(&mut self, deadline: Deadline) -> Result<(), OrchestratorError> {
+        if !self.preflight_done {
+            self.backend
+                .preflight(deadline)
+                .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
+            self.preflight_done = true;
+        }
+        Ok(())
+    }
+
     /// The system prompt every run starts from.
     pub fn system_prompt(&self) -> &str {
         &self.prompt

@@ -249,3 +249,23 @@ fn not_running_names_the_url() {
         .unwrap_err();
     assert!(matches!(err, BackendError::NotRunning { .. }), "{err}");
 }
+
+/// A server that streams deltas without end used to grow the client to gigabytes within
+/// the deadline; a streamed reply is capped like a whole one.
+#[test]
+fn an_endless_stream_is_cut_at_the_reply_cap() {
+    let piece = "x".repeat(1 << 20);
+    let event = format!("data: {}\n\n", chunk(&piece)).into_bytes();
+    let fake = common::serve(vec![common::Act::Stream(
+        "text/event-stream",
+        vec![event; 70],
+        Duration::ZERO,
+    )]);
+    let mut backend = OpenAi::new(&format!("{}/v1", fake.url), "m", None);
+    match run(&mut backend) {
+        Err(BackendError::InvalidResponse { detail }) => {
+            assert!(detail.contains("larger than 64 MiB"), "{detail}")
+        }
+        other => panic!("{:?}", other.map(|r| r.text.len())),
+    }
+}

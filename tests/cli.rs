@@ -582,3 +582,52 @@ mod usage {
         assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
     }
 }
+
+mod checked_first {
+    use super::*;
+
+    #[test]
+    fn eval_on_a_folder_without_data_says_where_to_get_it_before_calling_the_model() {
+        let empty = std::env::temp_dir().join(format!("toolloop-no-bfcl-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).unwrap();
+        let out = toolloop(
+            &[
+                "eval",
+                empty.to_str().unwrap(),
+                "--ollama-host",
+                &common::dead_url(),
+            ],
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let err = text(&out.stderr);
+        assert!(err.contains("scripts/bfcl-data.sh"), "{err}");
+        assert!(
+            !err.contains("not running"),
+            "the model was contacted: {err}"
+        );
+        let missing = toolloop(
+            &[
+                "eval",
+                "/nonexistent/bfcl",
+                "--ollama-host",
+                &common::dead_url(),
+            ],
+            b"",
+        );
+        assert_eq!(missing.status.code(), Some(1));
+        assert!(text(&missing.stderr).contains("scripts/bfcl-data.sh"));
+    }
+
+    #[test]
+    fn chat_checks_the_server_before_the_first_question() {
+        let out = toolloop(
+            &["chat", "--no-tools", "--ollama-host", &common::dead_url()],
+            b"hello\n",
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let err = text(&out.stderr);
+        assert!(err.contains("not running"), "{err}");
+        assert!(!err.contains("you>"), "it asked before checking: {err}");
+    }
+}

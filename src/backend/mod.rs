@@ -201,6 +201,17 @@ pub struct ChatReply {
 /// Receives the reply's text as it streams in.
 pub type TextSink<'a> = &'a mut dyn FnMut(&str);
 
+/// The largest reply accepted, streamed or not: a server that streams without end must
+/// not grow the client without bound within the deadline.
+pub(crate) const MAX_REPLY: usize = 64 << 20;
+
+/// The error for a reply past [`MAX_REPLY`].
+pub(crate) fn reply_too_large() -> BackendError {
+    BackendError::InvalidResponse {
+        detail: "the reply is larger than 64 MiB".into(),
+    }
+}
+
 /// One entry of an OpenAI-style `logprobs.content` array (Ollama uses the same shape).
 pub(crate) fn token_logprob(v: &Value) -> TokenLogprob {
     TokenLogprob {

@@ -405,6 +405,9 @@ impl Backend for Ollama {
             {
                 text.push_str(piece);
                 sink(piece);
+                if text.len() > super::MAX_REPLY {
+                    return Err(super::reply_too_large());
+                }
             }
             if let Some(tokens) = chunk["logprobs"].as_array() {
                 logprobs.extend(tokens.iter().map(super::token_logprob));

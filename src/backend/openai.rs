@@ -349,11 +349,9 @@ impl Backend for OpenAi {
         };
         if !is_sse {
             // A server that ignores `stream` answers with one JSON object.
-            let (body, more) = http::read_capped(reader, 64 << 20).map_err(read_err)?;
+            let (body, more) = http::read_capped(reader, super::MAX_REPLY).map_err(read_err)?;
             if more {
-                return Err(BackendError::InvalidResponse {
-                    detail: "the reply is larger than 64 MiB".into(),
-                });
+                return Err(super::reply_too_large());
             }
             let text = std::str::from_utf8(&body).map_err(|_| BackendError::InvalidResponse {
                 detail: "the reply is not valid UTF-8".into(),
@@ -406,6 +404,9 @@ impl Backend for OpenAi {
                         });
                     }
                     got.absorb(&v, sink);
+                    if got.text.len() > super::MAX_REPLY {
+                        return Err(super::reply_too_large());
+                    }
                 }
                 _ => {}
             }
