@@ -376,10 +376,11 @@ impl Orchestrator {
                 Step::CallTool { tool, arguments } => {
                     let t = Instant::now();
                     let result = self.catalogue.call(&tool, &arguments, deadline);
+                    // Recorded even when the deadline passed during the call, so the
+                    // step shows how long it took and why it failed.
+                    engine.tool_returned(result, t.elapsed());
                     if deadline.is_expired() {
                         engine.timed_out(limit);
-                    } else {
-                        engine.tool_returned(result, t.elapsed());
                     }
                 }
                 Step::AskUser {

@@ -312,6 +312,14 @@ fn tool_server_never_answers() {
     let (r, _) = with_tool(vec![Act::Hang], &["--timeout", "1.5"]);
     assert_run(&r, 4, "raise --timeout");
     assert!(r.took < Duration::from_millis(2000), "{:?}", r.took);
+    // --json once showed "ms": 0 and an empty observation for the call that timed out.
+    let (r, _) = with_tool(vec![Act::Hang], &["--timeout", "1.5", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["stop_reason"], "timeout");
+    let step = &v["steps"][0];
+    assert!(step["ms"].as_u64().unwrap() >= 1000, "{step}");
+    let seen = step["observation"].as_str().unwrap();
+    assert!(seen.contains("no answer before the deadline"), "{seen}");
 }
 
 #[test]
