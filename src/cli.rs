@@ -20,10 +20,10 @@ pub struct Cli {
 pub struct ToolArgs {
     /// HTTP tool API base URL (repeatable). When no tool flag is given, TOOLLOOP_TOOLS
     /// (comma-separated URLs) is used.
-    #[arg(long = "tools", value_name = "URL", value_delimiter = ',')]
+    #[arg(long = "tools", value_name = "URL", value_delimiter = ',', value_parser = parse_url)]
     pub tools: Vec<String>,
     /// MCP server: a URL (Streamable HTTP) or a command line (stdio). Repeatable.
-    #[arg(long = "mcp", value_name = "CMD_OR_URL")]
+    #[arg(long = "mcp", value_name = "CMD_OR_URL", value_parser = parse_mcp)]
     pub mcp: Vec<String>,
     /// Use the built-in tools in-process.
     #[arg(long)]
@@ -97,6 +97,39 @@ fn parse_secs(s: &str) -> Result<f64, String> {
     }
 }
 
+/// An `http://` or `https://` URL with a host.
+fn parse_url(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    let ok = (t.starts_with("http://") || t.starts_with("https://"))
+        && t.parse::<ureq::http::Uri>()
+            .is_ok_and(|u| u.host().is_some_and(|h| !h.is_empty()));
+    if ok {
+        Ok(t.to_string())
+    } else {
+        Err(format!(
+            "expected a URL starting with http:// or https://, got {s:?}"
+        ))
+    }
+}
+
+/// Any `OLLAMA_HOST` form that makes a usable address.
+fn parse_ollama_host(s: &str) -> Result<String, String> {
+    parse_url(&toolloop::backend::ollama::parse_host(s))
+        .map(|_| s.to_string())
+        .map_err(|_| format!("expected an address such as 127.0.0.1:11434, got {s:?}"))
+}
+
+/// An MCP server: a URL (checked as one) or a command line.
+fn parse_mcp(s: &str) -> Result<String, String> {
+    if s.trim().starts_with("http://") || s.trim().starts_with("https://") {
+        parse_url(s)
+    } else if s.trim().is_empty() {
+        Err("the MCP server is empty: give a URL or a command line".into())
+    } else {
+        Ok(s.to_string())
+    }
+}
+
 /// A sampling temperature: finite, from 0 to 5.
 fn parse_temperature(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
@@ -133,10 +166,12 @@ pub struct ModelArgs {
     #[arg(long, value_enum, default_value = "ollama")]
     pub backend: BackendKind,
     /// Ollama's address (any OLLAMA_HOST form).
-    #[arg(long, env = "OLLAMA_HOST", default_value_t = Config::default().ollama_host)]
+    #[arg(long, env = "OLLAMA_HOST", default_value_t = Config::default().ollama_host,
+          value_parser = parse_ollama_host)]
     pub ollama_host: String,
     /// Base URL of an OpenAI-compatible server, with --backend openai.
-    #[arg(long, value_name = "URL", default_value_t = Config::default().base_url)]
+    #[arg(long, value_name = "URL", default_value_t = Config::default().base_url,
+          value_parser = parse_url)]
     pub base_url: String,
     /// Most model turns.
     #[arg(long, default_value_t = Config::default().max_iterations, value_parser = clap::value_parser!(u32).range(1..=1000))]

@@ -146,6 +146,7 @@ fn infrastructure_failure_degrades_the_tool() {
     e.tool_returned(
         Err(ToolError::Unreachable {
             url: "http://x".into(),
+            mcp: false,
         }),
         Duration::ZERO,
     );

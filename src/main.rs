@@ -80,7 +80,8 @@ fn init_logging() {
 
 /// The library's names of settings, as they appear in its messages, and this program's
 /// flag for each.
-const FLAGS: [(&str, &str); 10] = [
+const FLAGS: [(&str, &str); 11] = [
+    ("`mcp`", "--mcp"),
     ("`max_iterations`", "--max-iterations"),
     ("`timeout`", "--timeout"),
     ("`ollama_host`", "--ollama-host"),

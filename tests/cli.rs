@@ -540,6 +540,17 @@ mod usage {
             &["ask", "hi", "--temperature", "-1"],
             &["ask", "hi", "--builtin", "--no-tools"],
             &["chat", "--mcp", "x", "--no-tools"],
+            &[
+                "ask",
+                "hi",
+                "--backend",
+                "openai",
+                "--base-url",
+                "localhost:8080/v1",
+            ],
+            &["ask", "hi", "--ollama-host", "http://exa mple:99"],
+            &["tools", "--tools", "127.0.0.1:5000"],
+            &["tools", "--mcp", "http://"],
         ] {
             let out = toolloop(args, b"");
             assert_eq!(
@@ -630,4 +641,14 @@ mod checked_first {
         assert!(err.contains("not running"), "{err}");
         assert!(!err.contains("you>"), "it asked before checking: {err}");
     }
+}
+
+#[test]
+fn an_unreachable_mcp_url_is_called_an_mcp_server() {
+    let url = format!("{}/mcp", common::dead_url());
+    let out = toolloop(&["tools", "--mcp", &url], b"");
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("MCP server at"), "{err}");
+    assert!(!err.contains("serve-tools"), "{err}");
 }

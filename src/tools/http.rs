@@ -51,6 +51,7 @@ impl HttpTools {
         match f {
             Failure::Unreachable => ToolError::Unreachable {
                 url: self.base.clone(),
+                mcp: false,
             },
             Failure::Timeout => ToolError::Timeout {
                 source_name: self.base.clone(),
@@ -168,6 +169,7 @@ impl ToolSource for HttpTools {
                 Err(e) => match http::classify(e) {
                     Failure::Unreachable => ToolError::Unreachable {
                         url: self.base.clone(),
+                        mcp: false,
                     },
                     other => return Err(self.failure(other)),
                 },

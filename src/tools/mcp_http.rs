@@ -24,6 +24,7 @@ impl HttpServer {
         match f {
             Failure::Unreachable => ToolError::Unreachable {
                 url: self.url.clone(),
+                mcp: true,
             },
             Failure::Timeout => ToolError::Timeout {
                 source_name: label.to_string(),

@@ -151,12 +151,16 @@ pub fn cap_text(text: &str, cap: usize) -> String {
 #[non_exhaustive]
 pub enum ToolError {
     /// Nothing answers at a tool server's address.
-    #[error(
-        "tool server at {url} is not reachable: start it (`toolloop serve-tools`), check `tools`, or use `builtin`"
-    )]
+    #[error("{} at {url} is not reachable: {}", if *.mcp { "MCP server" } else { "tool server" }, if *.mcp {
+        "is it running, and is this its MCP endpoint (often ending in /mcp)? check `mcp`"
+    } else {
+        "start it (`toolloop serve-tools`), check `tools`, or use `builtin`"
+    })]
     Unreachable {
         /// The address.
         url: String,
+        /// Whether it is an MCP server rather than an HTTP tool API.
+        mcp: bool,
     },
     /// A tool call or listing ran out of time.
     #[error("{source_name}: no answer before the deadline")]
