@@ -196,6 +196,16 @@ fn read_file_refuses_every_escape() {
         assert!(!r.ok, "not refused: {p:?} -> {r:?}");
         assert!(!format!("{r:?}").contains("TOP SECRET"), "{p:?} leaked");
     }
+    // Behind a link that leaves the root, a file that exists and one that does not get
+    // the same answer: nothing outside is looked at.
+    assert_eq!(
+        read(&mut t, "outdir/s.txt"),
+        read(&mut t, "outdir/missing.txt")
+    );
+    assert_eq!(
+        read(&mut t, "outdir/s.txt").error.as_deref(),
+        Some("refused: the path leads outside the files root")
+    );
 }
 
 #[test]

@@ -270,14 +270,21 @@ fn read_file(root: &Path, rel: &str) -> ToolResult {
     }) {
         return ToolResult::err("refused: '..' is not allowed in paths");
     }
-    let joined = root.join(p);
-    // The real path, symlinks resolved, must still be under the root.
-    let real = match fs::canonicalize(&joined) {
-        Ok(r) => r,
-        Err(_) => return ToolResult::err(format!("no such file: {rel}")),
-    };
-    if !real.starts_with(root) {
-        return ToolResult::err("refused: the path leads outside the files root");
+    // Walked one component at a time, each link resolved and checked against the root
+    // before anything past it is looked at: resolving the whole path at once would answer
+    // "no such file" or "refused" for paths behind a link that leaves the root, and so
+    // tell which files exist outside it.
+    let mut real = root.to_path_buf();
+    for part in p.components() {
+        let next = real.join(part);
+        real = match fs::symlink_metadata(&next) {
+            Err(_) => return ToolResult::err(format!("no such file: {rel}")),
+            Ok(m) if m.file_type().is_symlink() => match fs::canonicalize(&next) {
+                Ok(target) if target.starts_with(root) => target,
+                _ => return ToolResult::err("refused: the path leads outside the files root"),
+            },
+            Ok(_) => next,
+        };
     }
     if !real.is_file() {
         return ToolResult::err(format!("not a file: {rel}"));
