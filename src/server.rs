@@ -139,12 +139,22 @@ impl Drop for RunningServer {
 }
 
 fn respond(req: tiny_http::Request, status: u16, body: &Value) {
+    respond_with(req, status, body, None);
+}
+
+/// A JSON response; a 405 names the methods that are allowed (`Allow`, RFC 9110).
+fn respond_with(req: tiny_http::Request, status: u16, body: &Value, allow: Option<&str>) {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let header = tiny_http::Header::from_bytes("Content-Type", "application/json")
         .expect("static header is valid");
-    let resp = tiny_http::Response::from_data(bytes)
+    let mut resp = tiny_http::Response::from_data(bytes)
         .with_status_code(status)
         .with_header(header);
+    if let Some(methods) = allow
+        && let Ok(h) = tiny_http::Header::from_bytes("Allow", methods)
+    {
+        resp.add_header(h);
+    }
     let _ = req.respond(resp);
 }
 
@@ -204,7 +214,10 @@ fn handle(shared: &Shared, mut req: tiny_http::Request) {
             } else {
                 match serde_json::from_slice::<Value>(&body) {
                     Ok(Value::Object(m)) => m,
-                    _ => return fail(req, 400, "the body must be a JSON object of arguments"),
+                    Ok(_) => return fail(req, 400, "the body must be a JSON object of arguments"),
+                    // serde_json's own words say what is wrong: a syntax error with its
+                    // line and column, or nesting past its recursion limit.
+                    Err(e) => return fail(req, 400, &format!("the body is not valid JSON: {e}")),
                 }
             };
             if let Some(v) = shared.validators.get(&name)
@@ -222,7 +235,18 @@ fn handle(shared: &Shared, mut req: tiny_http::Request) {
                 Err(e) => fail(req, 500, &e.to_string()),
             }
         }
-        (_, "/health" | "/tools") => fail(req, 405, "method not allowed"),
+        (_, "/health" | "/tools") => respond_with(
+            req,
+            405,
+            &json!({"ok": false, "error": "method not allowed"}),
+            Some("GET"),
+        ),
+        (_, p) if p.starts_with("/tools/") => respond_with(
+            req,
+            405,
+            &json!({"ok": false, "error": "method not allowed"}),
+            Some("POST"),
+        ),
         _ => fail(
             req,
             404,

@@ -284,6 +284,42 @@ fn the_server_refuses_bodies_that_are_not_objects_or_too_large() {
 }
 
 #[test]
+fn a_body_nested_too_deep_is_called_invalid_json_and_a_405_names_the_allowed_method() {
+    let server = builtin_server();
+    let agent = ureq::Agent::new_with_defaults();
+    let url = format!("{}/tools/calculator", server.url());
+    let deep = format!("{}{}", "[".repeat(1000), "]".repeat(1000));
+    let mut resp = agent
+        .post(&url)
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .send(deep)
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let body = resp.body_mut().read_to_string().unwrap();
+    assert!(
+        body.contains("not valid JSON") && body.contains("recursion"),
+        "{body}"
+    );
+    for (path, allowed) in [
+        ("/health", "GET"),
+        ("/tools", "GET"),
+        ("/tools/calculator", "POST"),
+    ] {
+        let resp = agent
+            .delete(format!("{}{path}", server.url()))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .call()
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 405, "{path}");
+        assert_eq!(resp.headers().get("allow").unwrap(), allowed, "{path}");
+    }
+}
+
+#[test]
 fn the_contract_file_names_the_three_endpoints() {
     let spec: Value =
         serde_json::from_str(include_str!("../schemas/tool_api.openapi.json")).unwrap();
