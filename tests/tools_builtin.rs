@@ -352,3 +352,30 @@ fn huge_arguments_and_control_characters_are_refused_cleanly() {
     drop(c);
     assert_eq!(std::fs::read(&db).unwrap(), before);
 }
+
+/// 100 rows of 10 MB text once made a 1 GB reply (and 40 MB values took the server out of
+/// memory): values are cut with a marker and rows stop once the reply is large enough.
+#[test]
+fn sql_replies_are_capped_in_bytes() {
+    let dir = tmp("sql-bytes");
+    let db = make_db(&dir);
+    let mut t = Builtin::new(&BuiltinConfig {
+        db: Some(db),
+        ..Default::default()
+    })
+    .unwrap();
+    let r = t.run(
+        "sql_query",
+        &args(json!({"sql": "SELECT printf('%.*c', 10000000, 'x') AS big FROM orders LIMIT 100"})),
+    );
+    assert!(r.ok, "{r:?}");
+    let text = r.content.to_string();
+    assert!(text.len() < 200_000, "{} bytes", text.len());
+    assert_eq!(r.content["truncated"], true);
+    let first = r.content["rows"][0]["big"].as_str().unwrap();
+    assert!(
+        first.ends_with("…[cut at 4000 of 10000000 bytes]"),
+        "{}",
+        &first[first.len() - 60..]
+    );
+}

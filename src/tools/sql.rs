@@ -12,6 +12,34 @@ use super::{ToolError, ToolResult};
 
 /// The most rows `sql_query` returns (seed 002).
 pub const SQL_MAX_ROWS: usize = 100;
+/// The most text of one value in a reply; longer values are cut with a marker, as
+/// `read_file` cuts files. One `printf('%.*c', 40000000, 'x')` once took the server out of
+/// memory while the reply was serialised.
+pub const SQL_VALUE_MAX: usize = 4000;
+/// Once the values of a reply pass this many bytes, no more rows are read.
+pub const SQL_MAX_BYTES: usize = 64 << 10;
+
+/// A text value, cut to [`SQL_VALUE_MAX`] bytes (at a character boundary) with a marker.
+#[cfg(feature = "sqlite")]
+fn cut_value(t: &[u8]) -> String {
+    if t.len() <= SQL_VALUE_MAX {
+        return String::from_utf8_lossy(t).into_owned();
+    }
+    let mut end = SQL_VALUE_MAX;
+    while end > 0 && (t[end] & 0xC0) == 0x80 {
+        end -= 1;
+    }
+    format!(
+        "{}…[cut at {end} of {} bytes]",
+        String::from_utf8_lossy(&t[..end]),
+        t.len()
+    )
+}
+
+/// SQLite's heap limit (process-wide), in bytes.
+#[cfg(feature = "sqlite")]
+const SQL_HEAP_LIMIT: i64 = 512 << 20;
+
 /// The longest a SQL query may run.
 #[cfg(feature = "sqlite")]
 const SQL_TIME_LIMIT: Duration = Duration::from_secs(5);
@@ -35,6 +63,13 @@ impl Sql {
         )
         .map_err(|e| err(e.to_string()))?;
         conn.pragma_update(None, "query_only", true)
+            .map_err(|e| err(e.to_string()))?;
+        // A sort of large rows spilled gigabytes into temporary files: temporary storage
+        // stays in memory, and SQLite's heap is bounded, so a query fails with "out of
+        // memory" instead of taking the disk or the machine.
+        conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(|e| err(e.to_string()))?;
+        conn.pragma_update(None, "hard_heap_limit", SQL_HEAP_LIMIT)
             .map_err(|e| err(e.to_string()))?;
         // No other database can be attached, so nothing writable can be reached.
         conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0)
@@ -95,8 +130,9 @@ impl Sql {
             let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
             let mut out = Vec::new();
             let mut truncated = false;
+            let mut bytes = 0;
             while let Some(row) = rows.next().map_err(|e| e.to_string())? {
-                if out.len() == SQL_MAX_ROWS {
+                if out.len() == SQL_MAX_ROWS || bytes > SQL_MAX_BYTES {
                     truncated = true;
                     break;
                 }
@@ -106,7 +142,10 @@ impl Sql {
                         ValueRef::Null => Value::Null,
                         ValueRef::Integer(n) => json!(n),
                         ValueRef::Real(f) => json!(f),
-                        ValueRef::Text(t) => json!(String::from_utf8_lossy(t)),
+                        ValueRef::Text(t) => {
+                            bytes += t.len().min(SQL_VALUE_MAX);
+                            json!(cut_value(t))
+                        }
                         ValueRef::Blob(b) => json!(format!("<blob of {} bytes>", b.len())),
                     };
                     obj.insert(name.clone(), v);
