@@ -379,3 +379,25 @@ fn sql_replies_are_capped_in_bytes() {
         &first[first.len() - 60..]
     );
 }
+
+/// Rows that are each expensive but take few VM steps once outran the 5 s limit (24 s):
+/// the limit holds by wall clock.
+#[test]
+fn sql_time_limit_holds_for_few_costly_steps() {
+    let dir = tmp("sql-slow");
+    let db = make_db(&dir);
+    let mut t = Builtin::new(&BuiltinConfig {
+        db: Some(db),
+        ..Default::default()
+    })
+    .unwrap();
+    let started = std::time::Instant::now();
+    let r = t.run(
+        "sql_query",
+        &args(json!({"sql": "SELECT length(printf('%.*c', 100000000 + id, 'x')) FROM orders"})),
+    );
+    let took = started.elapsed();
+    assert!(!r.ok, "{r:?}");
+    assert!(r.error.as_deref().unwrap().contains("longer than"), "{r:?}");
+    assert!(took < std::time::Duration::from_secs(8), "{took:?}");
+}

@@ -3,6 +3,8 @@
 
 use std::path::Path;
 #[cfg(feature = "sqlite")]
+use std::sync::mpsc::RecvTimeoutError;
+#[cfg(feature = "sqlite")]
 use std::time::{Duration, Instant};
 
 #[cfg(feature = "sqlite")]
@@ -121,6 +123,16 @@ impl Sql {
         {
             return ToolResult::err(format!("cannot bound the query's time: {e}"));
         }
+        // The progress handler runs every 10,000 VM steps, and a query of few but costly
+        // steps (200 rows of a 100 MB printf) outran it for 24 s: a watchdog interrupts
+        // the query by wall clock whatever it does.
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let interrupt = db.get_interrupt_handle();
+        let watchdog = std::thread::spawn(move || {
+            if finished.recv_timeout(SQL_TIME_LIMIT) == Err(RecvTimeoutError::Timeout) {
+                interrupt.interrupt();
+            }
+        });
         let result = (|| -> Result<Value, String> {
             let mut stmt = db.prepare(sql).map_err(|e| e.to_string())?;
             if !stmt.readonly() {
@@ -157,6 +169,8 @@ impl Sql {
             )
         })();
         let _ = db.progress_handler(0, None::<fn() -> bool>);
+        let _ = done.send(());
+        let _ = watchdog.join();
         match result {
             Ok(v) => ToolResult::ok(v),
             Err(e) if e.contains("interrupted") => ToolResult::err(format!(
