@@ -348,3 +348,38 @@ fn optional_arguments_nobody_gave_are_left_out() {
             .any(|ev| matches!(ev, Event::Ungrounded { arguments, .. } if arguments == &["unit"]))
     );
 }
+
+#[test]
+fn feedback_that_quotes_an_invented_value_does_not_ground_it() {
+    let spec = ToolSpec::new(
+        "weather",
+        "",
+        json!({"type": "object", "required": ["city"],
+               "properties": {"city": {"type": "string"},
+                              "unit": {"type": "string", "enum": ["c", "f"]}}}),
+    );
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "Weather in Oslo?",
+        vec![spec],
+        Limits::default(),
+    );
+    let kelvin = r#"{"kind":"tool_call","thought":"","tool":"weather","arguments":{"city":"Oslo","unit":"kelvin"}}"#;
+    e.next_step();
+    e.model_replied(&reply(kelvin));
+    assert!(
+        e.messages().last().unwrap().content.contains("kelvin"),
+        "the feedback quotes it"
+    );
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","thought":"","tool":"weather","arguments":{"city":"Oslo","unit":"f"}}"#,
+    ));
+    assert_eq!(
+        e.next_step(),
+        Step::CallTool {
+            tool: "weather".into(),
+            arguments: json!({"city": "Oslo"}).as_object().unwrap().clone()
+        }
+    );
+}

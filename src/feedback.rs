@@ -62,6 +62,16 @@ pub fn tool_error(error: ToolError, spec: Option<&ToolSpec>) -> (String, Option<
     }
 }
 
+/// How the message that explains a refused reply begins.
+const INVALID_REPLY: &str = "Your last reply was not valid: ";
+
+/// Whether a user-role message is toolloop's own feedback on a refused reply rather than
+/// something the person said: it quotes the model's values back ("`kelvin` is not one
+/// of …"), so it must not count as the person giving them.
+pub fn is_feedback(m: &Message) -> bool {
+    m.role == Role::User && m.content.starts_with(INVALID_REPLY)
+}
+
 /// The two messages that follow an invalid reply: what the model said (shortened) and
 /// why it was refused.
 pub fn invalid_reply(raw: &str, stop: StopReason, reason: &str) -> [Message; 2] {
@@ -73,7 +83,7 @@ pub fn invalid_reply(raw: &str, stop: StopReason, reason: &str) -> [Message; 2] 
     [
         Message::assistant(shorten(raw.trim(), 500)),
         Message::user(format!(
-            "Your last reply was not valid: {reason}.{cut} Reply with exactly one JSON object."
+            "{INVALID_REPLY}{reason}.{cut} Reply with exactly one JSON object."
         )),
     ]
 }

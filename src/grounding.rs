@@ -9,6 +9,9 @@
 //! messages and the tool results, never the system prompt) is left out, and the tool uses
 //! its own default. Required arguments are never touched: the schema demands them.
 //!
+//! toolloop's own feedback on a refused reply is not evidence: it quotes the model's
+//! values back.
+//!
 //! The check is lexical on purpose: it must be cheap, predictable and explainable in the
 //! trace (`[GROUND] dropped ...`). A boolean cannot be checked this way and is kept.
 
@@ -18,6 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::backend::{Message, Role};
 use crate::events::Event;
+use crate::feedback;
 use crate::tools::ToolSpec;
 
 /// The words and numbers of the run's evidence, for [`ungrounded`].
@@ -189,7 +193,7 @@ pub fn drop_ungrounded(
     let spec = spec?;
     let said = history
         .iter()
-        .filter(|m| matches!(m.role, Role::User | Role::Tool))
+        .filter(|m| matches!(m.role, Role::User | Role::Tool) && !feedback::is_feedback(m))
         .map(|m| m.content.as_str());
     let dropped = ungrounded(arguments, &spec.input_schema, &Evidence::of(said));
     for name in &dropped {

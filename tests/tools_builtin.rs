@@ -41,15 +41,19 @@ fn make_db(dir: &Path) -> PathBuf {
     path
 }
 
-#[test]
-fn sql_reads_with_column_names_and_at_most_100_rows() {
-    let dir = tmp("sql-read");
-    let db = make_db(&dir);
-    let mut t = Builtin::new(&BuiltinConfig {
+/// The built-in tools over a fresh copy of the shop database, in its own folder.
+fn sql_tool(name: &str) -> Builtin {
+    let db = make_db(&tmp(name));
+    Builtin::new(&BuiltinConfig {
         db: Some(db),
         ..Default::default()
     })
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn sql_reads_with_column_names_and_at_most_100_rows() {
+    let mut t = sql_tool("sql-read");
     let r = t.run(
         "sql_query",
         &args(json!({"sql": "SELECT id, status FROM orders WHERE id = 42"})),
@@ -125,13 +129,7 @@ fn every_write_attempt_is_refused_and_the_database_is_unchanged() {
 
 #[test]
 fn a_runaway_query_is_stopped() {
-    let dir = tmp("sql-slow");
-    let db = make_db(&dir);
-    let mut t = Builtin::new(&BuiltinConfig {
-        db: Some(db),
-        ..Default::default()
-    })
-    .unwrap();
+    let mut t = sql_tool("sql-slow");
     let r = t.run(
         "sql_query",
         &args(json!({"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"})),
@@ -357,13 +355,7 @@ fn huge_arguments_and_control_characters_are_refused_cleanly() {
 /// memory): values are cut with a marker and rows stop once the reply is large enough.
 #[test]
 fn sql_replies_are_capped_in_bytes() {
-    let dir = tmp("sql-bytes");
-    let db = make_db(&dir);
-    let mut t = Builtin::new(&BuiltinConfig {
-        db: Some(db),
-        ..Default::default()
-    })
-    .unwrap();
+    let mut t = sql_tool("sql-bytes");
     let r = t.run(
         "sql_query",
         &args(json!({"sql": "SELECT printf('%.*c', 10000000, 'x') AS big FROM orders LIMIT 100"})),
@@ -384,13 +376,7 @@ fn sql_replies_are_capped_in_bytes() {
 /// the limit holds by wall clock.
 #[test]
 fn sql_time_limit_holds_for_few_costly_steps() {
-    let dir = tmp("sql-slow");
-    let db = make_db(&dir);
-    let mut t = Builtin::new(&BuiltinConfig {
-        db: Some(db),
-        ..Default::default()
-    })
-    .unwrap();
+    let mut t = sql_tool("sql-wallclock");
     let started = std::time::Instant::now();
     let r = t.run(
         "sql_query",
