@@ -37,7 +37,7 @@ impl Backend for Instant {
         } else {
             r#"{"kind":"final_answer","thought":"done","content":"Order 7 has shipped."}"#
         };
-        sink(text);
+        let _ = sink(text);
         Ok(ChatReply {
             text: text.to_string(),
             stop: StopReason::Finished,

@@ -86,7 +86,8 @@ pub struct Config {
     pub narrowing: Narrowing,
     /// How the model decides between a tool and an answer (see [`Decide`]).
     pub decide: Decide,
-    /// Leave out optional arguments the person never gave (see [`crate::grounding`]).
+    /// Leave out optional arguments the person never gave, and ask for required ones
+    /// the model invented (see [`crate::grounding`]).
     pub ground_arguments: bool,
     /// Under [`Decide::Probability`], the least share of probability the model must give
     /// to calling a tool for the call to go ahead (see [`crate::decision`]).

@@ -306,17 +306,7 @@ impl Engine {
                 thought,
                 question,
                 missing_params,
-            } => {
-                self.record(thought, None, question.clone(), true);
-                self.events.push(Event::Clarify {
-                    question: question.clone(),
-                    missing_params: missing_params.clone(),
-                });
-                self.state = State::Asking {
-                    question,
-                    missing_params,
-                };
-            }
+            } => self.ask(thought, question, missing_params),
             Turn::ToolCall {
                 thought,
                 tool,
@@ -327,10 +317,12 @@ impl Engine {
 
     fn tool_call(&mut self, thought: String, tool: String, mut arguments: Map<String, Value>) {
         let spec = self.specs.iter().find(|s| s.name == tool);
-        if self.limits.ground_arguments
-            && let Some(e) = grounding::drop_ungrounded(&mut arguments, spec, &self.history)
-        {
-            self.events.push(e);
+        if self.limits.ground_arguments {
+            let (dropped, invented) = grounding::ground(&mut arguments, spec, &self.history);
+            self.events.extend(dropped);
+            if !invented.is_empty() {
+                return self.ask_instead(thought, tool, invented);
+            }
         }
         self.events.push(Event::ToolCall {
             iteration: self.iterations,
@@ -359,6 +351,37 @@ impl Engine {
             arguments,
             key,
         };
+    }
+
+    fn ask(&mut self, thought: String, question: String, missing_params: Vec<String>) {
+        self.record(thought, None, question.clone(), true);
+        self.events.push(Event::Clarify {
+            question: question.clone(),
+            missing_params: missing_params.clone(),
+        });
+        self.state = State::Asking {
+            question,
+            missing_params,
+        };
+    }
+
+    /// A call with invented required values becomes the question for them; the history
+    /// shows the question, so the model resumes from it with the person's answer.
+    fn ask_instead(&mut self, thought: String, tool: String, invented: Vec<String>) {
+        let question = feedback::ask_for(&tool, &invented);
+        self.events.push(Event::Invented {
+            tool,
+            arguments: invented.clone(),
+        });
+        let turn = Turn::Clarify {
+            thought: thought.clone(),
+            question: question.clone(),
+            missing_params: invented.clone(),
+        };
+        if let Some(last) = self.history.last_mut() {
+            *last = Message::assistant(self.limits.decide.canonical(&turn));
+        }
+        self.ask(thought, question, invented);
     }
 
     /// Answers a call from memory: no tool runs.

@@ -23,6 +23,15 @@ fn calc() -> ToolSpec {
     )
 }
 
+fn weather() -> ToolSpec {
+    ToolSpec::new(
+        "get_weather",
+        "Current weather for a city",
+        json!({"type": "object", "properties": {"city": {"type": "string"}},
+               "required": ["city"]}),
+    )
+}
+
 fn engine(max: u32) -> Engine {
     Engine::new(
         vec![Message::system("sys")],
@@ -38,7 +47,7 @@ fn engine(max: u32) -> Engine {
 fn engine_with_ctx(num_ctx: u32) -> Engine {
     Engine::new(
         vec![Message::system("sys")],
-        "q",
+        "what is 2+2",
         vec![calc()],
         Limits {
             num_ctx: Some(num_ctx),
@@ -229,7 +238,40 @@ fn old_tool_results_are_shortened_near_the_context_window() {
             .content
             .ends_with("[shortened to fit the context window]")
     );
-    assert_eq!(e.messages()[1].content, "q");
+    assert_eq!(e.messages()[1].content, "what is 2+2");
+}
+
+#[test]
+fn a_call_with_a_required_value_nobody_gave_becomes_a_question() {
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "what's the weather like?",
+        vec![weather()],
+        Limits::default(),
+    );
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"London"}}"#,
+    ));
+    let Step::AskUser {
+        question,
+        missing_params,
+    } = e.next_step()
+    else {
+        panic!("expected a question, got {:?}", e.next_step());
+    };
+    assert_eq!(
+        question,
+        "What city should I use? (get_weather needs it, and you did not say.)"
+    );
+    assert_eq!(missing_params, ["city"]);
+    assert!(e.messages().last().unwrap().content.contains("\"clarify\""));
+    e.user_answered(Some("Paris".into()));
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Paris"}}"#,
+    ));
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
 }
 
 #[test]

@@ -175,8 +175,8 @@ pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> Ca
                     },
                     options,
                 };
-                match backend.chat(&request, deadline, &mut |_| {}) {
-                    Ok(reply) => {
+                match crate::repetition::watched_chat(backend, &request, deadline, |_| {}) {
+                    Ok((reply, _)) => {
                         replies += 1;
                         texts.push(reply.text.clone());
                         engine.model_replied(&reply);

@@ -88,12 +88,28 @@ pub enum Event {
         /// Milliseconds the call took.
         ms: u64,
     },
+    /// The reply repeated itself while it streamed: the generation was stopped and the
+    /// reply cut after what came before the loop ([`crate::repetition`]).
+    Repetition {
+        /// The word pair that repeated.
+        phrase: String,
+        /// Bytes of the reply kept.
+        kept: usize,
+    },
     /// Optional arguments the person never gave were left out of a call
     /// ([`crate::grounding`]).
     Ungrounded {
         /// The tool.
         tool: String,
         /// The arguments left out.
+        arguments: Vec<String>,
+    },
+    /// Required arguments whose values nobody gave: the call was not made and the person
+    /// is asked for them instead ([`crate::grounding::invented_required`]).
+    Invented {
+        /// The tool.
+        tool: String,
+        /// The arguments asked for.
         arguments: Vec<String>,
     },
     /// The model's own probability of calling a tool, read at its choice of kind
@@ -260,8 +276,15 @@ impl Trace {
                 if *ok { "ok" } else { "failed" },
                 short(observation)
             ),
+            Event::Repetition { phrase, kept } => format!(
+                "[REPEAT] the reply kept repeating \"{phrase}\"; stopped, {kept} bytes kept"
+            ),
             Event::Ungrounded { tool, arguments } => format!(
                 "[GROUND] {tool}: left out {} (not given by the person)",
+                arguments.join(", ")
+            ),
+            Event::Invented { tool, arguments } => format!(
+                "[GROUND] {tool}: {} not given by the person; asking for it instead of calling",
                 arguments.join(", ")
             ),
             Event::Decision {

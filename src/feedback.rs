@@ -34,6 +34,19 @@ pub fn degraded(tool: &str, observation: &str) -> String {
     format!("{observation}\n{tool} is unavailable now. Answer directly without it.")
 }
 
+/// The question put to the person for required arguments the model invented
+/// ([`crate::grounding::invented_required`]): the parameters in words, and the tool.
+pub fn ask_for(tool: &str, parameters: &[String]) -> String {
+    let names: Vec<String> = parameters.iter().map(|p| p.replace('_', " ")).collect();
+    let listed = match names.as_slice() {
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+        [] => "more".to_string(),
+    };
+    let it = if names.len() == 1 { "it" } else { "them" };
+    format!("What {listed} should I use? ({tool} needs {it}, and you did not say.)")
+}
+
 /// The observation for a call of a tool the catalogue does not have.
 pub fn unknown_tool(name: &str, available: &[String]) -> String {
     format!(

@@ -12,11 +12,25 @@
 //! toolloop's own feedback on a refused reply is not evidence: it quotes the model's
 //! values back.
 //!
+//! A required argument cannot be left out, and an invented one is the mark of a call the
+//! question did not ask for: on BFCL `irrelevance` Qwen 0.5B answered "How can I apply
+//! evolutionary algorithms in game AI?" with `evolve_creatures(population_size: 100, …)`
+//! and "What's the latest trend in technology?" with `region: "world"`. When a required
+//! value appears nowhere in the evidence, the call becomes a `clarify` that asks the
+//! person for it ([`invented_required`]): the issue's own rule, "an argument the person
+//! did not give should be left out, or asked for when it is required". Required values
+//! are checked leniently (one word of a string is enough, a two- or three-letter code
+//! counts as said, numbers are read with their units and separators), because a wrong
+//! question costs the person a reply.
+//!
 //! The check is lexical on purpose: it must be cheap, predictable and explainable in the
 //! trace (`[GROUND] dropped ...`). A boolean cannot be checked this way and is kept.
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
+use regex::Regex;
+use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::{Map, Value};
 
 use crate::backend::{Message, Role};
@@ -28,28 +42,66 @@ use crate::tools::ToolSpec;
 #[derive(Debug, Default, Clone)]
 pub struct Evidence {
     words: HashSet<String>,
+    stems: HashSet<String>,
     numbers: Vec<f64>,
 }
+
+/// A number as people write it: `12,000`, `-4`, `1.2M`, `40%`, `298K`, `1e-9`.
+static NUMBER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?(?:e-?\d+)?)\s*(%|percent\b|k\b|thousand\b|m\b|million\b|bn\b|b\b|billion\b)?")
+        .expect("a valid pattern")
+});
+
+static STEMMER: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
 
 impl Evidence {
     /// The evidence of these texts.
     pub fn of<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
         let mut e = Evidence::default();
         for text in texts {
+            for m in NUMBER.captures_iter(text) {
+                let Ok(n) = m[1].replace(',', "").parse::<f64>() else {
+                    continue;
+                };
+                e.numbers.push(n);
+                let scale = match m.get(2).map(|s| s.as_str().to_lowercase()).as_deref() {
+                    Some("%" | "percent") => 0.01,
+                    Some("k" | "thousand") => 1e3,
+                    Some("m" | "million") => 1e6,
+                    Some("b" | "bn" | "billion") => 1e9,
+                    _ => continue,
+                };
+                e.numbers.push(n * scale);
+            }
             for w in words(text) {
                 if let Some(n) = w.parse::<f64>().ok().or_else(|| number_word(&w)) {
                     e.numbers.push(n);
                 }
+                e.stems.insert(STEMMER.stem(&w).into_owned());
                 e.words.insert(w);
             }
         }
         e
     }
 
+    /// A sign is not evidence: "coefficients 2, 3 and -4" and "a loss of 4" both say 4.
     fn has_number(&self, n: f64) -> bool {
+        let n = n.abs();
         self.numbers
             .iter()
-            .any(|m| (m - n).abs() <= 1e-9 * m.abs().max(n.abs()).max(1.0))
+            .any(|m| (m.abs() - n).abs() <= 1e-9 * m.abs().max(n).max(1.0))
+    }
+
+    /// A word with the same first five letters: "Germany" for "German history", which
+    /// the stemmer keeps apart.
+    fn has_kin(&self, w: &str) -> bool {
+        let head = |w: &str| w.char_indices().nth(KIN).map(|(i, _)| w[..i].to_string());
+        head(w).is_some_and(|h| self.words.iter().any(|e| e.starts_with(&h)))
+    }
+
+    /// The word, or another form of it ("tolls" for "toll roads").
+    fn has_word(&self, w: &str) -> bool {
+        self.words.contains(w) || self.stems.contains(STEMMER.stem(w).as_ref())
     }
 
     /// Whether `v` is something the evidence says: every word of a string, a number that
@@ -59,7 +111,7 @@ impl Evidence {
         match v {
             Value::String(s) => {
                 let ws = words(s);
-                !ws.is_empty() && ws.iter().all(|w| self.words.contains(w))
+                !ws.is_empty() && ws.iter().all(|w| self.has_word(w))
             }
             Value::Number(n) => n.as_f64().is_some_and(|n| self.has_number(n)),
             Value::Array(items) => !items.is_empty() && items.iter().all(|i| self.grounds(i)),
@@ -172,37 +224,101 @@ pub fn ungrounded(
         .collect()
 }
 
+/// The required arguments of a call whose values nobody gave: a value the model
+/// invented where the schema demands one. Checked leniently (see the module docs); an
+/// `enum` parameter, a boolean, an object and composed text are never counted.
+///
+/// ```
+/// use serde_json::json;
+/// use toolloop::grounding::{Evidence, invented_required};
+///
+/// let schema = json!({"type": "object", "required": ["category", "region"],
+///     "properties": {"category": {"type": "string"}, "region": {"type": "string"}}});
+/// let args = json!({"category": "technology", "region": "world"});
+/// let said = Evidence::of(["What's the latest trend in technology?"]);
+/// assert_eq!(invented_required(args.as_object().unwrap(), &schema, &said), ["region"]);
+/// ```
+pub fn invented_required(
+    arguments: &Map<String, Value>,
+    schema: &Value,
+    evidence: &Evidence,
+) -> Vec<String> {
+    let Some(required) = schema["required"].as_array() else {
+        return Vec::new();
+    };
+    required
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|k| {
+            arguments.get(*k).is_some_and(|v| {
+                schema["properties"][*k].get("enum").is_none() && !evidence.mentions(v)
+            })
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+impl Evidence {
+    /// The lenient form of [`Evidence::grounds`], for required values: one word of a
+    /// string is enough (`"Los Angeles, CA"`, `"2022-07-10"` for "July 10, 2022"), a
+    /// code of two or three letters counts as said (`"EUR"` for "Euros"), and composed
+    /// text counts as said.
+    fn mentions(&self, v: &Value) -> bool {
+        match v {
+            Value::String(s) => {
+                let ws = words(s);
+                let code = (2..=3).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphabetic());
+                code || composed(v) || ws.iter().any(|w| self.has_word(w) || self.has_kin(w))
+            }
+            Value::Array(items) => !items.is_empty() && items.iter().all(|i| self.mentions(i)),
+            _ => self.grounds(v),
+        }
+    }
+}
+
 /// A string of more than [`SETTING_WORDS`] words: text the model wrote, not a value it
 /// chose for a setting.
 fn composed(v: &Value) -> bool {
     v.as_str().is_some_and(|s| words(s).len() > SETTING_WORDS)
 }
 
+/// How many first letters make two words kin ([`Evidence::has_kin`]).
+const KIN: usize = 5;
+
 /// The most words a string argument has when it is a setting (`"kilometers"`,
 /// `"Mission 1"`, `"Los Angeles, CA"`) rather than composed text.
 const SETTING_WORDS: usize = 4;
 
-/// Removes the ungrounded optional arguments of a call of `spec`, with the person's
-/// messages and the tool results in `history` as the evidence; the
-/// [`Event::Ungrounded`] that names them, when there were any.
-pub fn drop_ungrounded(
+/// Grounds a call of `spec` in the person's messages and the tool results of `history`:
+/// removes the optional arguments nobody gave, and returns the [`Event::Ungrounded`] that
+/// names them (when there were any) with the required arguments nobody gave
+/// ([`invented_required`]), which the caller asks the person for.
+pub fn ground(
     arguments: &mut Map<String, Value>,
     spec: Option<&ToolSpec>,
     history: &[Message],
-) -> Option<Event> {
-    let spec = spec?;
-    let said = history
-        .iter()
-        .filter(|m| matches!(m.role, Role::User | Role::Tool) && !feedback::is_feedback(m))
-        .map(|m| m.content.as_str());
-    let dropped = ungrounded(arguments, &spec.input_schema, &Evidence::of(said));
+) -> (Option<Event>, Vec<String>) {
+    let Some(spec) = spec else {
+        return (None, Vec::new());
+    };
+    let said = Evidence::of(
+        history
+            .iter()
+            .filter(|m| matches!(m.role, Role::User | Role::Tool) && !feedback::is_feedback(m))
+            .map(|m| m.content.as_str()),
+    );
+    let dropped = ungrounded(arguments, &spec.input_schema, &said);
     for name in &dropped {
         arguments.shift_remove(name);
     }
-    (!dropped.is_empty()).then(|| Event::Ungrounded {
+    let event = (!dropped.is_empty()).then(|| Event::Ungrounded {
         tool: spec.name.clone(),
         arguments: dropped,
-    })
+    });
+    (
+        event,
+        invented_required(arguments, &spec.input_schema, &said),
+    )
 }
 
 #[cfg(test)]
@@ -219,6 +335,65 @@ mod tests {
         assert!(!e.grounds(&json!(5)));
         assert!(!e.grounds(&json!(9.81)));
         assert!(Evidence::of(["Get me two tickets"]).grounds(&json!(2)));
+    }
+
+    #[test]
+    fn numbers_are_read_as_people_write_them() {
+        let e = Evidence::of([
+            "Revenues of $1.2M, dividends of $200,000, a 5% yield, 298K, charges of 1e-9 and -4",
+        ]);
+        for n in [
+            1_200_000.0,
+            200_000.0,
+            0.05,
+            5.0,
+            298.0,
+            298_000.0,
+            1e-9,
+            -4.0,
+            4.0,
+        ] {
+            assert!(e.grounds(&json!(n)), "{n}");
+        }
+        assert!(!e.grounds(&json!(12)));
+    }
+
+    #[test]
+    fn another_form_of_a_word_grounds_it() {
+        let e = Evidence::of(["directions avoiding highways and toll roads"]);
+        assert!(e.grounds(&json!(["highways", "tolls"])));
+        assert!(!e.grounds(&json!(["ferries"])));
+    }
+
+    #[test]
+    fn required_values_nobody_gave_are_named_and_said_ones_are_not() {
+        let schema = json!({"type": "object", "required": ["location", "date", "unit", "max_price"],
+            "properties": {"location": {"type": "string"}, "date": {"type": "string"},
+                "unit": {"type": "string", "enum": ["c", "f"]}, "max_price": {"type": "number"}}});
+        let said = Evidence::of(["Find a hotel in Miami on July 10, 2022"]);
+        let args =
+            json!({"location": "Miami, FL", "date": "2022-07-10", "unit": "c", "max_price": 100});
+        assert_eq!(
+            invented_required(args.as_object().unwrap(), &schema, &said),
+            ["max_price"]
+        );
+        let said = Evidence::of(["Find a hotel in Miami in May under 200 dollars"]);
+        let args =
+            json!({"location": "Miami", "date": "2023-05-01", "unit": "c", "max_price": 200});
+        assert_eq!(
+            invented_required(args.as_object().unwrap(), &schema, &said),
+            ["date"]
+        );
+        let codes = json!({"type": "object", "required": ["from", "to"],
+            "properties": {"from": {"type": "string"}, "to": {"type": "string"}}});
+        let args = json!({"from": "EUR", "to": "CAD"});
+        let said = Evidence::of(["Convert 150 Euros to Canadian dollars"]);
+        assert!(invented_required(args.as_object().unwrap(), &codes, &said).is_empty());
+        let country = json!({"type": "object", "required": ["country"],
+            "properties": {"country": {"type": "string"}}});
+        let args = json!({"country": "Germany"});
+        let said = Evidence::of(["Key war events in German history"]);
+        assert!(invented_required(args.as_object().unwrap(), &country, &said).is_empty());
     }
 
     #[test]

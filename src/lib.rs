@@ -83,6 +83,7 @@ pub mod outcome;
 pub mod prompt;
 pub mod relevance;
 pub mod repair;
+pub mod repetition;
 pub mod schema;
 #[cfg(feature = "server")]
 pub mod server;

@@ -19,6 +19,7 @@ use crate::events::{Event, Observer};
 use crate::guardrails::{Guardrails, Verdict};
 pub use crate::outcome::Outcome;
 use crate::prompt::build_system_prompt_for;
+use crate::repetition::watched_chat;
 use crate::schema::{CallSchema, Decide, Narrowing};
 use crate::tools::closure::{FnTool, FnTools};
 use crate::tools::{Catalogue, ToolSetup, ToolSource, ToolSpec};
@@ -137,6 +138,13 @@ impl OrchestratorBuilder {
     /// How the model decides between a tool and an answer (see [`Decide`]).
     pub fn decide(mut self, decide: Decide) -> Self {
         self.config.decide = decide;
+        self
+    }
+
+    /// Whether arguments nobody gave are left out (optional ones) or asked for (required
+    /// ones) before a call: on by default (see [`crate::grounding`]).
+    pub fn ground_arguments(mut self, on: bool) -> Self {
+        self.config.ground_arguments = on;
         self
     }
 
@@ -358,14 +366,22 @@ impl Orchestrator {
                         options: &self.options,
                     };
                     let observers = &mut self.observers;
-                    let mut sink = |text: &str| {
+                    let sink = |text: &str| {
                         let e = Event::ModelText {
                             text: text.to_string(),
                         };
                         observers.iter_mut().for_each(|o| o.event(&e));
                     };
-                    match self.backend.chat(&request, deadline, &mut sink) {
-                        Ok(reply) => engine.model_replied(&reply),
+                    match watched_chat(&mut self.backend, &request, deadline, sink) {
+                        Ok((reply, found)) => {
+                            if let Some(l) = found {
+                                self.emit(&Event::Repetition {
+                                    phrase: l.phrase,
+                                    kept: reply.text.len(),
+                                });
+                            }
+                            engine.model_replied(&reply)
+                        }
                         Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
                         Err(e) => {
                             self.flush(&mut engine);

@@ -92,31 +92,31 @@ pub enum Decide {
     Probability,
 }
 
-/// The longest `thought` under [`Decide::Reason`]: one sentence, enough to say which tool
-/// fits and why, short enough that a small model cannot ramble in it.
+/// The longest `thought` the narrowed schema allows: one sentence, enough to say which
+/// tool fits and why, short enough that a small model cannot ramble in it.
 pub const REASON_MAX: u64 = 160;
 
 impl Decide {
-    /// Rewrites one variant's schema for this way of deciding.
+    /// Rewrites one variant's schema for this way of deciding. In every layout the
+    /// `thought` is bounded to [`REASON_MAX`]: with CALL_SCHEMA's 400 characters Qwen
+    /// once wrote a paragraph of advice on selling guitars as the thought of a call.
     fn shape(self, variant: Value) -> Value {
-        match self {
-            Decide::Direct | Decide::Probability => variant,
-            Decide::Reason => {
-                let Value::Object(mut v) = variant else {
-                    return variant;
-                };
-                if let Some(Value::Object(props)) = v.get_mut("properties") {
-                    let mut ordered = Map::new();
-                    if let Some(mut t) = props.shift_remove("thought") {
-                        t["maxLength"] = json!(REASON_MAX);
-                        ordered.insert("thought".into(), t);
-                    }
-                    ordered.append(props);
-                    *props = ordered;
-                }
-                Value::Object(v)
+        let Value::Object(mut v) = variant else {
+            return variant;
+        };
+        if let Some(Value::Object(props)) = v.get_mut("properties") {
+            if let Some(t) = props.get_mut("thought") {
+                t["maxLength"] = json!(REASON_MAX);
+            }
+            if self == Decide::Reason
+                && let Some(t) = props.shift_remove("thought")
+            {
+                let mut ordered = Map::from_iter([("thought".to_string(), t)]);
+                ordered.append(props);
+                *props = ordered;
             }
         }
+        Value::Object(v)
     }
 
     /// A turn as JSON text with its keys in the order this way of deciding asks for: what

@@ -227,7 +227,7 @@ fn handle(shared: &Shared, mut req: tiny_http::Request) {
                 return fail(req, 400, &format!("invalid arguments: {problems}"));
             }
             let result = match shared.source.lock() {
-                Ok(mut source) => source.call(&name, &args, Deadline::none()),
+                Ok(source) => source.call(&name, &args, Deadline::none()),
                 Err(_) => return fail(req, 500, "the tool crashed earlier; restart the server"),
             };
             match result {

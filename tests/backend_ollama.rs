@@ -64,7 +64,7 @@ fn chat(url: &str, deadline: Deadline) -> Result<toolloop::backend::ChatReply, B
         schema: Some(&schema),
         options: &opts,
     };
-    Ollama::new(url, "gemma3:4b").chat(&req, deadline, &mut |_| {})
+    Ollama::new(url, "gemma3:4b").chat(&req, deadline, &mut toolloop::backend::keep_going)
 }
 
 fn soon() -> Deadline {
@@ -153,7 +153,10 @@ fn streamed_text_reaches_the_sink_piece_by_piece() {
     };
     let mut pieces = Vec::new();
     let reply = Ollama::new(&server.url(), "gemma3:4b")
-        .chat(&req, soon(), &mut |p| pieces.push(p.to_string()))
+        .chat(&req, soon(), &mut |p| {
+            pieces.push(p.to_string());
+            std::ops::ControlFlow::Continue(())
+        })
         .unwrap();
     assert_eq!(pieces, ["ab", "cd"]);
     assert_eq!(reply.text, "abcd");
@@ -427,7 +430,7 @@ fn log_probabilities_are_asked_for_and_read_from_each_chunk() {
         options: &opts,
     };
     let reply = Ollama::new(&server.url(), "gemma3:4b")
-        .chat(&req, soon(), &mut |_| {})
+        .chat(&req, soon(), &mut toolloop::backend::keep_going)
         .unwrap();
     show.assert();
     chat_mock.assert();

@@ -40,7 +40,11 @@ fn run(backend: &mut OpenAi) -> Result<toolloop::backend::ChatReply, BackendErro
         schema: Some(&schema),
         options: &opts,
     };
-    backend.chat(&req, Deadline::after(Duration::from_secs(10)), &mut |_| {})
+    backend.chat(
+        &req,
+        Deadline::after(Duration::from_secs(10)),
+        &mut toolloop::backend::keep_going,
+    )
 }
 
 #[test]

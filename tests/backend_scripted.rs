@@ -16,8 +16,12 @@ fn ask(b: &mut dyn Backend) -> toolloop::backend::ChatReply {
         schema: None,
         options: &opts,
     };
-    b.chat(&req, Deadline::after(Duration::from_secs(5)), &mut |_| {})
-        .unwrap()
+    b.chat(
+        &req,
+        Deadline::after(Duration::from_secs(5)),
+        &mut toolloop::backend::keep_going,
+    )
+    .unwrap()
 }
 
 #[test]

@@ -425,7 +425,7 @@ mod demo {
         for part in [
             "? Which city do you mean?",
             "> Tokyo",
-            "[Tool Result: get_weather] error: no weather for \"Tokio\"",
+            "[Tool Result: get_weather] error: no weather for \"Tokyo, Japan\"",
             "[Tool Result: get_weather] {\"city\":\"Tokyo\"",
             "[Repair] closed truncated input",
             "[Tool Result: calculator] 64.4",

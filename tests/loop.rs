@@ -111,7 +111,7 @@ fn seed_scenario_max_iterations_carries_the_steps() {
         .clarify_handler(|_: &str, _: &[String]| Some("any".to_string()))
         .build()
         .unwrap();
-    let out = o.run("Add some numbers").unwrap();
+    let out = o.run("Add 1 and 1, and some more numbers").unwrap();
     assert_eq!(out.stop_reason(), StopKind::MaxIterations);
     let err = out.into_answer().unwrap_err();
     assert!(
@@ -192,6 +192,42 @@ fn invalid_reply_is_fed_back_and_the_model_recovers() {
             .unwrap()
             .iter()
             .any(|e| matches!(e, Event::Invalid { attempt: 1, .. }))
+    );
+}
+
+#[test]
+fn a_reply_that_repeats_itself_is_stopped_and_kept_up_to_the_loop() {
+    let s = server();
+    let (log, observer) = events();
+    let numerals = [
+        "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII", "XIII",
+    ];
+    let list: String = numerals
+        .iter()
+        .map(|n| format!(", The Godfather {n}"))
+        .collect();
+    let looping = answer(&format!("Try The Godfather{list}{}", list.repeat(20)));
+    let model = Scripted::new([looping.clone()]);
+    let mut o = builder(model, &s).observer(observer).build().unwrap();
+    let out = o.run("Which films should I watch?").unwrap();
+    assert_eq!(out.stop_reason(), StopKind::Completed);
+    assert_eq!(out.answer(), Some("Try The Godfather"));
+    let log = log.lock().unwrap();
+    let streamed: usize = log
+        .iter()
+        .filter_map(|e| match e {
+            Event::ModelText { text } => Some(text.len()),
+            _ => None,
+        })
+        .sum();
+    assert!(
+        streamed < looping.len() / 4,
+        "the stream went on: {streamed} of {} bytes",
+        looping.len()
+    );
+    assert!(
+        log.iter()
+            .any(|e| matches!(e, Event::Repetition { phrase, .. } if phrase == "the godfather"))
     );
 }
 

@@ -74,7 +74,10 @@ fn schema_constrained_reply_is_valid_and_usage_and_cache_are_read() {
     };
     let mut streamed = String::new();
     let first = backend
-        .chat(&req, deadline, &mut |p| streamed.push_str(p))
+        .chat(&req, deadline, &mut |p| {
+            streamed.push_str(p);
+            std::ops::ControlFlow::Continue(())
+        })
         .unwrap();
     eprintln!("reply 1: {}\nusage 1: {:?}", first.text, first.usage);
     assert_eq!(streamed, first.text, "the stream carried the whole reply");
@@ -100,7 +103,9 @@ fn schema_constrained_reply_is_valid_and_usage_and_cache_are_read() {
         schema: Some(schema.as_value()),
         options: &options,
     };
-    let second = backend.chat(&req, deadline, &mut |_| {}).unwrap();
+    let second = backend
+        .chat(&req, deadline, &mut toolloop::backend::keep_going)
+        .unwrap();
     eprintln!("reply 2: {}\nusage 2: {:?}", second.text, second.usage);
     let turn = Turn::parse(&second.text).unwrap().turn;
     schema.check(&turn).unwrap();

@@ -12,6 +12,10 @@ use toolloop::tools::builtin::{Builtin, BuiltinConfig};
 use toolloop::{Orchestrator, StopKind};
 
 fn replay(file: &str, question: &str) -> toolloop::orchestrator::Outcome {
+    replay_grounded(file, question, true)
+}
+
+fn replay_grounded(file: &str, question: &str, ground: bool) -> toolloop::orchestrator::Outcome {
     let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
     let model = Scripted::from_file(&path).unwrap();
     let builtin = Builtin::new(&BuiltinConfig {
@@ -24,6 +28,7 @@ fn replay(file: &str, question: &str) -> toolloop::orchestrator::Outcome {
         .backend(model)
         .catalogue(tools)
         .timeout(Duration::from_secs(10))
+        .ground_arguments(ground)
         .build()
         .unwrap();
     o.run(question).unwrap()
@@ -61,10 +66,12 @@ fn recorded_needless_repeat_is_answered_from_the_earlier_result() {
     // The model looked up the weather for a general-knowledge question, twice; the
     // second call was not executed and the model then answered.
     // Recorded before the decision step (no log-probabilities in the recording, so the
-    // loop takes each call as the model wrote it), kept for the repeat it shows.
-    let out = replay(
+    // loop takes each call as the model wrote it) and before grounding, kept for the
+    // repeat it shows.
+    let out = replay_grounded(
         "qwen_capital_repeat.jsonl",
         "What is the capital of France?",
+        false,
     );
     assert_eq!(tools_used(&out), ["get_weather", "get_weather"]);
     assert!(
@@ -74,6 +81,19 @@ fn recorded_needless_repeat_is_answered_from_the_earlier_result() {
     );
     assert_eq!(out.answer(), Some("Paris"));
     assert_eq!(out.iterations, 3);
+}
+
+#[test]
+fn recorded_call_with_a_city_nobody_named_becomes_a_question() {
+    // The same recording with grounding: the model's `city: "Paris"` for a question that
+    // names no city is not called; the person is asked which city.
+    let out = replay(
+        "qwen_capital_repeat.jsonl",
+        "What is the capital of France?",
+    );
+    assert!(tools_used(&out).is_empty(), "{:?}", tools_used(&out));
+    assert_eq!(out.stop_reason(), StopKind::ClarificationNeeded);
+    assert!(out.answer().is_none());
 }
 
 #[test]

@@ -53,7 +53,7 @@ fn sql_tool(name: &str) -> Builtin {
 
 #[test]
 fn sql_reads_with_column_names_and_at_most_100_rows() {
-    let mut t = sql_tool("sql-read");
+    let t = sql_tool("sql-read");
     let r = t.run(
         "sql_query",
         &args(json!({"sql": "SELECT id, status FROM orders WHERE id = 42"})),
@@ -77,7 +77,7 @@ fn every_write_attempt_is_refused_and_the_database_is_unchanged() {
     let before = std::fs::read(&db).unwrap();
     let escape = dir.join("evil.db");
     let copy = dir.join("copy.db");
-    let mut t = Builtin::new(&BuiltinConfig {
+    let t = Builtin::new(&BuiltinConfig {
         db: Some(db.clone()),
         ..Default::default()
     })
@@ -129,7 +129,7 @@ fn every_write_attempt_is_refused_and_the_database_is_unchanged() {
 
 #[test]
 fn a_runaway_query_is_stopped() {
-    let mut t = sql_tool("sql-slow");
+    let t = sql_tool("sql-slow");
     let r = t.run(
         "sql_query",
         &args(json!({"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"})),
@@ -210,7 +210,7 @@ fn read_file_refuses_every_escape() {
 fn read_file_caps_large_files() {
     let root = tmp("bigfile");
     std::fs::write(root.join("big.txt"), "a".repeat(200_000)).unwrap();
-    let mut t = Builtin::new(&BuiltinConfig {
+    let t = Builtin::new(&BuiltinConfig {
         files_root: Some(root),
         ..Default::default()
     })
@@ -235,7 +235,7 @@ fn search_docs_ranks_and_cites_file_and_line() {
     )
     .unwrap();
     std::fs::write(docs.join("image.png"), [0u8, 1, 2]).unwrap();
-    let mut t = Builtin::new(&BuiltinConfig {
+    let t = Builtin::new(&BuiltinConfig {
         docs: Some(docs),
         ..Default::default()
     })
@@ -264,7 +264,7 @@ fn search_docs_ranks_and_cites_file_and_line() {
 
 #[test]
 fn calculator_and_time() {
-    let mut t = Builtin::new(&BuiltinConfig::default()).unwrap();
+    let t = Builtin::new(&BuiltinConfig::default()).unwrap();
     assert_eq!(
         t.run(
             "calculator",
@@ -301,7 +301,7 @@ fn huge_arguments_and_control_characters_are_refused_cleanly() {
         ..Default::default()
     })
     .unwrap();
-    let mut c = Catalogue::load(vec![Box::new(builtin)], Deadline::none()).unwrap();
+    let c = Catalogue::load(vec![Box::new(builtin)], Deadline::none()).unwrap();
     // Through the catalogue, the tools' own schemas bound every string.
     let huge = "1+".repeat(500_000) + "1";
     let err = c
@@ -321,7 +321,7 @@ fn huge_arguments_and_control_characters_are_refused_cleanly() {
         .unwrap_err();
     assert!(matches!(err, ToolError::InvalidArguments { .. }), "{err}");
     // Direct calls, past the schema, still fail cleanly.
-    let mut t = Builtin::new(&BuiltinConfig {
+    let t = Builtin::new(&BuiltinConfig {
         db: Some(db.clone()),
         ..Default::default()
     })
@@ -355,7 +355,7 @@ fn huge_arguments_and_control_characters_are_refused_cleanly() {
 /// memory): values are cut with a marker and rows stop once the reply is large enough.
 #[test]
 fn sql_replies_are_capped_in_bytes() {
-    let mut t = sql_tool("sql-bytes");
+    let t = sql_tool("sql-bytes");
     let r = t.run(
         "sql_query",
         &args(json!({"sql": "SELECT printf('%.*c', 10000000, 'x') AS big FROM orders LIMIT 100"})),
@@ -376,7 +376,7 @@ fn sql_replies_are_capped_in_bytes() {
 /// the limit holds by wall clock.
 #[test]
 fn sql_time_limit_holds_for_few_costly_steps() {
-    let mut t = sql_tool("sql-wallclock");
+    let t = sql_tool("sql-wallclock");
     let started = std::time::Instant::now();
     let r = t.run(
         "sql_query",

@@ -47,7 +47,7 @@ fn a_duplicate_name_names_both_sources() {
 
 #[test]
 fn unknown_tool_is_a_typed_error_listing_what_exists() {
-    let mut c = Catalogue::load(vec![source(&["a", "b"])], Deadline::none()).unwrap();
+    let c = Catalogue::load(vec![source(&["a", "b"])], Deadline::none()).unwrap();
     let err = c.call("c", &Map::new(), Deadline::none()).unwrap_err();
     assert_eq!(
         err,
@@ -62,13 +62,13 @@ fn unknown_tool_is_a_typed_error_listing_what_exists() {
 
 #[test]
 fn arguments_are_validated_before_the_call() {
-    let mut calls = 0;
+    let calls = std::sync::atomic::AtomicU64::new(0);
     let mut f = FnTools::new();
     f.add(tool("count"), move |_| {
-        calls += 1;
-        Ok(json!(calls))
+        let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        Ok(json!(n))
     });
-    let mut c = Catalogue::load(vec![Box::new(f)], Deadline::none()).unwrap();
+    let c = Catalogue::load(vec![Box::new(f)], Deadline::none()).unwrap();
     let bad: Map<String, Value> = json!({"n": "three"}).as_object().unwrap().clone();
     let err = c.call("count", &bad, Deadline::none()).unwrap_err();
     assert_eq!(
@@ -92,7 +92,7 @@ fn arguments_are_validated_before_the_call() {
 fn closure_errors_are_results_for_the_model() {
     let mut f = FnTools::new();
     f.add(tool("fail"), |_| Err("disk full".into()));
-    let mut c = Catalogue::load(vec![Box::new(f)], Deadline::none()).unwrap();
+    let c = Catalogue::load(vec![Box::new(f)], Deadline::none()).unwrap();
     let ok: Map<String, Value> = json!({"n": 1}).as_object().unwrap().clone();
     let r = c.call("fail", &ok, Deadline::none()).unwrap();
     assert_eq!(r.to_model_text(100), "error: disk full");
@@ -111,7 +111,7 @@ fn result_text_is_capped_with_a_marker() {
 
 #[test]
 fn an_expired_deadline_does_not_call() {
-    let mut c = Catalogue::load(vec![source(&["a"])], Deadline::none()).unwrap();
+    let c = Catalogue::load(vec![source(&["a"])], Deadline::none()).unwrap();
     let ok: Map<String, Value> = json!({"n": 1}).as_object().unwrap().clone();
     let err = c
         .call("a", &ok, Deadline::after(std::time::Duration::ZERO))

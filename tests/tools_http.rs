@@ -62,7 +62,7 @@ fn lists_and_calls_the_builtin_server() {
 #[test]
 fn tool_errors_unknown_tools_and_bad_arguments_are_results_for_the_model() {
     let server = builtin_server();
-    let mut client = HttpTools::new(server.url());
+    let client = HttpTools::new(server.url());
     let r = client
         .call("get_weather", &args(json!({"city": "Atlantis"})), soon())
         .unwrap();
@@ -158,7 +158,7 @@ fn error_statuses_with_messages() {
         .with_status(404)
         .with_body(r#"{"ok":false,"error":"unknown tool nope"}"#)
         .create();
-    let mut client = HttpTools::new(&server.url());
+    let client = HttpTools::new(&server.url());
     let r = client.call("get_weather", &Map::new(), soon()).unwrap();
     assert_eq!(r, ToolResult::err("city is required"));
     let r = client.call("nope", &Map::new(), soon()).unwrap();

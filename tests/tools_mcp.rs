@@ -76,7 +76,7 @@ fn soon() -> Deadline {
 fn server_everything_over_stdio() {
     let Some(cmd) = everything() else { return };
     let server = McpTools::connect(&cmd, soon()).unwrap();
-    let mut tools = Catalogue::load(vec![Box::new(server)], soon()).unwrap();
+    let tools = Catalogue::load(vec![Box::new(server)], soon()).unwrap();
     let names = tools.names();
     assert!(names.contains(&"echo".to_string()), "{names:?}");
     assert!(names.contains(&"get-sum".to_string()), "{names:?}");
@@ -99,7 +99,7 @@ fn server_everything_over_stdio() {
 #[test]
 fn server_everything_unknown_tool_comes_back_as_a_tool_error() {
     let Some(cmd) = everything() else { return };
-    let mut server = McpTools::connect(&cmd, soon()).unwrap();
+    let server = McpTools::connect(&cmd, soon()).unwrap();
     // Past the catalogue, straight to the server: it answers -32602 or isError.
     let r = server.call("no-such-tool", &Map::new(), soon()).unwrap();
     assert!(!r.ok);
@@ -138,7 +138,7 @@ fn python_server_round_trip(json_mode: bool) {
         return;
     };
     let client = McpTools::connect(&url, soon()).unwrap();
-    let mut tools = Catalogue::load(vec![Box::new(client)], soon()).unwrap();
+    let tools = Catalogue::load(vec![Box::new(client)], soon()).unwrap();
     assert_eq!(tools.names(), ["add", "fail", "greet"]);
     let r = tools
         .call("add", &args(json!({"a": 2, "b": 3})), soon())
@@ -205,7 +205,7 @@ fn a_command_that_does_not_exist() {
 
 #[test]
 fn a_crash_mid_call_is_an_exited_error() {
-    let mut s = McpTools::connect(&fake("crash_on_call"), soon()).unwrap();
+    let s = McpTools::connect(&fake("crash_on_call"), soon()).unwrap();
     let err = s
         .call("echo", &args(json!({"text": "x"})), soon())
         .unwrap_err();
@@ -234,7 +234,7 @@ fn a_server_that_never_answers_is_cut_by_the_deadline() {
 
 #[test]
 fn garbage_lines_and_notifications_on_stdout_are_skipped() {
-    let mut s = McpTools::connect(&fake("garbage"), soon()).unwrap();
+    let s = McpTools::connect(&fake("garbage"), soon()).unwrap();
     let r = s
         .call("echo", &args(json!({"text": "still works"})), soon())
         .unwrap();
@@ -243,7 +243,7 @@ fn garbage_lines_and_notifications_on_stdout_are_skipped() {
 
 #[test]
 fn heavy_stderr_does_not_block_the_server() {
-    let mut s = McpTools::connect(&fake("stderr_flood"), soon()).unwrap();
+    let s = McpTools::connect(&fake("stderr_flood"), soon()).unwrap();
     for _ in 0..3 {
         let r = s
             .call("echo", &args(json!({"text": "ok"})), soon())
@@ -266,7 +266,7 @@ fn tool_lists_are_followed_across_pages() {
 
 #[test]
 fn a_ping_from_the_server_is_answered() {
-    let mut s = McpTools::connect(&fake("ping_first"), soon()).unwrap();
+    let s = McpTools::connect(&fake("ping_first"), soon()).unwrap();
     let r = s
         .call("echo", &args(json!({"text": "pong"})), soon())
         .unwrap();
@@ -275,7 +275,7 @@ fn a_ping_from_the_server_is_answered() {
 
 #[test]
 fn json_rpc_invalid_params_is_a_tool_error_for_the_model() {
-    let mut s = McpTools::connect(&fake("unknown_tool_error"), soon()).unwrap();
+    let s = McpTools::connect(&fake("unknown_tool_error"), soon()).unwrap();
     let r = s.call("echo", &Map::new(), soon()).unwrap();
     assert_eq!(r.to_model_text(100), "error: Unknown tool: echo");
 }

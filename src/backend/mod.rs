@@ -11,6 +11,7 @@ pub mod ollama;
 pub mod openai;
 pub mod scripted;
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -132,6 +133,9 @@ pub enum StopReason {
     Finished,
     /// The token limit was hit: the reply is truncated and goes to the repairer.
     Length,
+    /// The caller stopped the stream (the reply was repeating itself,
+    /// [`crate::repetition`]): the reply is cut and goes to the repairer.
+    Stopped,
 }
 
 /// Token counts of one request.
@@ -198,8 +202,28 @@ pub struct ChatReply {
     pub logprobs: Vec<TokenLogprob>,
 }
 
-/// Receives the reply's text as it streams in.
-pub type TextSink<'a> = &'a mut dyn FnMut(&str);
+/// Receives the reply's text as it streams in; `Break` stops the generation there (the
+/// connection is closed, which both servers take as a cancel) and the reply comes back
+/// with [`StopReason::Stopped`].
+pub type TextSink<'a> = &'a mut dyn FnMut(&str) -> ControlFlow<()>;
+
+/// A sink that takes the text and never stops the stream.
+///
+/// ```
+/// use toolloop::backend::{Backend, ChatRequest, GenOptions, Message, keep_going};
+/// use toolloop::backend::scripted::Scripted;
+/// use toolloop::deadline::Deadline;
+///
+/// let mut model = Scripted::new(["{\"kind\": \"final_answer\", \"thought\": \"\", \"content\": \"hi\"}"]);
+/// let messages = [Message::user("hello")];
+/// let request = ChatRequest { messages: &messages, schema: None, options: &GenOptions::default() };
+/// let reply = model.chat(&request, Deadline::none(), &mut keep_going)?;
+/// assert!(reply.text.contains("hi"));
+/// # Ok::<(), toolloop::backend::BackendError>(())
+/// ```
+pub fn keep_going(_text: &str) -> ControlFlow<()> {
+    ControlFlow::Continue(())
+}
 
 /// The largest reply accepted, streamed or not: a server that streams without end must
 /// not grow the client without bound within the deadline.

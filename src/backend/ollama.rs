@@ -129,7 +129,7 @@ fn split_host_port(hp: &str) -> Option<(&str, &str)> {
 /// let mut ollama = Ollama::new("http://127.0.0.1:11434", "gemma3:4b");
 /// let messages = [Message::user("Say hi")];
 /// let request = ChatRequest { messages: &messages, schema: None, options: &GenOptions::default() };
-/// let reply = ollama.chat(&request, Deadline::after(std::time::Duration::from_secs(30)), &mut |_| {})?;
+/// let reply = ollama.chat(&request, Deadline::after(std::time::Duration::from_secs(30)), &mut toolloop::backend::keep_going)?;
 /// println!("{}", reply.text);
 /// # Ok::<(), toolloop::backend::BackendError>(())
 /// ```
@@ -367,6 +367,7 @@ impl Backend for Ollama {
         )?;
         let mut reader = BufReader::new(resp.into_body().into_reader());
         let mut text = String::new();
+        let mut pieces = 0;
         let mut logprobs = Vec::new();
         loop {
             let line = match http::read_line(&mut reader, MAX_LINE) {
@@ -404,9 +405,25 @@ impl Backend for Ollama {
                 && !piece.is_empty()
             {
                 text.push_str(piece);
-                sink(piece);
+                pieces += 1;
                 if text.len() > super::MAX_REPLY {
                     return Err(super::reply_too_large());
+                }
+                if sink(piece).is_break() {
+                    // Each streamed line carries one token.
+                    return Ok(ChatReply {
+                        text,
+                        stop: StopReason::Stopped,
+                        usage: Usage {
+                            completion_tokens: pieces,
+                            ..Usage::default()
+                        },
+                        timings: Timings {
+                            total: started.elapsed(),
+                            ..Timings::default()
+                        },
+                        logprobs,
+                    });
                 }
             }
             if let Some(tokens) = chunk["logprobs"].as_array() {

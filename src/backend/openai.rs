@@ -7,6 +7,7 @@
 //! off.
 
 use std::io::BufReader;
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -159,10 +160,13 @@ struct Collected {
     usage: Option<Value>,
     timings: Option<Value>,
     logprobs: Vec<TokenLogprob>,
+    /// Content deltas received: one token each from llama-server.
+    pieces: u64,
 }
 
 impl Collected {
-    fn absorb(&mut self, chunk: &Value, sink: &mut dyn FnMut(&str)) {
+    /// Takes one chunk; `Break` when the sink stopped the stream.
+    fn absorb(&mut self, chunk: &Value, sink: TextSink<'_>) -> ControlFlow<()> {
         let choice = &chunk["choices"][0];
         let piece = choice["delta"]["content"]
             .as_str()
@@ -171,7 +175,11 @@ impl Collected {
             && !piece.is_empty()
         {
             self.text.push_str(piece);
-            sink(piece);
+            self.pieces += 1;
+            if sink(piece).is_break() {
+                self.finish = Some("stopped".into());
+                return ControlFlow::Break(());
+            }
         }
         if let Some(tokens) = choice["logprobs"]["content"].as_array() {
             self.logprobs
@@ -186,6 +194,7 @@ impl Collected {
         if chunk["timings"].is_object() {
             self.timings = Some(chunk["timings"].clone());
         }
+        ControlFlow::Continue(())
     }
 
     fn into_reply(self, started: Instant) -> ChatReply {
@@ -200,17 +209,17 @@ impl Collected {
         let completion_tokens = usage["completion_tokens"]
             .as_u64()
             .or_else(|| timings["predicted_n"].as_u64())
-            .unwrap_or(0);
+            .unwrap_or(self.pieces);
         let ms = |v: &Value| {
             v.as_f64()
                 .map(|m| Duration::from_secs_f64(m.max(0.0) / 1000.0))
         };
         ChatReply {
             text: self.text,
-            stop: if self.finish.as_deref() == Some("length") {
-                StopReason::Length
-            } else {
-                StopReason::Finished
+            stop: match self.finish.as_deref() {
+                Some("length") => StopReason::Length,
+                Some("stopped") => StopReason::Stopped,
+                _ => StopReason::Finished,
             },
             usage: Usage {
                 prompt_tokens,
@@ -363,7 +372,8 @@ impl Backend for OpenAi {
             if let Some(message) = stream_error(&v) {
                 return Err(BackendError::Stream { message });
             }
-            got.absorb(&v, sink);
+            // One object: nothing is left to stop.
+            let _ = got.absorb(&v, sink);
             return Ok(got.into_reply(started));
         }
         loop {
@@ -403,7 +413,9 @@ impl Backend for OpenAi {
                             message: v.to_string(),
                         });
                     }
-                    got.absorb(&v, sink);
+                    if got.absorb(&v, sink).is_break() {
+                        return Ok(got.into_reply(started));
+                    }
                     if got.text.len() > super::MAX_REPLY {
                         return Err(super::reply_too_large());
                     }

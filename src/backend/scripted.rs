@@ -79,9 +79,9 @@ pub type SeenRequests = Arc<Mutex<Vec<Vec<Message>>>>;
 /// let mut model = Scripted::new([r#"{"kind": "final_answer", "thought": "", "content": "hi"}"#]);
 /// let messages = [Message::user("hello")];
 /// let req = ChatRequest { messages: &messages, schema: None, options: &GenOptions::default() };
-/// let reply = model.chat(&req, Deadline::none(), &mut |_| {}).unwrap();
+/// let reply = model.chat(&req, Deadline::none(), &mut toolloop::backend::keep_going).unwrap();
 /// assert!(reply.text.contains("hi"));
-/// assert!(model.chat(&req, Deadline::none(), &mut |_| {}).is_err()); // script exhausted
+/// assert!(model.chat(&req, Deadline::none(), &mut toolloop::backend::keep_going).is_err()); // script exhausted
 /// ```
 #[derive(Debug, Clone)]
 pub struct Scripted {
@@ -198,8 +198,21 @@ impl Backend for Scripted {
             while !rest.is_char_boundary(cut) {
                 cut += 1;
             }
-            sink(&rest[..cut]);
+            let stop = sink(&rest[..cut]).is_break();
             rest = &rest[cut..];
+            if stop {
+                let sent = next.reply.len() - rest.len();
+                return Ok(ChatReply {
+                    text: next.reply[..sent].to_string(),
+                    stop: StopReason::Stopped,
+                    usage: next.usage,
+                    timings: Timings {
+                        total: started.elapsed(),
+                        ..Timings::default()
+                    },
+                    logprobs: next.logprobs,
+                });
+            }
         }
         Ok(ChatReply {
             text: next.reply,

@@ -139,7 +139,7 @@ impl Builtin {
     }
 
     /// Runs one tool. Every failure is a result the model reads.
-    pub fn run(&mut self, name: &str, args: &Map<String, Value>) -> ToolResult {
+    pub fn run(&self, name: &str, args: &Map<String, Value>) -> ToolResult {
         let text = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
         match name {
             "calculator" => match calculator::evaluate(text("expression")) {
@@ -147,7 +147,7 @@ impl Builtin {
                 Err(e) => ToolResult::err(e.to_string()),
             },
             "current_time" => current_time(args.get("utc_offset").and_then(Value::as_str)),
-            "sql_query" => match &mut self.db {
+            "sql_query" => match &self.db {
                 Some(db) => db.query(text("sql")),
                 None => ToolResult::err("sql_query has no database configured"),
             },
@@ -182,7 +182,7 @@ impl ToolSource for Builtin {
     }
 
     fn call(
-        &mut self,
+        &self,
         name: &str,
         arguments: &Map<String, Value>,
         _deadline: Deadline,

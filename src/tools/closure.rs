@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use super::{ToolError, ToolResult, ToolSource, ToolSpec};
 use crate::deadline::Deadline;
 
-type ToolFn = Box<dyn FnMut(&Map<String, Value>) -> Result<Value, String> + Send>;
+type ToolFn = Box<dyn Fn(&Map<String, Value>) -> Result<Value, String> + Send + Sync>;
 
 /// One Rust function as a tool.
 ///
@@ -59,11 +59,11 @@ impl FnTool {
     /// A tool whose arguments are `A`: its JSON Schema (from `schemars`) is the tool's
     /// input schema, and the model's arguments are deserialized into it before `f` runs.
     /// `f` returns the result (anything `Serialize`) or an error message for the model.
-    pub fn new<A, R, F>(name: impl Into<String>, description: impl Into<String>, mut f: F) -> Self
+    pub fn new<A, R, F>(name: impl Into<String>, description: impl Into<String>, f: F) -> Self
     where
         A: DeserializeOwned + JsonSchema,
         R: Serialize,
-        F: FnMut(A) -> Result<R, String> + Send + 'static,
+        F: Fn(A) -> Result<R, String> + Send + Sync + 'static,
     {
         let spec = ToolSpec::new(name, description, input_schema::<A>());
         FnTool::raw(spec, move |args| {
@@ -78,7 +78,7 @@ impl FnTool {
     /// against the spec's schema.
     pub fn raw(
         spec: ToolSpec,
-        f: impl FnMut(&Map<String, Value>) -> Result<Value, String> + Send + 'static,
+        f: impl Fn(&Map<String, Value>) -> Result<Value, String> + Send + Sync + 'static,
     ) -> Self {
         FnTool {
             spec,
@@ -129,7 +129,7 @@ impl FnTools {
     pub fn add(
         &mut self,
         spec: ToolSpec,
-        f: impl FnMut(&Map<String, Value>) -> Result<Value, String> + Send + 'static,
+        f: impl Fn(&Map<String, Value>) -> Result<Value, String> + Send + Sync + 'static,
     ) -> &mut Self {
         self.push(FnTool::raw(spec, f))
     }
@@ -156,12 +156,12 @@ impl ToolSource for FnTools {
     }
 
     fn call(
-        &mut self,
+        &self,
         name: &str,
         arguments: &Map<String, Value>,
         _deadline: Deadline,
     ) -> Result<ToolResult, ToolError> {
-        let Some(tool) = self.tools.iter_mut().find(|t| t.spec.name == name) else {
+        let Some(tool) = self.tools.iter().find(|t| t.spec.name == name) else {
             return Ok(ToolResult::err(format!("unknown tool {name}")));
         };
         Ok(match (tool.f)(arguments) {

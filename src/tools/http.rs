@@ -145,7 +145,7 @@ impl ToolSource for HttpTools {
     }
 
     fn call(
-        &mut self,
+        &self,
         name: &str,
         arguments: &Map<String, Value>,
         deadline: Deadline,

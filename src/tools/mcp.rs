@@ -47,6 +47,13 @@ const MAX_PAGES: usize = 100;
 /// # Ok::<(), toolloop::tools::ToolError>(())
 /// ```
 pub struct McpTools {
+    label: String,
+    /// One session serves one request at a time here; calls to the same server wait for
+    /// each other, calls to other sources do not.
+    session: Mutex<Session>,
+}
+
+struct Session {
     transport: Transport,
     next_id: u64,
     protocol: String,
@@ -54,9 +61,7 @@ pub struct McpTools {
 
 impl std::fmt::Debug for McpTools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpTools")
-            .field("server", &self.label())
-            .finish()
+        write!(f, "McpTools {{ server: {:?} }}", self.label)
     }
 }
 
@@ -86,6 +91,48 @@ impl McpTools {
     /// Connects to a server: a URL (`http://` or `https://`) means Streamable HTTP,
     /// anything else is a command line started for stdio. Initializes the session.
     pub fn connect(target: &str, deadline: Deadline) -> Result<Self, ToolError> {
+        let session = Session::connect(target, deadline)?;
+        Ok(McpTools {
+            label: session.label(),
+            session: Mutex::new(session),
+        })
+    }
+
+    fn session(&self) -> Result<std::sync::MutexGuard<'_, Session>, ToolError> {
+        self.session.lock().map_err(|_| ToolError::Protocol {
+            source_name: self.label.clone(),
+            detail: "an earlier call crashed; the session is closed".into(),
+        })
+    }
+}
+
+impl ToolSource for McpTools {
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+
+    fn list(&mut self, deadline: Deadline) -> Result<Vec<ToolSpec>, ToolError> {
+        self.session()?.list(deadline)
+    }
+
+    fn call(
+        &self,
+        name: &str,
+        arguments: &Map<String, Value>,
+        deadline: Deadline,
+    ) -> Result<ToolResult, ToolError> {
+        self.session()?.call(name, arguments, deadline)
+    }
+
+    fn shutdown(&mut self) {
+        if let Ok(mut s) = self.session.lock() {
+            s.shutdown();
+        }
+    }
+}
+
+impl Session {
+    fn connect(target: &str, deadline: Deadline) -> Result<Self, ToolError> {
         let target = target.trim();
         let transport = if target.starts_with("http://") || target.starts_with("https://") {
             Transport::Http(HttpServer {
@@ -95,7 +142,7 @@ impl McpTools {
         } else {
             Transport::Stdio(StdioServer::spawn(target)?)
         };
-        let mut client = McpTools {
+        let mut client = Session {
             transport,
             next_id: 1,
             protocol: PROTOCOL_VERSION.to_string(),
@@ -178,7 +225,7 @@ impl McpTools {
     }
 }
 
-impl ToolSource for McpTools {
+impl Session {
     fn label(&self) -> String {
         match &self.transport {
             Transport::Stdio(s) => format!("mcp `{}`", s.command),
@@ -245,7 +292,7 @@ impl ToolSource for McpTools {
     }
 }
 
-impl Drop for McpTools {
+impl Drop for Session {
     fn drop(&mut self) {
         self.shutdown();
     }

@@ -234,7 +234,12 @@ pub enum ToolError {
 }
 
 /// A source of tools.
-pub trait ToolSource: Send {
+///
+/// `call` takes `&self` and a source is `Sync`, so one source serves several calls at
+/// once: the tool server runs each request on its own, and the calls of one turn run
+/// side by side. A source that holds a single connection (an MCP stdio session, a SQLite
+/// handle) keeps its own lock around what cannot be shared.
+pub trait ToolSource: Send + Sync {
     /// Where the tools come from, for messages: a URL, a command line, `closures`.
     fn label(&self) -> String;
 
@@ -244,7 +249,7 @@ pub trait ToolSource: Send {
     /// Calls one tool. `Ok` with `ok: false` is the tool's own error, for the model;
     /// `Err` is a failure of the infrastructure.
     fn call(
-        &mut self,
+        &self,
         name: &str,
         arguments: &Map<String, Value>,
         deadline: Deadline,
@@ -427,7 +432,7 @@ impl Catalogue {
 
     /// Validates the arguments and calls the tool.
     pub fn call(
-        &mut self,
+        &self,
         name: &str,
         args: &Map<String, Value>,
         deadline: Deadline,

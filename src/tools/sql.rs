@@ -46,14 +46,31 @@ const SQL_HEAP_LIMIT: i64 = 512 << 20;
 #[cfg(feature = "sqlite")]
 const SQL_TIME_LIMIT: Duration = Duration::from_secs(5);
 
-/// A read-only SQLite database.
+/// A read-only SQLite database: connections opened as queries need them, kept for the
+/// next query. A SQLite connection serves one query at a time, and a slow query must
+/// delay only itself, so concurrent queries each get their own.
 #[cfg(feature = "sqlite")]
-pub struct Sql(rusqlite::Connection);
+pub struct Sql {
+    path: std::path::PathBuf,
+    idle: std::sync::Mutex<Vec<rusqlite::Connection>>,
+}
+
+/// The most idle connections kept.
+#[cfg(feature = "sqlite")]
+const SQL_IDLE: usize = 4;
 
 #[cfg(feature = "sqlite")]
 impl Sql {
     /// Opens `path` read-only, with an authorizer that allows reading and nothing else.
     pub fn open(path: &Path) -> Result<Self, ToolError> {
+        let first = Self::connect(path)?;
+        Ok(Sql {
+            path: path.to_path_buf(),
+            idle: std::sync::Mutex::new(vec![first]),
+        })
+    }
+
+    fn connect(path: &Path) -> Result<rusqlite::Connection, ToolError> {
         use rusqlite::OpenFlags;
         let err = |e: String| ToolError::Config(format!("`db` {}: {e}", path.display()));
         if !path.is_file() {
@@ -99,12 +116,26 @@ impl Sql {
             }
         }))
         .map_err(|e| err(e.to_string()))?;
-        Ok(Sql(conn))
+        Ok(conn)
     }
 
     /// Runs one read-only statement; every failure is a result the model reads.
-    pub fn query(&mut self, sql: &str) -> ToolResult {
-        let db = &mut self.0;
+    pub fn query(&self, sql: &str) -> ToolResult {
+        let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let mut db = match idle.map_or_else(|| Self::connect(&self.path), Ok) {
+            Ok(db) => db,
+            Err(e) => return ToolResult::err(format!("cannot open the database: {e}")),
+        };
+        let result = Self::run(&mut db, sql);
+        if let Ok(mut idle) = self.idle.lock()
+            && idle.len() < SQL_IDLE
+        {
+            idle.push(db);
+        }
+        result
+    }
+
+    fn run(db: &mut rusqlite::Connection, sql: &str) -> ToolResult {
         use rusqlite::types::ValueRef;
         if sql.trim().is_empty() {
             return ToolResult::err("sql is empty");
@@ -196,7 +227,7 @@ impl Sql {
     }
 
     /// Never runs: no `Sql` can exist in this build.
-    pub fn query(&mut self, _sql: &str) -> ToolResult {
+    pub fn query(&self, _sql: &str) -> ToolResult {
         match self.0 {}
     }
 }
