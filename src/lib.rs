@@ -86,6 +86,8 @@ pub mod repair;
 pub mod repetition;
 pub mod schema;
 #[cfg(feature = "server")]
+pub mod serve;
+#[cfg(feature = "server")]
 pub mod server;
 pub mod tools;
 pub mod turn;

@@ -1,37 +1,48 @@
 //! The built-in tool server: the HTTP tool API (`schemas/tool_api.openapi.json`) over any
-//! [`ToolSource`], synchronous, on a few threads. `toolloop serve-tools` runs it; tests and
-//! the offline demo start it in-process on a free port of 127.0.0.1.
+//! [`ToolSource`]. `toolloop serve-tools` runs it; tests and the offline demo start it
+//! in-process on a free port of 127.0.0.1.
 //!
 //! It checks what a client could get wrong before a tool runs: an unknown tool is a 404,
 //! arguments that fail the tool's schema a 400 with the reason, a body that is not a JSON
-//! object a 400, a body over 1 MiB a 413.
+//! object a 400, a body over 1 MiB a 413. What a hostile client could do to the server
+//! itself (huge headers, endless bodies, idle connections) is bounded by [`crate::serve`].
+//! Each call runs on its own blocking thread, so a slow tool delays only its own caller.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
+use std::time::Duration;
 
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State, rejection::PathRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
 use crate::deadline::Deadline;
+use crate::serve::{BodyError, Bounds, Serving, read_body};
 use crate::tools::{ToolError, ToolSource, ToolSpec};
 
 /// The largest request body accepted.
 pub const MAX_BODY: usize = 1 << 20;
-const WORKERS: usize = 4;
+/// The longest one tool call may take on the server; the tools bound themselves more
+/// tightly (`sql_query` 5 s), this is for tools that would not.
+pub const CALL_LIMIT: Duration = Duration::from_secs(120);
 
 struct Shared {
-    source: Mutex<Box<dyn ToolSource>>,
+    source: Box<dyn ToolSource>,
     specs: Vec<ToolSpec>,
     validators: HashMap<String, Arc<jsonschema::Validator>>,
 }
 
 /// A tool server bound to an address, not yet serving.
 pub struct ToolServer {
-    http: Arc<tiny_http::Server>,
+    listener: std::net::TcpListener,
     shared: Arc<Shared>,
     addr: SocketAddr,
+    bounds: Bounds,
 }
 
 /// A server running on background threads; dropping it stops them.
@@ -46,8 +57,7 @@ pub struct ToolServer {
 /// # Ok::<(), toolloop::tools::ToolError>(())
 /// ```
 pub struct RunningServer {
-    http: Arc<tiny_http::Server>,
-    threads: Vec<JoinHandle<()>>,
+    serving: Serving,
     url: String,
 }
 
@@ -63,21 +73,30 @@ impl ToolServer {
                     .map(|v| (s.name.clone(), v))
             })
             .collect();
-        let http = tiny_http::Server::http(addr)
+        let listener = std::net::TcpListener::bind(addr)
             .map_err(|e| ToolError::Config(format!("cannot listen on {addr}: {e}")))?;
-        let addr = http
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| ToolError::Config(format!("{addr} is not an IP address")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| ToolError::Config(format!("cannot listen on {addr}: {e}")))?;
         Ok(ToolServer {
-            http: Arc::new(http),
+            listener,
             shared: Arc::new(Shared {
-                source: Mutex::new(source),
+                source,
                 specs,
                 validators,
             }),
             addr,
+            bounds: Bounds {
+                max_body: MAX_BODY,
+                ..Bounds::default()
+            },
         })
+    }
+
+    /// Serves within other bounds than the defaults (tests shorten the timeouts).
+    pub fn with_bounds(mut self, bounds: Bounds) -> Self {
+        self.bounds = bounds;
+        self
     }
 
     /// The address it listens on.
@@ -92,31 +111,53 @@ impl ToolServer {
 
     /// Serves until the process ends.
     pub fn run(self) {
-        let mut running = self.spawn();
-        for t in std::mem::take(&mut running.threads) {
-            let _ = t.join();
-        }
+        let running = self.spawn();
+        let RunningServer { serving, .. } = running;
+        serving.wait();
     }
 
     /// Serves on background threads.
+    ///
+    /// # Panics
+    /// When the operating system refuses a thread or an event loop: nothing can be served.
     pub fn spawn(self) -> RunningServer {
         let url = self.url();
-        let threads = (0..WORKERS)
-            .map(|_| {
-                let http = Arc::clone(&self.http);
-                let shared = Arc::clone(&self.shared);
-                std::thread::spawn(move || {
-                    while let Ok(req) = http.recv() {
-                        handle(&shared, req);
-                    }
+        let max_body = self.bounds.max_body;
+        let body_timeout = self.bounds.body_timeout;
+        let router = Router::new()
+            .route(
+                "/health",
+                get(|| async { reply(StatusCode::OK, json!({"status": "ok"})) })
+                    .fallback(|| async { not_allowed("GET") }),
+            )
+            .route(
+                "/tools",
+                get(|State(s): State<Arc<Shared>>| async move {
+                    reply(StatusCode::OK, json!({"tools": s.specs}))
                 })
+                .fallback(|| async { not_allowed("GET") }),
+            )
+            .route(
+                "/tools/{name}",
+                post(
+                    move |state: State<Arc<Shared>>,
+                          name: Result<Path<String>, PathRejection>,
+                          body: Body| {
+                        call(state, name, body, max_body, body_timeout)
+                    },
+                )
+                .fallback(|| async { not_allowed("POST") }),
+            )
+            .fallback(|| async {
+                fail(
+                    StatusCode::NOT_FOUND,
+                    "not found: the API has /health, /tools and /tools/{name}",
+                )
             })
-            .collect();
-        RunningServer {
-            http: self.http,
-            threads,
-            url,
-        }
+            .with_state(self.shared);
+        let serving = crate::serve::spawn(self.listener, router, &self.bounds)
+            .expect("the tool server's threads start");
+        RunningServer { serving, url }
     }
 }
 
@@ -125,132 +166,118 @@ impl RunningServer {
     pub fn url(&self) -> &str {
         &self.url
     }
-}
 
-impl Drop for RunningServer {
-    fn drop(&mut self) {
-        for _ in &self.threads {
-            self.http.unblock();
-        }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.serving.addr()
     }
 }
 
-fn respond(req: tiny_http::Request, status: u16, body: &Value) {
-    respond_with(req, status, body, None);
+fn reply(status: StatusCode, body: Value) -> Response {
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        bytes,
+    )
+        .into_response()
 }
 
-/// A JSON response; a 405 names the methods that are allowed (`Allow`, RFC 9110).
-fn respond_with(req: tiny_http::Request, status: u16, body: &Value, allow: Option<&str>) {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let header = tiny_http::Header::from_bytes("Content-Type", "application/json")
-        .expect("static header is valid");
-    let mut resp = tiny_http::Response::from_data(bytes)
-        .with_status_code(status)
-        .with_header(header);
-    if let Some(methods) = allow
-        && let Ok(h) = tiny_http::Header::from_bytes("Allow", methods)
-    {
-        resp.add_header(h);
+fn fail(status: StatusCode, message: &str) -> Response {
+    reply(status, json!({"ok": false, "error": message}))
+}
+
+/// A 405 names the methods that are allowed (`Allow`, RFC 9110).
+fn not_allowed(allow: &'static str) -> Response {
+    let mut r = fail(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+async fn call(
+    State(shared): State<Arc<Shared>>,
+    name: Result<Path<String>, PathRejection>,
+    body: Body,
+    max_body: usize,
+    body_timeout: Duration,
+) -> Response {
+    let Ok(Path(name)) = name else {
+        return fail(
+            StatusCode::BAD_REQUEST,
+            "the tool name in the path is not valid",
+        );
+    };
+    if !shared.specs.iter().any(|s| s.name == name) {
+        let names: Vec<&str> = shared.specs.iter().map(|s| s.name.as_str()).collect();
+        let msg = format!(
+            "unknown tool '{name}'; available tools: {}",
+            names.join(", ")
+        );
+        return fail(StatusCode::NOT_FOUND, &msg);
     }
-    let _ = req.respond(resp);
-}
-
-fn fail(req: tiny_http::Request, status: u16, message: &str) {
-    respond(req, status, &json!({"ok": false, "error": message}));
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
+    let body = match read_body(body, max_body, body_timeout).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
+            return fail(StatusCode::PAYLOAD_TOO_LARGE, "arguments larger than 1 MiB");
         }
-    }
-    String::from_utf8(out).ok()
-}
-
-fn handle(shared: &Shared, mut req: tiny_http::Request) {
-    let path = req.url().split('?').next().unwrap_or("").to_string();
-    let method = req.method().clone();
-    use tiny_http::Method::{Get, Post};
-    match (&method, path.as_str()) {
-        (Get, "/health") => respond(req, 200, &json!({"status": "ok"})),
-        (Get, "/tools") => respond(req, 200, &json!({"tools": shared.specs})),
-        (Post, p) if p.starts_with("/tools/") => {
-            let Some(name) = percent_decode(&p["/tools/".len()..]) else {
-                return fail(req, 400, "the tool name in the path is not valid");
-            };
-            if !shared.specs.iter().any(|s| s.name == name) {
-                let names: Vec<&str> = shared.specs.iter().map(|s| s.name.as_str()).collect();
-                let msg = format!(
-                    "unknown tool '{name}'; available tools: {}",
-                    names.join(", ")
+        Err(BodyError::TooSlow) => {
+            return fail(
+                StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time",
+            );
+        }
+        Err(BodyError::Broken) => {
+            return fail(StatusCode::BAD_REQUEST, "cannot read the request body");
+        }
+    };
+    let args: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {
+        Map::new()
+    } else {
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => {
+                return fail(
+                    StatusCode::BAD_REQUEST,
+                    "the body must be a JSON object of arguments",
                 );
-                return fail(req, 404, &msg);
             }
-            let mut body = Vec::new();
-            let read = req
-                .as_reader()
-                .take(MAX_BODY as u64 + 1)
-                .read_to_end(&mut body);
-            if read.is_err() {
-                return fail(req, 400, "cannot read the request body");
-            }
-            if body.len() > MAX_BODY {
-                return fail(req, 413, "arguments larger than 1 MiB");
-            }
-            let args: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {
-                Map::new()
-            } else {
-                match serde_json::from_slice::<Value>(&body) {
-                    Ok(Value::Object(m)) => m,
-                    Ok(_) => return fail(req, 400, "the body must be a JSON object of arguments"),
-                    // serde_json's own words say what is wrong: a syntax error with its
-                    // line and column, or nesting past its recursion limit.
-                    Err(e) => return fail(req, 400, &format!("the body is not valid JSON: {e}")),
-                }
-            };
-            if let Some(v) = shared.validators.get(&name)
-                && let Some(problems) =
-                    crate::validate::describe_errors(v, &Value::Object(args.clone()), true)
-            {
-                return fail(req, 400, &format!("invalid arguments: {problems}"));
-            }
-            let result = match shared.source.lock() {
-                Ok(source) => source.call(&name, &args, Deadline::none()),
-                Err(_) => return fail(req, 500, "the tool crashed earlier; restart the server"),
-            };
-            match result {
-                Ok(r) => respond(req, 200, &serde_json::to_value(r).unwrap_or(Value::Null)),
-                Err(e) => fail(req, 500, &e.to_string()),
+            // serde_json's own words say what is wrong: a syntax error with its line and
+            // column, or nesting past its recursion limit.
+            Err(e) => {
+                return fail(
+                    StatusCode::BAD_REQUEST,
+                    &format!("the body is not valid JSON: {e}"),
+                );
             }
         }
-        (_, "/health" | "/tools") => respond_with(
-            req,
-            405,
-            &json!({"ok": false, "error": "method not allowed"}),
-            Some("GET"),
+    };
+    if let Some(v) = shared.validators.get(&name)
+        && let Some(problems) =
+            crate::validate::describe_errors(v, &Value::Object(args.clone()), true)
+    {
+        return fail(
+            StatusCode::BAD_REQUEST,
+            &format!("invalid arguments: {problems}"),
+        );
+    }
+    let job = tokio::task::spawn_blocking(move || {
+        shared
+            .source
+            .call(&name, &args, Deadline::after(CALL_LIMIT))
+    });
+    match job.await {
+        Ok(Ok(r)) => reply(
+            StatusCode::OK,
+            serde_json::to_value(r).unwrap_or(Value::Null),
         ),
-        (_, p) if p.starts_with("/tools/") => respond_with(
-            req,
-            405,
-            &json!({"ok": false, "error": "method not allowed"}),
-            Some("POST"),
-        ),
-        _ => fail(
-            req,
-            404,
-            "not found: the API has /health, /tools and /tools/{name}",
+        Ok(Err(e)) => fail(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        Err(_) => fail(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the tool crashed while it ran",
         ),
     }
 }

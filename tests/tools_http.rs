@@ -273,14 +273,18 @@ fn the_server_refuses_bodies_that_are_not_objects_or_too_large() {
         .send("[1,2]")
         .unwrap();
     assert_eq!(resp.status().as_u16(), 400);
-    let resp = agent
+    // The server answers 413 from the declared length without reading the body, and
+    // closes: a client still sending may see the close before the answer.
+    match agent
         .post(&url)
         .config()
         .http_status_as_error(false)
         .build()
         .send(vec![b' '; (1 << 20) + 10])
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 413);
+    {
+        Ok(resp) => assert_eq!(resp.status().as_u16(), 413),
+        Err(e) => assert!(matches!(e, ureq::Error::Io(_)), "{e}"),
+    }
 }
 
 #[test]

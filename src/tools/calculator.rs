@@ -8,6 +8,11 @@
 
 use std::fmt;
 
+use num_bigint::BigInt;
+use num_integer::Integer;
+use num_rational::BigRational;
+use num_traits::{One, Signed, ToPrimitive, Zero};
+
 /// Why an expression has no value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CalcError {
@@ -22,135 +27,111 @@ pub enum CalcError {
     Overflow,
 }
 
-/// An exact rational number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rational {
-    num: i128,
-    den: i128,
-}
+/// An exact rational number of any size, up to [`MAX_BITS`] bits in the numerator and
+/// the denominator.
+///
+/// A hand-written `i128` fraction once printed `(3**80-1)/3**80` as `0.0100101…`: its
+/// decimal expansion overflowed. Big integers are `num-bigint`'s, fractions
+/// `num-rational`'s; this type only bounds their size and prints them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rational(BigRational);
 
-fn gcd(mut a: i128, mut b: i128) -> i128 {
-    a = a.abs();
-    b = b.abs();
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a.max(1)
-}
+/// The most bits of a numerator or denominator: about 1,200 decimal digits, far past
+/// any answer a person reads, and small enough that no expression of 2,000 characters
+/// can make the tool slow.
+pub const MAX_BITS: u64 = 4096;
 
 impl Rational {
-    fn new(num: i128, den: i128) -> Result<Self, CalcError> {
-        if den == 0 {
-            return Err(CalcError::DivisionByZero);
+    fn checked(v: BigRational) -> Result<Self, CalcError> {
+        if v.numer().bits() > MAX_BITS || v.denom().bits() > MAX_BITS {
+            return Err(CalcError::Overflow);
         }
-        let g = gcd(num, den);
-        let (mut num, mut den) = (num / g, den / g);
-        if den < 0 {
-            num = num.checked_neg().ok_or(CalcError::Overflow)?;
-            den = den.checked_neg().ok_or(CalcError::Overflow)?;
-        }
-        Ok(Rational { num, den })
+        Ok(Rational(v))
     }
 
-    fn int(n: i128) -> Self {
-        Rational { num: n, den: 1 }
+    fn int(n: i64) -> Self {
+        Rational(BigRational::from_integer(BigInt::from(n)))
     }
 
     fn add(self, o: Self) -> Result<Self, CalcError> {
-        let g = gcd(self.den, o.den);
-        let l = (self.den / g)
-            .checked_mul(o.den)
-            .ok_or(CalcError::Overflow)?;
-        let a = self
-            .num
-            .checked_mul(l / self.den)
-            .ok_or(CalcError::Overflow)?;
-        let b = o.num.checked_mul(l / o.den).ok_or(CalcError::Overflow)?;
-        Rational::new(a.checked_add(b).ok_or(CalcError::Overflow)?, l)
+        Self::checked(self.0 + o.0)
     }
 
     fn neg(self) -> Result<Self, CalcError> {
-        Ok(Rational {
-            num: self.num.checked_neg().ok_or(CalcError::Overflow)?,
-            den: self.den,
-        })
+        Ok(Rational(-self.0))
     }
 
     fn mul(self, o: Self) -> Result<Self, CalcError> {
-        // Cross-reduce first so that exact results that fit are not lost to overflow.
-        let g1 = gcd(self.num, o.den);
-        let g2 = gcd(o.num, self.den);
-        let num = (self.num / g1)
-            .checked_mul(o.num / g2)
-            .ok_or(CalcError::Overflow)?;
-        let den = (self.den / g2)
-            .checked_mul(o.den / g1)
-            .ok_or(CalcError::Overflow)?;
-        Rational::new(num, den)
+        Self::checked(self.0 * o.0)
     }
 
     fn recip(self) -> Result<Self, CalcError> {
-        Rational::new(self.den, self.num)
+        if self.0.is_zero() {
+            return Err(CalcError::DivisionByZero);
+        }
+        Ok(Rational(self.0.recip()))
     }
 
-    fn floor(self) -> i128 {
-        self.num.div_euclid(self.den)
+    fn floor(self) -> Self {
+        Rational(self.0.floor())
     }
 
     fn pow(self, exp: Self) -> Result<Self, CalcError> {
-        if exp.den != 1 {
+        if !exp.0.is_integer() {
             return Err(CalcError::Syntax(
                 "the exponent of ** must be a whole number".into(),
             ));
         }
-        if exp.num.abs() > 4096 {
+        let e = exp.0.to_integer();
+        let base = if e.is_negative() { self.recip()? } else { self };
+        let e = e.magnitude().to_u64().ok_or(CalcError::Overflow)?;
+        // The size of the result is known before it is computed: refuse `9 ** 9 ** 9`
+        // without trying.
+        let bits = base.0.numer().bits().max(base.0.denom().bits());
+        if bits > 1 && bits.saturating_sub(1).saturating_mul(e) > MAX_BITS {
             return Err(CalcError::Overflow);
         }
-        let mut base = if exp.num < 0 { self.recip()? } else { self };
-        let mut e = exp.num.unsigned_abs();
-        let mut acc = Rational::int(1);
-        while e > 0 {
-            if e & 1 == 1 {
-                acc = acc.mul(base)?;
-            }
-            e >>= 1;
-            if e > 0 {
-                base = base.mul(base)?;
-            }
-        }
-        Ok(acc)
+        let e = i32::try_from(e).map_err(|_| CalcError::Overflow)?;
+        Self::checked(base.0.pow(e))
+    }
+
+    /// The exact value as `numerator/denominator` in lowest terms (`7`, `-1/3`).
+    pub fn fraction(&self) -> String {
+        self.0.to_string()
     }
 
     /// Whether the decimal expansion ends.
-    fn terminates(self) -> bool {
-        let mut d = self.den;
-        while d % 2 == 0 {
-            d /= 2;
+    fn terminates(&self) -> bool {
+        let mut d = self.0.denom().clone();
+        for p in [2u32, 5] {
+            let p = BigInt::from(p);
+            while (&d % &p).is_zero() {
+                d /= &p;
+            }
         }
-        while d % 5 == 0 {
-            d /= 5;
-        }
-        d == 1
+        d.is_one()
     }
 
-    fn decimal(self, max_digits: usize) -> String {
+    fn decimal(&self, max_digits: usize) -> String {
         let mut out = String::new();
-        if self.num < 0 {
+        if self.0.is_negative() {
             out.push('-');
         }
-        let n = self.num.unsigned_abs();
-        let d = self.den.unsigned_abs();
-        out.push_str(&(n / d).to_string());
-        let mut rem = n % d;
-        if rem == 0 {
+        let n = self.0.numer().abs();
+        let d = self.0.denom();
+        let (whole, mut rem) = n.div_rem(d);
+        out.push_str(&whole.to_string());
+        if rem.is_zero() {
             return out;
         }
         out.push('.');
+        let ten = BigInt::from(10);
         for _ in 0..max_digits {
-            rem *= 10;
-            out.push(char::from(b'0' + (rem / d) as u8));
-            rem %= d;
-            if rem == 0 {
+            rem *= &ten;
+            let (digit, r) = rem.div_rem(d);
+            out.push_str(&digit.to_string());
+            rem = r;
+            if rem.is_zero() {
                 break;
             }
         }
@@ -161,18 +142,12 @@ impl Rational {
 impl fmt::Display for Rational {
     /// `50`, `0.3`, or `0.333333333333333… (exactly 1/3)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.den == 1 {
-            write!(f, "{}", self.num)
+        if self.0.is_integer() {
+            write!(f, "{}", self.0.numer())
         } else if self.terminates() {
             write!(f, "{}", self.decimal(40))
         } else {
-            write!(
-                f,
-                "{}… (exactly {}/{})",
-                self.decimal(15),
-                self.num,
-                self.den
-            )
+            write!(f, "{}… (exactly {})", self.decimal(15), self.0)
         }
     }
 }
@@ -318,18 +293,15 @@ fn number(text: &str, exp: i32) -> Result<Rational, CalcError> {
     if int.is_empty() && frac.is_empty() || frac.contains('.') {
         return Err(CalcError::Syntax(format!("bad number {text:?}")));
     }
-    if int.len() + frac.len() > 36 {
-        return Err(CalcError::Overflow);
-    }
-    let digits: i128 = format!("{int}{frac}")
+    let digits: BigInt = format!("{int}{frac}")
         .parse()
         .map_err(|_| CalcError::Syntax(format!("bad number {text:?}")))?;
-    let scale = Rational::int(10).pow(Rational::int(frac.len() as i128))?;
-    let base = Rational::new(digits, scale.num)?;
+    let scale = Rational::int(10).pow(Rational::int(frac.len() as i64))?;
+    let base = Rational::checked(BigRational::from_integer(digits))?.mul(scale.recip()?)?;
     if exp == 0 {
         Ok(base)
     } else {
-        base.mul(Rational::int(10).pow(Rational::int(exp as i128))?)
+        base.mul(Rational::int(10).pow(Rational::int(exp.into()))?)
     }
 }
 
@@ -370,10 +342,10 @@ impl Parser {
             v = match op {
                 "*" => v.mul(r)?,
                 "/" => v.mul(r.recip()?)?,
-                "//" => Rational::int(v.mul(r.recip()?)?.floor()),
+                "//" => v.mul(r.recip()?)?.floor(),
                 _ => {
                     // Python's modulo: the result has the sign of the divisor.
-                    let q = Rational::int(v.mul(r.recip()?)?.floor());
+                    let q = v.clone().mul(r.clone().recip()?)?.floor();
                     v.add(r.mul(q)?.neg()?)?
                 }
             };
@@ -452,6 +424,13 @@ mod tests {
         assert_eq!(ev("1.5e3 + .5"), "1500.5");
         assert_eq!(ev("123456789 * 987654321"), "121932631112635269");
         assert_eq!(ev("--3"), "3");
+        assert_eq!(ev("10 ** 30 + 1"), "1000000000000000000000000000001");
+        // The i128 version printed 0.0100101… here.
+        assert!(
+            ev("(3**80-1)/3**80").starts_with("0.999999999999999… (exactly "),
+            "{}",
+            ev("(3**80-1)/3**80")
+        );
     }
 
     #[test]
@@ -463,7 +442,11 @@ mod tests {
             "error: the exponent of ** must be a whole number"
         );
         assert_eq!(
-            ev("10 ** 100"),
+            ev("10 ** 10000"),
+            "error: result too large for exact arithmetic"
+        );
+        assert_eq!(
+            ev("9 ** 9 ** 9"),
             "error: result too large for exact arithmetic"
         );
         assert_eq!(

@@ -1,0 +1,208 @@
+//! Serving HTTP with bounds, for the tool server (and anything else toolloop serves).
+//!
+//! tiny_http, which served the tool API before, could be killed by one request: a
+//! `Content-Length: 100000000000` on a request whose body was not read made it allocate
+//! the declared length, a 1 GiB header line took the process to 1 GB, and idle connections
+//! held a thread each for ever. So serving is hyper (through axum's router) on a small
+//! tokio runtime of its own, with every resource bounded here:
+//! - **headers**: at most [`Bounds::max_header_bytes`] and 64 header lines (hyper answers
+//!   431 past them, having buffered no more than that);
+//! - **time**: a connection must send a whole request head within
+//!   [`Bounds::header_timeout`], which also closes keep-alive connections left idle; a
+//!   body must arrive within [`Bounds::body_timeout`];
+//! - **bodies**: read up to [`Bounds::max_body`], never allocated from a declared length
+//!   ([`read_body`]);
+//! - **connections**: at most [`Bounds::max_connections`] open; more wait in the kernel's
+//!   backlog;
+//! - **threads**: two for the network, and blocking work (a tool call) on tokio's blocking
+//!   pool, at most [`Bounds::max_blocking`] at once.
+//!
+//! The library stays blocking: [`spawn`] runs the runtime on its own thread and returns a
+//! handle whose drop stops it.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::sync::{Semaphore, watch};
+
+/// The limits a server keeps.
+#[derive(Debug, Clone)]
+pub struct Bounds {
+    /// The most bytes of a request head (request line and headers).
+    pub max_header_bytes: usize,
+    /// The longest a connection may take to send a request head, and the longest an idle
+    /// keep-alive connection stays open.
+    pub header_timeout: Duration,
+    /// The longest a request body may take to arrive.
+    pub body_timeout: Duration,
+    /// The largest request body read.
+    pub max_body: usize,
+    /// The most connections open at once.
+    pub max_connections: usize,
+    /// The most blocking jobs (tool calls) running at once.
+    pub max_blocking: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            max_header_bytes: 64 << 10,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_body: 1 << 20,
+            max_connections: 256,
+            max_blocking: 32,
+        }
+    }
+}
+
+/// Why a body could not be read ([`read_body`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum BodyError {
+    /// Larger than the limit.
+    TooLarge,
+    /// It did not arrive in time.
+    TooSlow,
+    /// The connection failed while it was read.
+    Broken,
+}
+
+/// Reads a request body of at most `max` bytes within `timeout`. The declared length is
+/// only a hint to refuse early; the buffer grows with what actually arrives.
+pub async fn read_body(body: Body, max: usize, timeout: Duration) -> Result<Bytes, BodyError> {
+    use axum::body::HttpBody;
+    if body.size_hint().lower() > max as u64 {
+        return Err(BodyError::TooLarge);
+    }
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, max)).await {
+        Err(_) => Err(BodyError::TooSlow),
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            // axum reports a body past the limit as a `LengthLimitError` in its source
+            // chain; anything else is the connection.
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            while let Some(s) = source {
+                if s.is::<http_body_util::LengthLimitError>() {
+                    return Err(BodyError::TooLarge);
+                }
+                source = s.source();
+            }
+            Err(BodyError::Broken)
+        }
+    }
+}
+
+/// A server running on its own thread; dropping it stops the server.
+pub struct Serving {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Serving {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Blocks until the server stops (it stops when the handle is dropped elsewhere; a
+    /// server that [`Serving::wait`]s runs until the process ends).
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Serves `router` on `listener` within `bounds`, on a thread of its own.
+pub fn spawn(listener: TcpListener, router: Router, bounds: &Bounds) -> std::io::Result<Serving> {
+    let addr = listener.local_addr()?;
+    listener.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(bounds.max_blocking)
+        .thread_name("toolloop-serve")
+        .enable_all()
+        .build()?;
+    let (stop, stopped) = watch::channel(false);
+    let bounds = bounds.clone();
+    let thread = std::thread::Builder::new()
+        .name("toolloop-serve".into())
+        .spawn(move || {
+            runtime.block_on(accept(listener, router, bounds, stopped));
+            // Tool calls still running finish on their own; the server does not wait.
+            runtime.shutdown_background();
+        })?;
+    Ok(Serving {
+        addr,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+async fn accept(
+    listener: TcpListener,
+    router: Router,
+    bounds: Bounds,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    let permits = Arc::new(Semaphore::new(bounds.max_connections));
+    loop {
+        let permit = tokio::select! {
+            _ = stopped.changed() => return,
+            p = Arc::clone(&permits).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+        };
+        let (stream, _) = tokio::select! {
+            _ = stopped.changed() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                // Out of file descriptors or a connection reset before it was taken:
+                // wait a moment rather than spin.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(bounds.header_timeout)
+            .max_buf_size(bounds.max_header_bytes)
+            .max_headers(64);
+        let mut stopped = stopped.clone();
+        tokio::spawn(async move {
+            let conn = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades();
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stopped.changed() => {}
+            }
+            drop(permit);
+        });
+    }
+}
