@@ -263,6 +263,47 @@ fn search_docs_ranks_and_cites_file_and_line() {
 }
 
 #[test]
+fn search_docs_finds_other_forms_of_a_word_and_says_what_it_skipped() {
+    let docs = tmp("docs-stem");
+    std::fs::write(
+        docs.join("returns.md"),
+        "# Returns\n\nItems can be returned within 30 days.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.join("shipping.md"),
+        "Shipping is free over 50 euros.\n",
+    )
+    .unwrap();
+    std::fs::write(docs.join("huge.txt"), vec![b'a'; (2 << 20) + 1]).unwrap();
+    let t = Builtin::new(&BuiltinConfig {
+        docs: Some(docs),
+        ..Default::default()
+    })
+    .unwrap();
+    let r = t.run("search_docs", &args(json!({"query": "return policy"})));
+    let hits = r.content["hits"].as_array().unwrap();
+    assert!(!hits.is_empty(), "{}", r.content);
+    assert!(
+        hits.iter().all(|h| h["file"] == "returns.md"),
+        "{}",
+        r.content
+    );
+    assert!(
+        hits.iter().any(|h| h["text"]
+            .as_str()
+            .unwrap()
+            .contains("returned within 30 days")),
+        "{}",
+        r.content
+    );
+    assert_eq!(
+        r.content["skipped"],
+        "1 file(s) over 2 MiB and 0 file(s) past the first 5000 were not indexed"
+    );
+}
+
+#[test]
 fn calculator_and_time() {
     let t = Builtin::new(&BuiltinConfig::default()).unwrap();
     assert_eq!(

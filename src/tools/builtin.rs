@@ -7,13 +7,13 @@
 //! statement must be read-only), and `read_file` resolves symlinks and checks the real
 //! path is under the root.
 
-use std::collections::HashMap;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
+use super::docs::DocIndex;
 use super::{ToolError, ToolResult, ToolSource, ToolSpec, calculator};
 use crate::deadline::Deadline;
 
@@ -50,7 +50,7 @@ impl std::fmt::Debug for Builtin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Builtin")
             .field("db", &self.db.is_some())
-            .field("docs", &self.docs.as_ref().map(|d| d.paragraphs.len()))
+            .field("docs", &self.docs)
             .field("root", &self.root)
             .field("demo", &self.demo)
             .finish()
@@ -315,143 +315,6 @@ fn weather(city: &str) -> ToolResult {
             "no weather for {city:?}; known cities: {}",
             all.keys().cloned().collect::<Vec<_>>().join(", ")
         )),
-    }
-}
-
-/// Paragraphs of a folder's text files, for ranked search with citations (seed 002).
-struct DocIndex {
-    paragraphs: Vec<Paragraph>,
-    /// How many paragraphs each term occurs in.
-    df: HashMap<String, usize>,
-}
-
-struct Paragraph {
-    file: String,
-    line: usize,
-    text: String,
-    terms: HashMap<String, usize>,
-}
-
-const DOC_EXTENSIONS: [&str; 5] = ["md", "markdown", "txt", "rst", "text"];
-const DOC_MAX_FILES: usize = 5000;
-const DOC_MAX_FILE_BYTES: u64 = 2 << 20;
-
-fn terms(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().count() >= 2)
-        .map(str::to_lowercase)
-}
-
-impl DocIndex {
-    fn build(dir: &Path) -> Result<Self, ToolError> {
-        if !dir.is_dir() {
-            return Err(ToolError::Config(format!(
-                "`docs` {}: not a folder",
-                dir.display()
-            )));
-        }
-        let mut files = Vec::new();
-        let mut stack = vec![(dir.to_path_buf(), 0)];
-        while let Some((d, depth)) = stack.pop() {
-            let Ok(entries) = fs::read_dir(&d) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                let path = e.path();
-                let Ok(ft) = e.file_type() else { continue };
-                if ft.is_dir() && depth < 8 {
-                    stack.push((path, depth + 1));
-                } else if ft.is_file()
-                    && path
-                        .extension()
-                        .and_then(|x| x.to_str())
-                        .is_some_and(|x| DOC_EXTENSIONS.contains(&x.to_lowercase().as_str()))
-                    && e.metadata().is_ok_and(|m| m.len() <= DOC_MAX_FILE_BYTES)
-                {
-                    files.push(path);
-                }
-            }
-            if files.len() >= DOC_MAX_FILES {
-                break;
-            }
-        }
-        files.sort();
-        let mut paragraphs = Vec::new();
-        for path in files.iter().take(DOC_MAX_FILES) {
-            let Ok(bytes) = fs::read(path) else { continue };
-            let text = String::from_utf8_lossy(&bytes);
-            let rel = path.strip_prefix(dir).unwrap_or(path).display().to_string();
-            let mut start = 0;
-            let mut buf: Vec<&str> = Vec::new();
-            let lines: Vec<&str> = text.lines().collect();
-            for (i, line) in lines.iter().chain(std::iter::once(&"")).enumerate() {
-                if line.trim().is_empty() {
-                    if !buf.is_empty() {
-                        let body = buf.join("\n");
-                        let mut tf = HashMap::new();
-                        for t in terms(&body) {
-                            *tf.entry(t).or_insert(0) += 1;
-                        }
-                        paragraphs.push(Paragraph {
-                            file: rel.clone(),
-                            line: start + 1,
-                            text: body,
-                            terms: tf,
-                        });
-                        buf.clear();
-                    }
-                } else {
-                    if buf.is_empty() {
-                        start = i;
-                    }
-                    buf.push(line);
-                }
-            }
-        }
-        let mut df = HashMap::new();
-        for p in &paragraphs {
-            for t in p.terms.keys() {
-                *df.entry(t.clone()).or_insert(0) += 1;
-            }
-        }
-        Ok(DocIndex { paragraphs, df })
-    }
-
-    fn search(&self, query: &str, limit: usize) -> ToolResult {
-        let q: Vec<String> = terms(query).collect();
-        if q.is_empty() {
-            return ToolResult::err("query has no words to search for");
-        }
-        let n = self.paragraphs.len().max(1) as f64;
-        let mut scored: Vec<(f64, &Paragraph)> = self
-            .paragraphs
-            .iter()
-            .filter_map(|p| {
-                let s: f64 = q
-                    .iter()
-                    .filter_map(|t| {
-                        let tf = *p.terms.get(t)? as f64;
-                        let df = *self.df.get(t).unwrap_or(&1) as f64;
-                        Some((1.0 + tf.ln()) * (1.0 + (n / df).ln()))
-                    })
-                    .sum();
-                (s > 0.0).then_some((s, p))
-            })
-            .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.file.cmp(&b.1.file)));
-        let hits: Vec<Value> = scored
-            .into_iter()
-            .take(limit)
-            .map(|(s, p)| {
-                json!({"file": p.file, "line": p.line,
-                       "text": super::cap_text(&p.text, 400),
-                       "score": (s * 100.0).round() / 100.0})
-            })
-            .collect();
-        if hits.is_empty() {
-            return ToolResult::ok(json!({"hits": [], "note": "no document matches the query"}));
-        }
-        ToolResult::ok(json!({ "hits": hits }))
     }
 }
 

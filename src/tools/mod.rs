@@ -13,6 +13,7 @@
 pub mod builtin;
 pub mod calculator;
 pub mod closure;
+pub mod docs;
 pub mod http;
 pub mod mcp;
 mod mcp_http;
