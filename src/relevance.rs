@@ -53,6 +53,46 @@ fn words(text: &str, stemmer: &Stemmer) -> HashSet<String> {
         .collect()
 }
 
+/// The question without the values it names: quoted text ('Guardian Sword+') and
+/// capitalised words inside a sentence (Berkeley, Legend of Zelda). Those are what the
+/// person passes to a tool, not what the tool is about, and a tool's description never
+/// has them; counted, they made a question full of names look unrelated to the tool
+/// that fits it.
+fn topic(question: &str) -> String {
+    let mut out = String::with_capacity(question.len());
+    let mut quote: Option<char> = None;
+    let mut sentence_start = true;
+    for word in question.split_inclusive(char::is_whitespace) {
+        let trimmed = word.trim();
+        let first = trimmed.chars().next();
+        match quote {
+            Some(q) => {
+                if trimmed.ends_with(q) || trimmed.trim_end_matches(['.', ',', '?', '!']).ends_with(q) {
+                    quote = None;
+                }
+                continue;
+            }
+            None if matches!(first, Some('"' | '\'' | '“')) => {
+                let q = if first == Some('“') { '”' } else { first.unwrap_or('"') };
+                let rest = &trimmed[first.map_or(0, char::len_utf8)..];
+                if !rest.trim_end_matches(['.', ',', '?', '!']).ends_with(q) {
+                    quote = Some(q);
+                }
+                continue;
+            }
+            None => {}
+        }
+        let named = !sentence_start && first.is_some_and(char::is_uppercase);
+        if !named {
+            out.push_str(word);
+        }
+        if !trimmed.is_empty() {
+            sentence_start = trimmed.ends_with(['.', '?', '!', ':']);
+        }
+    }
+    out
+}
+
 /// Everything a tool says about itself: its name, description, and each parameter's
 /// name and description.
 fn tool_text(spec: &ToolSpec) -> String {
@@ -90,7 +130,7 @@ fn tool_text(spec: &ToolSpec) -> String {
 /// ```
 pub fn support(question: &str, spec: &ToolSpec) -> Option<f64> {
     let stemmer = Stemmer::create(Algorithm::English);
-    let asked = words(question, &stemmer);
+    let asked = words(&topic(question), &stemmer);
     if asked.is_empty() {
         return None;
     }
@@ -115,5 +155,14 @@ mod tests {
             Some(1.0)
         );
         assert_eq!(support("Who painted the Mona Lisa?", &tool), Some(0.0));
+    }
+
+    #[test]
+    fn names_and_quoted_values_are_not_the_topic() {
+        assert_eq!(
+            topic("What's the power rating of 'Guardian Sword+' in Zelda? Tell me."),
+            "What's the power rating of in Tell me."
+        );
+        assert_eq!(topic("Is \"two words\" here"), "Is here");
     }
 }
