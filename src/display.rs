@@ -4,7 +4,8 @@
 //! `-v` the full `[LLM]`/`[ACT]`/`[OBSERVE]` trace. Colour only on a terminal and never
 //! when `NO_COLOR` is set. stdout is left to the answer.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -96,7 +97,13 @@ impl Observer for Progress {
                     s.set_message(format!("model is writing ({} characters)", self.chars));
                 }
             }
-            Event::ModelReply { .. } => self.stop_spinner(),
+            Event::ModelReply { .. } | Event::AnswerText { .. } => self.stop_spinner(),
+            Event::AnswerRetracted { reason } if !self.verbose => {
+                self.line(self.paint(
+                    "33",
+                    &format!("[Retry] the answer above is withdrawn: {reason}"),
+                ));
+            }
             Event::ToolCall {
                 tool, arguments, ..
             } if !self.verbose => {
@@ -144,5 +151,60 @@ impl Observer for Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.stop_spinner();
+    }
+}
+
+/// Writes the final answer to stdout as the model writes it ([`Event::AnswerText`]); a
+/// withdrawn answer ([`Event::AnswerRetracted`]) ends its line, and the answer that
+/// follows starts on a new one. Clones share the same state.
+#[derive(Debug, Clone, Default)]
+pub struct AnswerOut(Arc<Mutex<AnswerState>>);
+
+#[derive(Debug, Default)]
+struct AnswerState {
+    /// Text is on the current line.
+    open: bool,
+    failed: Option<std::io::Error>,
+}
+
+impl AnswerOut {
+    /// Ends the answer's line, if text was written, and reports the first failed write.
+    pub fn finish(&self) -> std::io::Result<()> {
+        let mut state = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = state.failed.take() {
+            return Err(e);
+        }
+        if std::mem::take(&mut state.open) {
+            let mut out = std::io::stdout().lock();
+            writeln!(out).and_then(|_| out.flush())?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, text: &str, open: bool) {
+        let mut state = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if state.failed.is_some() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        match write!(out, "{text}").and_then(|_| out.flush()) {
+            Ok(()) => state.open = open,
+            Err(e) => state.failed = Some(e),
+        }
+    }
+}
+
+impl Observer for AnswerOut {
+    fn event(&mut self, event: &Event) {
+        match event {
+            Event::AnswerText { text } => self.write(text, true),
+            Event::AnswerRetracted { .. } => {
+                let open = self.0.lock().is_ok_and(|s| s.open);
+                if open {
+                    self.write("\n", false);
+                }
+            }
+            _ => {}
+        }
     }
 }

@@ -88,6 +88,20 @@ pub enum Event {
         /// Milliseconds the call took.
         ms: u64,
     },
+    /// A piece of the final answer's text, decoded as the model writes it
+    /// ([`crate::answer_stream`]). Only for a reply that says it is a final answer; the
+    /// pieces since the last [`Event::AnswerRetracted`] add up to the answer the run ends
+    /// with.
+    AnswerText {
+        /// The new text.
+        text: String,
+    },
+    /// The answer text shown so far is not the answer: the reply failed validation (the
+    /// model is asked again), or the answer was blocked. What follows starts again.
+    AnswerRetracted {
+        /// Why.
+        reason: String,
+    },
     /// The reply repeated itself while it streamed: the generation was stopped and the
     /// reply cut after what came before the loop ([`crate::repetition`]).
     Repetition {
@@ -276,6 +290,10 @@ impl Trace {
                 if *ok { "ok" } else { "failed" },
                 short(observation)
             ),
+            Event::AnswerText { .. } => return None,
+            Event::AnswerRetracted { reason } => {
+                format!("[ANSWER] the answer shown so far is withdrawn: {reason}")
+            }
             Event::Repetition { phrase, kept } => format!(
                 "[REPEAT] the reply kept repeating \"{phrase}\"; stopped, {kept} bytes kept"
             ),
@@ -383,7 +401,7 @@ impl Transcript {
 
 impl Observer for Transcript {
     fn event(&mut self, event: &Event) {
-        if self.failed || matches!(event, Event::ModelText { .. }) {
+        if self.failed || matches!(event, Event::ModelText { .. } | Event::AnswerText { .. }) {
             return;
         }
         let mut v = serde_json::to_value(event).unwrap_or(Value::Null);

@@ -97,6 +97,13 @@ impl Guardrails {
         self.check(text, self.max_input, "query")
     }
 
+    /// Whether an answer could be blocked: then it is not shown while it is written
+    /// ([`crate::answer_stream`]), only once it has passed.
+    pub fn may_block_output(&self) -> bool {
+        (self.max_output.is_some() && self.oversize == Action::Block)
+            || self.rules.iter().any(|r| r.action == Action::Block)
+    }
+
     /// Checks the final answer.
     pub fn check_output(&self, text: &str) -> Verdict {
         self.check(text, self.max_output, "answer")

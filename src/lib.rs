@@ -59,6 +59,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod answer_stream;
 pub mod backend;
 pub mod bfcl;
 pub mod calls;

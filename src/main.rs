@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use toolloop::display::Progress;
+use toolloop::Observer;
+use toolloop::display::{AnswerOut, Progress};
 use toolloop::ending::{EXIT_RUNTIME, EXIT_USAGE, Ending};
 use toolloop::schema::{self, CallSchema, Narrowing};
 use toolloop::server::ToolServer;
@@ -146,11 +147,15 @@ fn build(
     no_tools: bool,
     deadline: Deadline,
     clarify: Option<Box<dyn ClarifyHandler>>,
+    answer: Option<AnswerOut>,
 ) -> Result<Orchestrator, OrchestratorError> {
     let config = config(model, tools, no_tools);
     let mut builder = Orchestrator::from_config(&config)?
         .connect_timeout(deadline.remaining().unwrap_or(config.timeout))
         .observer(Progress::new(model.verbose));
+    if let Some(a) = answer {
+        builder = builder.observer(a);
+    }
     if let Some(path) = &model.transcript {
         let t = Transcript::open(path).map_err(|e| {
             OrchestratorError::Config(format!("--transcript {}: {e}", path.display()))
@@ -207,12 +212,12 @@ fn explain(o: &Outcome) {
     eprintln!("toolloop: {message}{hint}");
 }
 
-/// Prints an outcome (the answer, or `--json`), explains it, and gives its exit code.
-fn report(outcome: &Outcome, json: bool) -> ExitCode {
-    let written = if json {
-        print_stdout(&outcome.to_json().to_string())
-    } else {
-        outcome.answer().map_or(Ok(()), print_stdout)
+/// Prints an outcome (`--json`, or the end of the answer that was printed as it was
+/// written), explains it, and gives its exit code.
+fn report(outcome: &Outcome, answer: Option<&AnswerOut>) -> ExitCode {
+    let written = match answer {
+        None => print_stdout(&outcome.to_json().to_string()),
+        Some(a) => a.finish(),
     };
     explain(outcome);
     output_status(written, outcome.stop_reason().exit_code())
@@ -257,10 +262,11 @@ fn run_ask(
     let clarify: Option<Box<dyn ClarifyHandler>> = std::io::stdin()
         .is_terminal()
         .then(|| Box::new(ask_person) as Box<dyn ClarifyHandler>);
-    let result = build(model, tools, no_tools, deadline, clarify)
+    let answer = (!json).then(AnswerOut::default);
+    let result = build(model, tools, no_tools, deadline, clarify, answer.clone())
         .and_then(|mut o| o.run_with_deadline(query, &[], deadline));
     match result {
-        Ok(outcome) => report(&outcome, json),
+        Ok(outcome) => report(&outcome, answer.as_ref()),
         Err(e) => {
             if json {
                 let v = serde_json::json!({"error": with_flags(&e), "stop_reason": "error", "steps": e.steps()});
@@ -319,8 +325,16 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
         Input::new().read("answer> ")
     };
     let connect = Deadline::after(Duration::from_secs_f64(model.timeout));
-    let orchestrator = build(model, tools, no_tools, connect, Some(Box::new(clarify)))
-        .and_then(|mut o| o.preflight(connect).map(|_| o));
+    let answer = AnswerOut::default();
+    let orchestrator = build(
+        model,
+        tools,
+        no_tools,
+        connect,
+        Some(Box::new(clarify)),
+        Some(answer.clone()),
+    )
+    .and_then(|mut o| o.preflight(connect).map(|_| o));
     let orchestrator = match orchestrator {
         Ok(o) => o,
         Err(e) => return fail(with_flags(e)),
@@ -358,9 +372,7 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
         asked += 1;
         match chat.ask(line) {
             Ok(outcome) => {
-                if let Some(a) = outcome.answer()
-                    && let Err(e) = print_stdout(a)
-                {
+                if let Err(e) = answer.finish() {
                     return output_status(Err(e), EXIT_RUNTIME);
                 }
                 explain(&outcome);
@@ -470,13 +482,22 @@ fn run_demo(json: bool, verbose: bool) -> ExitCode {
         "toolloop demo: a scripted model and the built-in tools on 127.0.0.1; no server needed."
     );
     eprintln!("you> {}", toolloop::demo::QUESTION);
+    let answer = (!json).then(AnswerOut::default);
+    let mut progress = Progress::new(verbose);
+    let mut printer = answer.clone();
+    let observer = move |e: &toolloop::events::Event| {
+        progress.event(e);
+        if let Some(p) = &mut printer {
+            p.event(e);
+        }
+    };
     let result = toolloop::demo::run(
-        Box::new(Progress::new(verbose)),
+        Box::new(observer),
         Box::new(|line| eprintln!("{line}")),
         150,
     );
     match result {
-        Ok(outcome) => report(&outcome, json),
+        Ok(outcome) => report(&outcome, answer.as_ref()),
         Err(e) => fail(e),
     }
 }

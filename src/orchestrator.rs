@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::answer_stream::AnswerStream;
 use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message};
 use crate::config::Config;
 use crate::deadline::Deadline;
@@ -366,11 +367,21 @@ impl Orchestrator {
                         options: &self.options,
                     };
                     let observers = &mut self.observers;
+                    let mut answer = AnswerStream::default();
+                    let mut shown = String::new();
+                    let stream_answer = !self.guardrails.may_block_output();
                     let sink = |text: &str| {
-                        let e = Event::ModelText {
+                        let mut events = vec![Event::ModelText {
                             text: text.to_string(),
-                        };
-                        observers.iter_mut().for_each(|o| o.event(&e));
+                        }];
+                        let piece = answer.feed(text);
+                        if stream_answer && !piece.is_empty() {
+                            shown.push_str(&piece);
+                            events.push(Event::AnswerText { text: piece });
+                        }
+                        for e in &events {
+                            observers.iter_mut().for_each(|o| o.event(e));
+                        }
                     };
                     match watched_chat(&mut self.backend, &request, deadline, sink) {
                         Ok((reply, found)) => {
@@ -380,7 +391,9 @@ impl Orchestrator {
                                     kept: reply.text.len(),
                                 });
                             }
-                            engine.model_replied(&reply)
+                            engine.model_replied(&reply);
+                            self.flush(&mut engine);
+                            self.settle_answer(&engine, &shown);
                         }
                         Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
                         Err(e) => {
@@ -419,6 +432,40 @@ impl Orchestrator {
         self.observers.iter_mut().for_each(|o| o.event(event));
     }
 
+    /// After each reply: makes the answer text shown as it streamed add up to the answer
+    /// the engine took (an answer the stream could not decode, a repaired one, is given
+    /// whole), or withdraws it when the reply was refused, so the person is never left
+    /// with half an answer and no word why.
+    fn settle_answer(&mut self, engine: &Engine, shown: &str) {
+        if self.guardrails.may_block_output() {
+            return;
+        }
+        let answer = match engine.ending() {
+            Some(Ending::Answer { content, .. }) => content.as_str(),
+            _ if shown.is_empty() => return,
+            _ => {
+                let reason = "the reply was not a valid answer; the model is asked again";
+                return self.emit(&Event::AnswerRetracted {
+                    reason: reason.into(),
+                });
+            }
+        };
+        match answer.strip_prefix(shown) {
+            Some("") => {}
+            Some(rest) => self.emit(&Event::AnswerText {
+                text: rest.to_string(),
+            }),
+            None => {
+                self.emit(&Event::AnswerRetracted {
+                    reason: "the repaired answer differs from the text shown".into(),
+                });
+                self.emit(&Event::AnswerText {
+                    text: answer.to_string(),
+                });
+            }
+        }
+    }
+
     fn flush(&mut self, engine: &mut Engine) {
         for e in engine.drain_events() {
             self.emit(&e);
@@ -439,6 +486,12 @@ impl Orchestrator {
                 Verdict::Pass => {}
                 Verdict::Warn(message) => self.emit(&Event::Warning { message }),
                 Verdict::Block(reason) => ending = Ending::Blocked { reason },
+            }
+            // Held back while it was written (a guardrail could block it): shown now.
+            if let (Some(text), true) = (ending.answer(), self.guardrails.may_block_output()) {
+                self.emit(&Event::AnswerText {
+                    text: text.to_string(),
+                });
             }
         }
         let elapsed = started.elapsed();

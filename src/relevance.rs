@@ -67,13 +67,19 @@ fn topic(question: &str) -> String {
         let first = trimmed.chars().next();
         match quote {
             Some(q) => {
-                if trimmed.ends_with(q) || trimmed.trim_end_matches(['.', ',', '?', '!']).ends_with(q) {
+                if trimmed.ends_with(q)
+                    || trimmed.trim_end_matches(['.', ',', '?', '!']).ends_with(q)
+                {
                     quote = None;
                 }
                 continue;
             }
             None if matches!(first, Some('"' | '\'' | '“')) => {
-                let q = if first == Some('“') { '”' } else { first.unwrap_or('"') };
+                let q = if first == Some('“') {
+                    '”'
+                } else {
+                    first.unwrap_or('"')
+                };
                 let rest = &trimmed[first.map_or(0, char::len_utf8)..];
                 if !rest.trim_end_matches(['.', ',', '?', '!']).ends_with(q) {
                     quote = Some(q);

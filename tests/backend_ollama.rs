@@ -440,3 +440,54 @@ fn log_probabilities_are_asked_for_and_read_from_each_chunk() {
     let expected = (-1.2f64).exp() / ((-1.2f64).exp() + (-0.5f64).exp());
     assert!((share - expected).abs() < 1e-9, "{share}");
 }
+
+#[test]
+fn a_streamed_final_answer_reaches_the_person_decoded_whatever_the_cuts() {
+    // The model's text arrives in tokens that cut an escape sequence (`\u00` | `e9`, `\` |
+    // `"`), and the HTTP body arrives in writes that cut a multi-byte character.
+    let tokens = [
+        r#"{"kind": "final_answer", "thought": "", "content": "Caf"#,
+        r#"\u00"#,
+        r#"e9 \"#,
+        r#""ok\" 日"#,
+        r#"本\n"#,
+        r#"end"}"#,
+    ];
+    let mut body = String::new();
+    for t in tokens {
+        body.push_str(&json!({"message": {"content": t}, "done": false}).to_string());
+        body.push('\n');
+    }
+    body.push_str(DONE);
+    body.push('\n');
+    let bytes = body.into_bytes();
+    let cut = bytes.windows(3).position(|w| w == "日".as_bytes()).unwrap() + 1;
+    let mut server = mockito::Server::new();
+    show(&mut server, json!([]));
+    server
+        .mock("POST", "/api/chat")
+        .with_chunked_body(move |w| {
+            w.write_all(&bytes[..cut])?;
+            w.flush()?;
+            std::thread::sleep(Duration::from_millis(20));
+            w.write_all(&bytes[cut..])
+        })
+        .create();
+    let shown = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = std::sync::Arc::clone(&shown);
+    let mut o = toolloop::Orchestrator::builder()
+        .backend(Ollama::new(&server.url(), "gemma3:4b"))
+        .observer(move |e: &toolloop::events::Event| {
+            if let toolloop::events::Event::AnswerText { text } = e {
+                seen.lock().unwrap().push(text.clone());
+            }
+        })
+        .build()
+        .unwrap();
+    let out = o.run("Say it").unwrap();
+    let want = "Café \"ok\" 日本\nend";
+    assert_eq!(out.answer(), Some(want));
+    let shown = shown.lock().unwrap();
+    assert_eq!(shown.concat(), want);
+    assert!(shown.len() >= 4, "the answer came in one piece: {shown:?}");
+}

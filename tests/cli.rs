@@ -236,6 +236,28 @@ mod ask {
     }
 
     #[test]
+    fn an_answer_withdrawn_midway_is_ended_and_said_and_the_next_one_printed() {
+        // A server that ignores the schema: a final answer past the 4000-character
+        // limit streams, then fails validation; the model is asked again.
+        let long = format!(
+            r#"{{"kind": "final_answer", "thought": "", "content": "{}"}}"#,
+            "blah ".repeat(900)
+        );
+        let short = r#"{"kind": "final_answer", "thought": "", "content": "Short."}"#;
+        let fake = fake_ollama(&[&long, short]);
+        let out = ask(&fake.url, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(stdout.starts_with("blah blah"), "{stdout}");
+        assert!(stdout.ends_with("\nShort.\n"), "{stdout}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("[Retry] the answer above is withdrawn"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn answer_on_stdout_progress_on_stderr_exit_0() {
         let fake = fake_ollama(&[CALC, FIFTY]);
         let out = ask(&fake.url, &[]);
