@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Fetches the Berkeley Function Calling Leaderboard data toolloop's eval uses, from the
 # `bfcl-eval` wheel on PyPI (version 2026.3.23, Apache-2.0), without its dependencies, and
-# extracts three categories and their possible answers into a cache directory (default
+# extracts five categories and their possible answers into a cache directory (default
 # ~/.cache/toolloop/bfcl). Prints that directory. The data is not committed.
 set -euo pipefail
 CACHE="${TOOLLOOP_CACHE:-$HOME/.cache/toolloop}"
 OUT="$CACHE/bfcl"
-FILES=(BFCL_v4_simple_python.json BFCL_v4_multiple.json BFCL_v4_irrelevance.json)
+FILES=(BFCL_v4_simple_python.json BFCL_v4_multiple.json BFCL_v4_irrelevance.json BFCL_v4_parallel.json BFCL_v4_parallel_multiple.json)
 done=1
 for f in "${FILES[@]}"; do [ -s "$OUT/$f" ] || done=0; done
 if [ "$done" = 1 ]; then echo "$OUT"; exit 0; fi

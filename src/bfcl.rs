@@ -291,17 +291,73 @@ pub fn score(
     functions: &[Value],
     ground_truth: &[Value],
 ) -> Result<(), String> {
+    let calls: Vec<Call> = call.cloned().into_iter().collect();
+    score_calls(category, &calls, functions, ground_truth)
+}
+
+/// Scores the calls of a case, as BFCL's checker does: none for `irrelevance`; otherwise
+/// one call for each possible answer, matched in any order (`parallel`,
+/// `parallel_multiple`), each passing the single-call rules.
+///
+/// ```
+/// use serde_json::json;
+/// use toolloop::eval::{score_calls, Call};
+///
+/// let functions = [json!({"name": "w", "parameters": {"type": "dict",
+///     "properties": {"city": {"type": "string"}}, "required": ["city"]}})];
+/// let truth = [json!({"w": {"city": ["Oslo"]}}), json!({"w": {"city": ["Rome"]}})];
+/// let call = |c: &str| Call { name: "w".into(), arguments: json!({"city": c}).as_object().unwrap().clone() };
+/// assert_eq!(score_calls("parallel", &[call("Rome"), call("Oslo")], &functions, &truth), Ok(()));
+/// assert!(score_calls("parallel", &[call("Rome")], &functions, &truth).is_err());
+/// ```
+pub fn score_calls(
+    category: &str,
+    calls: &[Call],
+    functions: &[Value],
+    ground_truth: &[Value],
+) -> Result<(), String> {
     if category.contains("irrelevance") {
-        return match call {
+        return match calls.first() {
             None => Ok(()),
             Some(c) => Err(format!("called {} where no function fits", c.name)),
         };
     }
-    let call = call.ok_or("no call was made")?;
-    let truth = ground_truth
-        .first()
-        .and_then(Value::as_object)
-        .ok_or("no possible answer")?;
+    if calls.is_empty() {
+        return Err("no call was made".into());
+    }
+    if calls.len() != ground_truth.len() {
+        return Err(format!(
+            "{} calls made where {} were expected",
+            calls.len(),
+            ground_truth.len()
+        ));
+    }
+    let mut used = vec![false; calls.len()];
+    for truth in ground_truth {
+        let mut first_error = None;
+        let found = calls.iter().enumerate().position(|(i, c)| {
+            if used[i] {
+                return false;
+            }
+            match check_one(c, truth, functions) {
+                Ok(()) => true,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    false
+                }
+            }
+        });
+        match found {
+            Some(i) => used[i] = true,
+            None => return Err(first_error.unwrap_or_else(|| "no call matches".into())),
+        }
+    }
+    Ok(())
+}
+
+/// One call against one possible answer (BFCL's simple function checker).
+fn check_one(call: &Call, truth: &Value, functions: &[Value]) -> Result<(), String> {
+    let truth = truth.as_object().ok_or("no possible answer")?;
     let (want_name, want_params) = truth.iter().next().ok_or("empty possible answer")?;
     if &call.name != want_name {
         return Err(format!("called {} instead of {want_name}", call.name));

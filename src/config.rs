@@ -96,6 +96,9 @@ pub struct Config {
     pub max_invalid_retries: u32,
     /// Repeats of one identical call before only an answer is allowed (default 3).
     pub max_repeats: u32,
+    /// The most tool calls one model turn may carry (default 8; 1 leaves the several-call
+    /// form out of the schema).
+    pub max_calls_per_turn: u32,
     /// Tool-reported errors in a row before the tool is declared unavailable (default 3).
     pub max_tool_failures: u32,
     /// The cap on a tool result as text for the model, in characters (default 4000).
@@ -140,6 +143,7 @@ impl Default for Config {
             tool_threshold: 0.5,
             max_invalid_retries: 2,
             max_repeats: 3,
+            max_calls_per_turn: 8,
             max_tool_failures: 3,
             result_cap: 4000,
         }
@@ -169,6 +173,7 @@ impl Config {
             max_iterations: self.max_iterations,
             max_invalid_retries: self.max_invalid_retries,
             max_repeats: self.max_repeats,
+            max_calls_per_turn: self.max_calls_per_turn,
             max_tool_failures: self.max_tool_failures,
             result_cap: self.result_cap,
             num_ctx: self.options.num_ctx,
@@ -207,6 +212,8 @@ pub struct Limits {
     pub max_invalid_retries: u32,
     /// Repeats of one identical call before only an answer is allowed.
     pub max_repeats: u32,
+    /// The most tool calls one model turn may carry.
+    pub max_calls_per_turn: u32,
     /// Tool-reported errors in a row before the tool is declared unavailable.
     pub max_tool_failures: u32,
     /// The cap on a tool result as text for the model, in characters.

@@ -31,9 +31,8 @@ use crate::decision;
 use crate::ending::Ending;
 use crate::events::Event;
 use crate::feedback::{self, ContextGuard};
-use crate::grounding;
 use crate::schema::{CallSchema, Rejection};
-use crate::tools::{ToolError, ToolResult, ToolSpec};
+use crate::tools::ToolSpec;
 use crate::turn::Turn;
 
 /// What the caller should do next.
@@ -47,6 +46,12 @@ pub enum Step {
         tool: String,
         /// The arguments, already checked against the narrowed schema.
         arguments: Map<String, Value>,
+    },
+    /// Call these tools, side by side; answer with [`Engine::tools_returned`], the results
+    /// in the same order.
+    CallTools {
+        /// Each call's tool and arguments, checked like a single call's.
+        calls: Vec<(String, Map<String, Value>)>,
     },
     /// Ask the person; answer with [`Engine::user_answered`].
     AskUser {
@@ -81,17 +86,27 @@ pub struct StepRecord {
 /// A tool and its arguments.
 type Call = (String, Map<String, Value>);
 
+/// One call of the turn being carried out.
+#[derive(Debug)]
+struct Pending {
+    tool: String,
+    arguments: Map<String, Value>,
+    key: CallKey,
+    /// Its entry in the steps.
+    step: usize,
+    /// The answer given without running the tool (a repeat, an unavailable tool), or
+    /// the tool's result once it ran.
+    answered: Option<(String, bool)>,
+    ran: bool,
+}
+
 /// Where the run is.
 #[derive(Debug)]
 enum State {
     /// The model is to be asked next (or the iterations are used up).
     Thinking,
-    /// A tool call is waiting for its result.
-    Calling {
-        tool: String,
-        arguments: Map<String, Value>,
-        key: CallKey,
-    },
+    /// The calls of a turn are waiting for their results.
+    Calling { calls: Vec<Pending> },
     /// A question is waiting for the person.
     Asking {
         question: String,
@@ -131,7 +146,12 @@ impl Engine {
     /// A run over `history` (which holds the system prompt and any earlier turns) for
     /// `query`, with the tools in `specs`.
     pub fn new(history: Vec<Message>, query: &str, specs: Vec<ToolSpec>, limits: Limits) -> Self {
-        let schema = CallSchema::deciding(&specs, limits.narrowing, limits.decide);
+        let schema = CallSchema::deciding_calls(
+            &specs,
+            limits.narrowing,
+            limits.decide,
+            limits.max_calls_per_turn,
+        );
         Self::with_schema(history, query, specs, limits, schema)
     }
 
@@ -173,12 +193,20 @@ impl Engine {
     pub fn next_step(&mut self) -> Step {
         match &self.state {
             State::Done(_) => Step::Done,
-            State::Calling {
-                tool, arguments, ..
-            } => Step::CallTool {
-                tool: tool.clone(),
-                arguments: arguments.clone(),
-            },
+            State::Calling { calls } => {
+                let mut run: Vec<Call> = calls
+                    .iter()
+                    .filter(|c| c.answered.is_none())
+                    .map(|c| (c.tool.clone(), c.arguments.clone()))
+                    .collect();
+                match run.len() {
+                    1 => {
+                        let (tool, arguments) = run.remove(0);
+                        Step::CallTool { tool, arguments }
+                    }
+                    _ => Step::CallTools { calls: run },
+                }
+            }
             State::Asking {
                 question,
                 missing_params,
@@ -262,7 +290,14 @@ impl Engine {
             }
             return;
         }
-        if let (Turn::ToolCall { tool, .. }, false) = (&parsed.turn, self.answer_only()) {
+        // A turn of several calls is judged by its first: the model's probability is
+        // read once, at the kind, for all of them.
+        let first = match &parsed.turn {
+            Turn::ToolCall { tool, .. } => Some(tool),
+            Turn::ToolCalls { calls, .. } => calls.first().map(|c| &c.tool),
+            _ => None,
+        };
+        if let (Some(tool), false) = (first, self.answer_only()) {
             let question = &self.history[self.run_start].content;
             let judged = decision::judge(reply, tool, &self.specs, question, &self.limits);
             if let Some((event, instead)) = judged {
@@ -311,46 +346,12 @@ impl Engine {
                 thought,
                 tool,
                 arguments,
-            } => self.tool_call(thought, tool, arguments),
-        }
-    }
-
-    fn tool_call(&mut self, thought: String, tool: String, mut arguments: Map<String, Value>) {
-        let spec = self.specs.iter().find(|s| s.name == tool);
-        if self.limits.ground_arguments {
-            let (dropped, invented) = grounding::ground(&mut arguments, spec, &self.history);
-            self.events.extend(dropped);
-            if !invented.is_empty() {
-                return self.ask_instead(thought, tool, invented);
+            } => self.tool_calls(thought, vec![(tool, arguments)]),
+            Turn::ToolCalls { thought, calls } => {
+                let calls = calls.into_iter().map(|c| (c.tool, c.arguments)).collect();
+                self.tool_calls(thought, calls)
             }
         }
-        self.events.push(Event::ToolCall {
-            iteration: self.iterations,
-            thought: thought.clone(),
-            tool: tool.clone(),
-            arguments: arguments.clone(),
-        });
-        let key = CallKey::new(&tool, &arguments);
-        if let Some((count, earlier)) = self.repeats.repeat(&key) {
-            let observation = feedback::repeated_call(&tool, earlier);
-            self.events.push(Event::Repeat {
-                tool: tool.clone(),
-                count,
-            });
-            self.forced_answer |= count >= self.limits.max_repeats;
-            return self.observe(thought, (tool, arguments), observation, true);
-        }
-        if self.unavailable.contains(&tool) {
-            let observation = feedback::unavailable(&tool);
-            return self.observe(thought, (tool, arguments), observation, false);
-        }
-        let call = Some((tool.clone(), arguments.clone()));
-        self.record(thought, call, String::new(), false);
-        self.state = State::Calling {
-            tool,
-            arguments,
-            key,
-        };
     }
 
     fn ask(&mut self, thought: String, question: String, missing_params: Vec<String>) {
@@ -384,21 +385,6 @@ impl Engine {
         self.ask(thought, question, invented);
     }
 
-    /// Answers a call from memory: no tool runs.
-    fn observe(&mut self, thought: String, call: Call, observation: String, ok: bool) {
-        let (tool, ms) = (call.0.clone(), 0);
-        let event_observation = observation.clone();
-        self.events.push(Event::ToolResult {
-            tool,
-            ok,
-            observation: event_observation,
-            ms,
-        });
-        self.history
-            .push(Message::tool(&call.0, observation.clone()));
-        self.record(thought, Some(call), observation, ok);
-    }
-
     fn record(&mut self, thought: String, call: Option<Call>, observation: String, ok: bool) {
         let (tool, arguments) = call.unzip();
         let iteration = self.iterations;
@@ -411,57 +397,6 @@ impl Engine {
             ok,
             ms: 0,
         });
-    }
-
-    /// Feeds a tool's result back. `Err` of the infrastructure kind makes the tool
-    /// unavailable for the rest of the run.
-    pub fn tool_returned(&mut self, result: Result<ToolResult, ToolError>, took: Duration) {
-        let State::Calling { tool, key, .. } = std::mem::replace(&mut self.state, State::Thinking)
-        else {
-            return;
-        };
-        let ms = took.as_millis() as u64;
-        let (observation, ok, degrade) = match result {
-            Ok(r) if r.ok => {
-                let text = r.to_model_text(self.limits.result_cap);
-                self.failures.succeeded(&tool);
-                self.repeats.record(key, text.clone());
-                (text, true, None)
-            }
-            Ok(r) => {
-                let failures = self.failures.failed(&tool);
-                let degrade = (failures >= self.limits.max_tool_failures)
-                    .then(|| format!("it failed {failures} times in a row"));
-                (r.to_model_text(self.limits.result_cap), false, degrade)
-            }
-            Err(e) => {
-                let (text, degrade) =
-                    feedback::tool_error(e, self.specs.iter().find(|s| s.name == tool));
-                (text, false, degrade)
-            }
-        };
-        if let Some(step) = self.steps.last_mut() {
-            step.observation = observation.clone();
-            step.ok = ok;
-            step.ms = ms;
-        }
-        self.events.push(Event::ToolResult {
-            tool: tool.clone(),
-            ok,
-            observation: observation.clone(),
-            ms,
-        });
-        let Some(reason) = degrade else {
-            return self.history.push(Message::tool(&tool, observation));
-        };
-        self.unavailable.insert(tool.clone());
-        let unavailable = &self.unavailable;
-        self.schema = schema_of(&self.specs, |n| !unavailable.contains(n), &self.limits);
-        self.history.push(Message::tool(
-            &tool,
-            feedback::degraded(&tool, &observation),
-        ));
-        self.events.push(Event::Degraded { tool, reason });
     }
 
     /// Feeds the person's answer to a clarifying question back; `None` (nobody to ask,
@@ -554,8 +489,16 @@ impl Engine {
 /// The schema narrowed to the tools `keep` names.
 fn schema_of(specs: &[ToolSpec], keep: impl Fn(&str) -> bool, limits: &Limits) -> CallSchema {
     let kept: Vec<ToolSpec> = specs.iter().filter(|s| keep(&s.name)).cloned().collect();
-    CallSchema::deciding(&kept, limits.narrowing, limits.decide)
+    CallSchema::deciding_calls(
+        &kept,
+        limits.narrowing,
+        limits.decide,
+        limits.max_calls_per_turn,
+    )
 }
+
+#[path = "engine_calls.rs"]
+mod calls_of_a_turn;
 
 #[cfg(test)]
 #[path = "engine_tests.rs"]

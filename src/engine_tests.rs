@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::backend::Timings;
+use crate::tools::{ToolError, ToolResult};
 use serde_json::json;
 
 fn reply(text: &str) -> ChatReply {
@@ -424,4 +425,79 @@ fn feedback_that_quotes_an_invented_value_does_not_ground_it() {
             arguments: json!({"city": "Oslo"}).as_object().unwrap().clone()
         }
     );
+}
+
+#[test]
+fn several_calls_run_together_and_come_back_in_order_each_marked() {
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "what is 2+2 and 3+3",
+        vec![calc()],
+        Limits::default(),
+    );
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_calls","thought":"both","calls":[
+            {"tool":"calculator","arguments":{"expression":"2+2"}},
+            {"tool":"calculator","arguments":{"expression":"3+3"}}]}"#,
+    ));
+    let Step::CallTools { calls } = e.next_step() else {
+        panic!("expected two calls");
+    };
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].1["expression"], "3+3");
+    e.tools_returned(vec![
+        (Ok(ToolResult::ok("4")), Duration::from_millis(5)),
+        (Err(ToolError::Config("down".into())), Duration::ZERO),
+    ]);
+    let tail: Vec<&str> = e.messages()[e.messages().len() - 2..]
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(tail[0], "[call 1 of 2: calculator] 4");
+    assert!(
+        tail[1].starts_with("[call 2 of 2: calculator] "),
+        "{}",
+        tail[1]
+    );
+    assert_eq!(e.steps().len(), 2);
+    assert!(e.steps()[0].ok && !e.steps()[1].ok);
+    assert_eq!(e.steps()[0].ms, 5);
+    assert_eq!(e.next_step(), Step::CallModel);
+}
+
+#[test]
+fn a_repeated_call_in_a_turn_is_answered_from_memory_and_the_rest_runs() {
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "what is 2+2 and 3+3",
+        vec![calc()],
+        Limits::default(),
+    );
+    e.next_step();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_calls","thought":"","calls":[
+            {"tool":"calculator","arguments":{"expression":"2+2"}},
+            {"tool":"calculator","arguments":{"expression":"3+3"}}]}"#,
+    ));
+    // Only the new call runs, as a single call.
+    assert_eq!(
+        e.next_step(),
+        Step::CallTool {
+            tool: "calculator".into(),
+            arguments: json!({"expression": "3+3"}).as_object().unwrap().clone(),
+        }
+    );
+    e.tool_returned(Ok(ToolResult::ok("6")), Duration::ZERO);
+    let n = e.messages().len();
+    assert!(
+        e.messages()[n - 2]
+            .content
+            .contains("You already called calculator")
+    );
+    assert_eq!(e.messages()[n - 1].content, "[call 2 of 2: calculator] 6");
 }

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message};
-pub use crate::bfcl::{Call, Case, EvalError, load, normalize, score, to_json_schema};
+pub use crate::bfcl::{Call, Case, EvalError, load, normalize, score, score_calls, to_json_schema};
 use crate::config::Limits;
 use crate::deadline::Deadline;
 use crate::engine::{Engine, Step};
@@ -44,8 +44,11 @@ pub struct CaseResult {
     pub pass: bool,
     /// Why it failed.
     pub reason: Option<String>,
-    /// The prediction.
+    /// The prediction: the first call made.
     pub call: Option<Call>,
+    /// Every call of the turn that made it (several for `parallel` cases).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<Call>,
     /// Model replies that were rejected as invalid.
     pub invalid_turns: u32,
     /// Model replies in all.
@@ -154,7 +157,7 @@ pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> Ca
         case.tools.clone(),
         limits,
     );
-    let mut call = None;
+    let mut calls: Vec<Call> = Vec::new();
     let mut invalid = 0;
     let mut replies = 0;
     let mut texts = Vec::new();
@@ -192,10 +195,18 @@ pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> Ca
                 }
             }
             Step::CallTool { tool, arguments } => {
-                call = Some(Call {
+                calls.push(Call {
                     name: tool,
                     arguments,
                 });
+                break;
+            }
+            Step::CallTools { calls: several } => {
+                calls.extend(
+                    several
+                        .into_iter()
+                        .map(|(name, arguments)| Call { name, arguments }),
+                );
                 break;
             }
             Step::AskUser { .. } | Step::Done => break,
@@ -205,19 +216,15 @@ pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> Ca
     tally(engine.drain_events(), &mut invalid, &mut p_tool);
     let verdict = match &error {
         Some(e) => Err(format!("could not run: {e}")),
-        None => score(
-            &case.category,
-            call.as_ref(),
-            &case.functions,
-            &case.ground_truth,
-        ),
+        None => score_calls(&case.category, &calls, &case.functions, &case.ground_truth),
     };
     CaseResult {
         id: case.id.clone(),
         category: case.category.clone(),
         pass: verdict.is_ok(),
         reason: verdict.err(),
-        call,
+        call: calls.first().cloned(),
+        calls,
         invalid_turns: invalid,
         replies,
         iterations: engine.iterations(),

@@ -24,6 +24,16 @@ pub fn repeated_call(tool: &str, earlier: &str) -> String {
     )
 }
 
+/// A result as the model reads it: as it is for a turn of one call, marked with its
+/// call ("[call 2 of 3: get_weather]") when the turn had several.
+pub fn call_result(index: usize, of: usize, tool: &str, observation: &str) -> String {
+    if of <= 1 {
+        observation.to_string()
+    } else {
+        format!("[call {index} of {of}: {tool}] {observation}")
+    }
+}
+
 /// The observation for a call of a tool that was declared unavailable.
 pub fn unavailable(tool: &str) -> String {
     format!("error: {tool} is unavailable. Answer directly without it.")

@@ -209,13 +209,18 @@ impl OrchestratorBuilder {
         let specs = catalogue.specs();
         let decide = self.config.decide;
         let prompt = build_system_prompt_for(&specs, self.config.system.as_deref(), decide);
-        let schema = CallSchema::deciding(&specs, self.config.narrowing, decide);
+        let schema = CallSchema::deciding_calls(
+            &specs,
+            self.config.narrowing,
+            decide,
+            self.config.max_calls_per_turn,
+        );
         Ok(Orchestrator {
             backend,
             options: self.config.request_options(),
             specs,
             schema,
-            catalogue,
+            catalogue: std::sync::Arc::new(catalogue),
             config: self.config,
             observers: self.observers,
             clarify: self.clarify,
@@ -244,7 +249,7 @@ pub struct Orchestrator {
     options: GenOptions,
     specs: Vec<ToolSpec>,
     schema: CallSchema,
-    catalogue: Catalogue,
+    catalogue: std::sync::Arc<Catalogue>,
     config: Config,
     observers: Vec<Box<dyn Observer>>,
     clarify: Option<Box<dyn ClarifyHandler>>,
@@ -403,11 +408,16 @@ impl Orchestrator {
                     }
                 }
                 Step::CallTool { tool, arguments } => {
-                    let t = Instant::now();
-                    let result = self.catalogue.call(&tool, &arguments, deadline);
+                    let results = self.catalogue.call_all(&[(tool, arguments)], deadline);
                     // Recorded even when the deadline passed during the call, so the
                     // step shows how long it took and why it failed.
-                    engine.tool_returned(result, t.elapsed());
+                    engine.tools_returned(results);
+                    if deadline.is_expired() {
+                        engine.timed_out(limit);
+                    }
+                }
+                Step::CallTools { calls } => {
+                    engine.tools_returned(self.catalogue.call_all(&calls, deadline));
                     if deadline.is_expired() {
                         engine.timed_out(limit);
                     }

@@ -43,7 +43,7 @@ const WALK_DEPTH: usize = 64;
 /// let kinds: Vec<&str> = schema["oneOf"].as_array().unwrap().iter()
 ///     .map(|v| v["properties"]["kind"]["const"].as_str().unwrap())
 ///     .collect();
-/// assert_eq!(kinds, ["tool_call", "final_answer", "clarify"]);
+/// assert_eq!(kinds, ["tool_call", "tool_calls", "final_answer", "clarify"]);
 /// ```
 pub fn call_schema() -> &'static Value {
     static SCHEMA: OnceLock<Value> = OnceLock::new();
@@ -172,12 +172,17 @@ pub struct CallSchema {
 }
 
 impl CallSchema {
-    /// The static schema: all three kinds, any tool, any arguments.
+    /// The static schema: every kind, any tool, any arguments.
     pub fn full() -> Self {
         let variants = static_variants();
         Self::build(
-            vec![variants.0.clone(), variants.1.clone(), variants.2.clone()],
-            vec![None, None, None],
+            vec![
+                variants.0.clone(),
+                static_calls_variant().clone(),
+                variants.1.clone(),
+                variants.2.clone(),
+            ],
+            vec![None, None, None, None],
             Map::new(),
             Vec::new(),
         )
@@ -191,14 +196,27 @@ impl CallSchema {
 
     /// [`CallSchema::for_tools`] laid out for a way of deciding.
     pub fn deciding(tools: &[ToolSpec], narrowing: Narrowing, decide: Decide) -> Self {
+        Self::deciding_calls(tools, narrowing, decide, 1)
+    }
+
+    /// [`CallSchema::deciding`], with a `tool_calls` variant that carries up to
+    /// `max_calls` calls in one turn (none when `max_calls` is 1). Each call is narrowed
+    /// exactly as a single call is.
+    pub fn deciding_calls(
+        tools: &[ToolSpec],
+        narrowing: Narrowing,
+        decide: Decide,
+        max_calls: u32,
+    ) -> Self {
         if decide == Decide::Reason {
-            let direct = Self::deciding(tools, narrowing, Decide::Direct);
+            let direct = Self::deciding_calls(tools, narrowing, Decide::Direct, max_calls);
             return direct.reshaped(decide);
         }
         if narrowing == Narrowing::Off {
             return Self::full();
         }
         let (call, answer, clarify) = static_variants();
+        let mut items = Vec::new();
         let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
         let mut schemas = Vec::new();
         let mut fixed = Vec::new();
@@ -208,6 +226,7 @@ impl CallSchema {
             Narrowing::ToolNames => {
                 let mut v = call.clone();
                 v["properties"]["tool"] = json!({"type": "string", "enum": names});
+                items.push(call_item(&v));
                 schemas.push(v);
                 fixed.push(None);
             }
@@ -216,10 +235,18 @@ impl CallSchema {
                     let mut v = call.clone();
                     v["properties"]["tool"] = json!({"type": "string", "const": tool.name});
                     v["properties"]["arguments"] = prepare_arguments(tool, &mut defs);
+                    items.push(call_item(&v));
                     schemas.push(v);
                     fixed.push(Some(tool.name.clone()));
                 }
             }
+        }
+        if max_calls > 1 && !items.is_empty() {
+            let mut v = static_calls_variant().clone();
+            v["properties"]["calls"]["items"] = json!({"oneOf": items});
+            v["properties"]["calls"]["maxItems"] = json!(max_calls);
+            schemas.push(v);
+            fixed.push(None);
         }
         schemas.push(answer.clone());
         schemas.push(clarify.clone());
@@ -280,6 +307,7 @@ impl CallSchema {
         for (schema, tool) in schemas.iter().zip(tools) {
             let kind = match schema["properties"]["kind"]["const"].as_str() {
                 Some("tool_call") => Kind::ToolCall,
+                Some("tool_calls") => Kind::ToolCalls,
                 Some("final_answer") => Kind::FinalAnswer,
                 _ => Kind::Clarify,
             };
@@ -339,6 +367,41 @@ impl CallSchema {
             allowed.dedup();
             return Err(Rejection::KindNotAllowed { kind, allowed });
         }
+        if let Turn::ToolCalls { thought, calls } = turn {
+            let max = self.value["oneOf"]
+                .as_array()
+                .and_then(|vs| {
+                    vs.iter()
+                        .find(|v| v["properties"]["kind"]["const"] == "tool_calls")
+                })
+                .and_then(|v| v["properties"]["calls"]["maxItems"].as_u64())
+                .unwrap_or(crate::turn::CALLS_MAX);
+            if calls.is_empty() || calls.len() as u64 > max {
+                return Err(Rejection::Schema(format!(
+                    "a tool_calls turn carries 1 to {max} calls, not {}",
+                    calls.len()
+                )));
+            }
+            // Each call is checked as the single call it could have been, so a mistake
+            // is named with its call and its own schema's words.
+            for (i, c) in calls.iter().enumerate() {
+                let one = Turn::ToolCall {
+                    thought: thought.clone(),
+                    tool: c.tool.clone(),
+                    arguments: c.arguments.clone(),
+                };
+                self.check_call(&one).map_err(|r| match r {
+                    Rejection::Schema(p) => Rejection::Schema(format!("call {}: {p}", i + 1)),
+                    other => other,
+                })?;
+            }
+            return Ok(());
+        }
+        self.check_call(turn)
+    }
+
+    fn check_call(&self, turn: &Turn) -> Result<(), Rejection> {
+        let kind = turn.kind();
         let variant = match turn {
             Turn::ToolCall { tool, .. } => {
                 if !self.tool_names.is_empty() && !self.tool_names.iter().any(|n| n == tool) {
@@ -427,6 +490,29 @@ fn quoted_list<S: AsRef<str>>(items: &[S], sep: &str) -> String {
         .map(|s| format!("\"{}\"", s.as_ref()))
         .collect::<Vec<_>>()
         .join(sep)
+}
+
+/// One item of a narrowed `calls` array: a single-call variant's `tool` and `arguments`.
+fn call_item(variant: &Value) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "tool": variant["properties"]["tool"],
+            "arguments": variant["properties"]["arguments"],
+        },
+        "required": ["tool", "arguments"],
+        "additionalProperties": false,
+    })
+}
+
+/// The static `tool_calls` variant.
+fn static_calls_variant() -> &'static Value {
+    static NULL: Value = Value::Null;
+    let kind = |v: &&Value| v["properties"]["kind"]["const"] == "tool_calls";
+    call_schema()["oneOf"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(kind))
+        .unwrap_or(&NULL)
 }
 
 /// The three variants of the static schema: tool_call, final_answer, clarify.

@@ -176,3 +176,41 @@ fn reason_checks_the_same_turns_as_direct() {
     };
     assert!(s.check(&long).unwrap_err().to_string().contains("/thought"));
 }
+
+#[test]
+fn several_calls_are_narrowed_per_call_and_capped() {
+    let s = CallSchema::deciding_calls(&[weather()], Narrowing::PerTool, Decide::Direct, 3);
+    let calls = s.as_value()["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["properties"]["kind"]["const"] == "tool_calls")
+        .expect("a tool_calls variant");
+    assert_eq!(calls["properties"]["calls"]["maxItems"], 3);
+    let item = &calls["properties"]["calls"]["items"]["oneOf"][0];
+    assert_eq!(item["properties"]["tool"]["const"], "get_weather");
+    assert_eq!(item["properties"]["arguments"]["required"][0], "city");
+    let turn = |calls: &str| {
+        Turn::parse(&format!(
+            r#"{{"kind": "tool_calls", "thought": "", "calls": [{calls}]}}"#
+        ))
+        .unwrap()
+        .turn
+    };
+    let ok = r#"{"tool": "get_weather", "arguments": {"city": "Oslo"}}"#;
+    assert_eq!(s.check(&turn(&[ok, ok].join(","))), Ok(()));
+    let bad = r#"{"tool": "get_weather", "arguments": {"town": "Oslo"}}"#;
+    let e = s
+        .check(&turn(&[ok, bad].join(",")))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("call 2: "), "{e}");
+    let e = s
+        .check(&turn(&[ok, ok, ok, ok].join(",")))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("1 to 3 calls, not 4"), "{e}");
+    // One call per turn: the form is left out.
+    let single = CallSchema::deciding_calls(&[weather()], Narrowing::PerTool, Decide::Direct, 1);
+    assert!(!single.allows(crate::turn::Kind::ToolCalls));
+}

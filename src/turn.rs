@@ -26,6 +26,21 @@ pub const QUESTION_MAX: u64 = 400;
 pub const MISSING_PARAMS_MAX: u64 = 8;
 /// The longest name in `missing_params`.
 pub const PARAM_NAME_MAX: u64 = 64;
+/// The most calls one `tool_calls` turn may carry (the narrowed schema can lower it:
+/// `max_calls_per_turn`).
+pub const CALLS_MAX: u64 = 8;
+
+/// One call of a [`Turn::ToolCalls`] turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(inline)]
+pub struct Call {
+    /// The tool's name, exactly as listed.
+    #[schemars(length(max = TOOL_NAME_MAX))]
+    pub tool: String,
+    /// The tool's arguments, an object matching its input schema.
+    pub arguments: Map<String, Value>,
+}
 
 /// What the model said in one turn.
 ///
@@ -52,6 +67,16 @@ pub enum Turn {
         tool: String,
         /// The tool's arguments, an object matching its input schema.
         arguments: Map<String, Value>,
+    },
+    /// Call several tools at once; they run side by side and their results come back in
+    /// this order.
+    ToolCalls {
+        /// Brief reasoning before acting.
+        #[schemars(length(max = THOUGHT_MAX))]
+        thought: String,
+        /// The calls.
+        #[schemars(length(min = 1, max = CALLS_MAX))]
+        calls: Vec<Call>,
     },
     /// End the run with an answer for the user.
     FinalAnswer {
@@ -82,6 +107,8 @@ pub enum Turn {
 pub enum Kind {
     /// [`Turn::ToolCall`].
     ToolCall,
+    /// [`Turn::ToolCalls`].
+    ToolCalls,
     /// [`Turn::FinalAnswer`].
     FinalAnswer,
     /// [`Turn::Clarify`].
@@ -93,6 +120,7 @@ impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::ToolCall => "tool_call",
+            Kind::ToolCalls => "tool_calls",
             Kind::FinalAnswer => "final_answer",
             Kind::Clarify => "clarify",
         }
@@ -126,6 +154,7 @@ impl Turn {
     pub fn kind(&self) -> Kind {
         match self {
             Turn::ToolCall { .. } => Kind::ToolCall,
+            Turn::ToolCalls { .. } => Kind::ToolCalls,
             Turn::FinalAnswer { .. } => Kind::FinalAnswer,
             Turn::Clarify { .. } => Kind::Clarify,
         }
@@ -135,6 +164,7 @@ impl Turn {
     pub fn thought(&self) -> &str {
         match self {
             Turn::ToolCall { thought, .. }
+            | Turn::ToolCalls { thought, .. }
             | Turn::FinalAnswer { thought, .. }
             | Turn::Clarify { thought, .. } => thought,
         }
@@ -269,39 +299,18 @@ impl Turn {
         let thought =
             take_text(&mut obj, &["thought", "thoughts", "reasoning"]).unwrap_or_default();
         match kind {
+            Kind::ToolCall if obj.get("calls").is_some_and(Value::is_array) => {
+                calls_of(&mut obj, thought, fixes)
+            }
             Kind::ToolCall => {
-                let tool = match take_first(&mut obj, &["tool", "name", "tool_name", "function"]) {
-                    Some(Value::String(t)) if !t.trim().is_empty() => t.trim().to_string(),
-                    Some(Value::Object(mut f)) => match f.remove("name") {
-                        // OpenAI-style {"function": {"name": ..., "arguments": ...}}.
-                        Some(Value::String(t)) => {
-                            if let Some(args) = f.remove("arguments") {
-                                obj.insert("arguments".into(), args);
-                            }
-                            t
-                        }
-                        _ => return Err("a tool_call needs \"tool\": the tool's name".into()),
-                    },
-                    _ => return Err("a tool_call needs \"tool\": the tool's name".into()),
-                };
-                let arguments =
-                    match take_first(&mut obj, &["arguments", "args", "parameters", "input"]) {
-                        None | Some(Value::Null) => Map::new(),
-                        Some(Value::Object(m)) => m,
-                        Some(Value::String(s)) => decode_arguments(&s, fixes)?,
-                        Some(other) => {
-                            return Err(format!(
-                                "\"arguments\" must be an object, got {}",
-                                type_name(&other)
-                            ));
-                        }
-                    };
+                let Call { tool, arguments } = call_of(obj, fixes)?;
                 Ok(Turn::ToolCall {
                     thought,
                     tool,
                     arguments,
                 })
             }
+            Kind::ToolCalls => calls_of(&mut obj, thought, fixes),
             Kind::FinalAnswer => {
                 let content = take_text(&mut obj, &["content", "answer", "final_answer", "text"])
                     .ok_or("a final_answer needs \"content\": the answer for the user")?;
@@ -331,6 +340,66 @@ impl Turn {
     }
 }
 
+/// One call from an object with its name and arguments (in any of the forms
+/// [`Turn::from_value`] accepts).
+fn call_of(mut obj: Map<String, Value>, fixes: &mut Fixes) -> Result<Call, String> {
+    let tool = match take_first(&mut obj, &["tool", "name", "tool_name", "function"]) {
+        Some(Value::String(t)) if !t.trim().is_empty() => t.trim().to_string(),
+        Some(Value::Object(mut f)) => match f.remove("name") {
+            // OpenAI-style {"function": {"name": ..., "arguments": ...}}.
+            Some(Value::String(t)) => {
+                if let Some(args) = f.remove("arguments") {
+                    obj.insert("arguments".into(), args);
+                }
+                t
+            }
+            _ => return Err("a tool_call needs \"tool\": the tool's name".into()),
+        },
+        _ => return Err("a tool_call needs \"tool\": the tool's name".into()),
+    };
+    let arguments = match take_first(&mut obj, &["arguments", "args", "parameters", "input"]) {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(Value::String(s)) => decode_arguments(&s, fixes)?,
+        Some(other) => {
+            return Err(format!(
+                "\"arguments\" must be an object, got {}",
+                type_name(&other)
+            ));
+        }
+    };
+    Ok(Call { tool, arguments })
+}
+
+/// The calls of a `tool_calls` turn (`calls`, or OpenAI's `tool_calls`).
+fn calls_of(
+    obj: &mut Map<String, Value>,
+    thought: String,
+    fixes: &mut Fixes,
+) -> Result<Turn, String> {
+    let items = match take_first(obj, &["calls", "tool_calls"]) {
+        Some(Value::Array(items)) if !items.is_empty() => items,
+        _ => {
+            return Err(
+                "a tool_calls turn needs \"calls\": a list of {\"tool\", \"arguments\"}".into(),
+            );
+        }
+    };
+    let calls = items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            Value::Object(o) => call_of(o, fixes).map_err(|e| format!("call {}: {e}", i + 1)),
+            other => Err(format!(
+                "call {} must be an object, got {}",
+                i + 1,
+                type_name(&other)
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Turn::ToolCalls { thought, calls })
+}
+
 fn kind_alias(k: &str) -> Option<Kind> {
     match k
         .trim()
@@ -341,6 +410,7 @@ fn kind_alias(k: &str) -> Option<Kind> {
         "tool_call" | "toolcall" | "tool" | "call" | "function_call" | "tool_use" | "action" => {
             Some(Kind::ToolCall)
         }
+        "tool_calls" | "toolcalls" | "calls" | "parallel" => Some(Kind::ToolCalls),
         "final_answer" | "finalanswer" | "final" | "answer" | "response" => Some(Kind::FinalAnswer),
         "clarify" | "clarification" | "ask" | "question" => Some(Kind::Clarify),
         _ => None,
@@ -350,7 +420,9 @@ fn kind_alias(k: &str) -> Option<Kind> {
 /// Guesses the kind of an object that lacks one, from the fields that carry meaning.
 fn infer_kind(obj: &Map<String, Value>) -> Option<Kind> {
     let has = |k: &str| obj.get(k).is_some_and(|v| !v.is_null());
-    if has("tool") || has("tool_name") {
+    if has("calls") || has("tool_calls") {
+        Some(Kind::ToolCalls)
+    } else if has("tool") || has("tool_name") {
         Some(Kind::ToolCall)
     } else if has("question") {
         Some(Kind::Clarify)
@@ -430,6 +502,32 @@ mod tests {
             t.to_value(),
             json!({"kind":"tool_call","thought":"t","tool":"calc","arguments":{"x":1}})
         );
+    }
+
+    #[test]
+    fn several_calls_parse_in_the_schema_form_and_in_common_variants() {
+        let want = Turn::ToolCalls {
+            thought: String::new(),
+            calls: vec![
+                Call {
+                    tool: "a".into(),
+                    arguments: json!({"x": 1}).as_object().unwrap().clone(),
+                },
+                Call {
+                    tool: "b".into(),
+                    arguments: Map::new(),
+                },
+            ],
+        };
+        for text in [
+            r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"a","arguments":{"x":1}},{"tool":"b","arguments":{}}]}"#,
+            r#"{"kind":"tool_call","calls":[{"name":"a","arguments":"{\"x\": 1}"},{"tool":"b"}]}"#,
+            r#"{"tool_calls":[{"function":{"name":"a","arguments":{"x":1}}},{"tool":"b","args":{}}]}"#,
+        ] {
+            assert_eq!(parse(text), want, "{text}");
+        }
+        let e = Turn::parse(r#"{"kind":"tool_calls","calls":[{"tool":"a"}, 3]}"#).unwrap_err();
+        assert!(e.to_string().contains("call 2 must be an object"), "{e}");
     }
 
     #[test]

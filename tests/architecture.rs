@@ -19,11 +19,20 @@ fn modules() -> BTreeSet<String> {
         .collect()
 }
 
-/// Every `.rs` file of a module: `src/NAME.rs`, or everything under `src/NAME/`.
+/// Every `.rs` file of a module: `src/NAME.rs` with the parts it includes from
+/// `src/NAME_*.rs`, or everything under `src/NAME/`.
 fn files_of(module: &str) -> Vec<std::path::PathBuf> {
     let file = Path::new(SRC).join(format!("{module}.rs"));
     if file.exists() {
-        return vec![file];
+        let prefix = format!("{module}_");
+        let mut files = vec![file];
+        for e in std::fs::read_dir(SRC).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && name.ends_with(".rs") {
+                files.push(e.path());
+            }
+        }
+        return files;
     }
     let mut out = Vec::new();
     let mut stack = vec![Path::new(SRC).join(module)];

@@ -615,3 +615,71 @@ fn run_loop_fails_clearly_when_the_tool_server_is_down() {
         "{err}"
     );
 }
+
+fn sleepy(model: Scripted, nap: Duration, timeout: Duration) -> Orchestrator {
+    let mut tools = FnTools::new();
+    tools.add(
+        ToolSpec::new(
+            "slow",
+            "answers slowly",
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+        ),
+        move |args| {
+            std::thread::sleep(nap);
+            Ok(json!(args["n"]))
+        },
+    );
+    Orchestrator::builder()
+        .backend(model)
+        .source(tools)
+        .timeout(timeout)
+        .build()
+        .unwrap()
+}
+
+const THREE_SLOW: &str = r#"{"kind": "tool_calls", "thought": "", "calls": [
+    {"tool": "slow", "arguments": {"n": 1}}, {"tool": "slow", "arguments": {"n": 2}},
+    {"tool": "slow", "arguments": {"n": 3}}]}"#;
+
+#[test]
+fn three_calls_of_a_slow_tool_run_side_by_side() {
+    let model = Scripted::new([THREE_SLOW.to_string(), answer("1, 2 and 3.")]);
+    let seen = model.seen();
+    let mut o = sleepy(model, Duration::from_secs(1), Duration::from_secs(30));
+    let started = Instant::now();
+    let out = o.run("Numbers 1, 2 and 3 please").unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.answer(), Some("1, 2 and 3."));
+    assert_eq!(out.steps.len(), 4);
+    // One after another they would take 3 s.
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+    let second = seen.lock().unwrap()[1].clone();
+    let results: Vec<&str> = second
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(
+        results,
+        [
+            "[call 1 of 3: slow] 1",
+            "[call 2 of 3: slow] 2",
+            "[call 3 of 3: slow] 3"
+        ]
+    );
+}
+
+#[test]
+fn a_call_that_hangs_does_not_hold_the_run_past_its_deadline() {
+    let model = Scripted::new([THREE_SLOW.to_string(), answer("never")]);
+    let mut o = sleepy(model, Duration::from_secs(60), Duration::from_secs(2));
+    let started = Instant::now();
+    let out = o.run("Numbers 1, 2 and 3 please").unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.stop_reason(), StopKind::Timeout);
+    assert!(out.steps.iter().all(|s| !s.ok), "{:?}", out.steps);
+}

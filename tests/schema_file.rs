@@ -18,13 +18,13 @@ fn call_schema_file_is_current() {
 }
 
 #[test]
-fn call_schema_is_a_one_of_of_three_kinds_with_const() {
+fn call_schema_is_a_one_of_of_four_kinds_with_const() {
     let schema = toolloop::schema::call_schema();
     let variants = schema["oneOf"].as_array().unwrap();
-    assert_eq!(variants.len(), 3);
+    assert_eq!(variants.len(), 4);
     for (v, kind) in variants
         .iter()
-        .zip(["tool_call", "final_answer", "clarify"])
+        .zip(["tool_call", "tool_calls", "final_answer", "clarify"])
     {
         assert_eq!(v["properties"]["kind"]["const"], kind);
         assert_eq!(v["required"][0], "kind");

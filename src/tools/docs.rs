@@ -193,7 +193,7 @@ mod tests {
         let p: Vec<_> = paragraphs("\n# T\n\na\nb\n\n\nc").collect();
         assert_eq!(
             p,
-            [(2, "# T".to_string()), (4, "a\nb".into()), (7, "c".into())]
+            [(2, "# T".to_string()), (4, "a\nb".into()), (8, "c".into())]
         );
     }
 }

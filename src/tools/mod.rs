@@ -21,6 +21,7 @@ pub mod sql;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -446,6 +447,77 @@ impl Catalogue {
             });
         }
         self.sources[source].call(name, args, deadline)
+    }
+
+    /// Calls several tools side by side, each on a thread of its own and each bounded by
+    /// `deadline`: a slow call delays only itself, and a call still running when the
+    /// deadline passes is reported as timed out (its thread is left to finish; a Rust
+    /// closure cannot be stopped from outside). The results come back in the order of
+    /// `calls`, each with the time it took.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use serde_json::{Map, json};
+    /// use toolloop::deadline::Deadline;
+    /// use toolloop::tools::{Catalogue, ToolSpec};
+    /// use toolloop::tools::closure::FnTools;
+    ///
+    /// let mut f = FnTools::new();
+    /// f.add(ToolSpec::new("echo", "echoes", json!({"type": "object"})), |a| Ok(json!(a)));
+    /// let c = Arc::new(Catalogue::load(vec![Box::new(f)], Deadline::none())?);
+    /// let calls = vec![("echo".to_string(), Map::new()), ("nope".to_string(), Map::new())];
+    /// let results = c.call_all(&calls, Deadline::none());
+    /// assert!(results[0].0.is_ok() && results[1].0.is_err());
+    /// # Ok::<(), toolloop::tools::ToolError>(())
+    /// ```
+    pub fn call_all(
+        self: &Arc<Self>,
+        calls: &[(String, Map<String, Value>)],
+        deadline: Deadline,
+    ) -> Vec<(Result<ToolResult, ToolError>, Duration)> {
+        let started = Instant::now();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut out: Vec<Option<(Result<ToolResult, ToolError>, Duration)>> =
+            (0..calls.len()).map(|_| None).collect();
+        for (i, (tool, args)) in calls.iter().enumerate() {
+            let (me, tx) = (Arc::clone(self), tx.clone());
+            let (tool, args) = (tool.clone(), args.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("toolloop-call-{tool}"))
+                .spawn(move || {
+                    let t = Instant::now();
+                    let result = me.call(&tool, &args, deadline);
+                    let _ = tx.send((i, result, t.elapsed()));
+                });
+            if let Err(e) = spawned {
+                out[i] = Some((
+                    Err(ToolError::Config(format!("cannot start the call: {e}"))),
+                    Duration::ZERO,
+                ));
+            }
+        }
+        drop(tx);
+        while out.iter().any(Option::is_none) {
+            let got = match deadline.remaining() {
+                Some(left) => rx.recv_timeout(left).ok(),
+                None => rx.recv().ok(),
+            };
+            let Some((i, result, took)) = got else { break };
+            out[i] = Some((result, took));
+        }
+        out.into_iter()
+            .zip(calls)
+            .map(|(r, (tool, _))| {
+                r.unwrap_or_else(|| {
+                    let source_name = self
+                        .entries
+                        .get(tool)
+                        .map(|e| self.sources[e.source].label())
+                        .unwrap_or_default();
+                    (Err(ToolError::Timeout { source_name }), started.elapsed())
+                })
+            })
+            .collect()
     }
 
     /// Shuts every source down (MCP server processes end). Also done on drop.
