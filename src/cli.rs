@@ -299,6 +299,10 @@ pub enum Command {
         /// Send no schema: measure what the constraint buys.
         #[arg(long)]
         no_constraint: bool,
+        /// Ask the server with its own tool calling (OpenAI `tools`), without toolloop's
+        /// loop: the baseline to compare with. Needs --backend openai.
+        #[arg(long, conflicts_with = "no_constraint")]
+        native_tools: bool,
         /// Run N cases at once (start the server with N slots, e.g. llama-server -np N).
         #[arg(long, value_name = "N", default_value_t = 1,
               value_parser = clap::value_parser!(u32).range(1..=64))]

@@ -119,9 +119,21 @@ pub fn run_all(
     results.into_iter().flatten().collect()
 }
 
+/// An OpenAI-compatible server asked with its own tool calling, for the baseline a
+/// person has without toolloop ([`native_case`]).
+#[derive(Debug, Clone)]
+pub struct NativeTarget {
+    /// The base URL, ending in `/v1`.
+    pub base_url: String,
+    /// The model name sent.
+    pub model: String,
+}
+
 /// How each case of an eval runs.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
+    /// Ask the server with its native tool calling instead of through the loop.
+    pub native: Option<NativeTarget>,
     /// Generation options.
     pub options: GenOptions,
     /// How much of the schema is sent.
@@ -138,6 +150,9 @@ pub struct RunSettings {
 
 /// Runs one case through the loop.
 pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> CaseResult {
+    if let Some(target) = &run.native {
+        return native_case(target, case, run);
+    }
     let (options, constraint) = (&run.options, run.constraint);
     let started = Instant::now();
     let deadline = Deadline::after(run.timeout);
@@ -354,3 +369,89 @@ pub fn report_json(results: &[CaseResult]) -> Value {
 #[cfg(test)]
 #[path = "eval_tests.rs"]
 mod tests;
+
+/// One case through the server's native tool calling: the functions as OpenAI `tools`,
+/// one request, the calls read from `message.tool_calls` as an OpenAI client reads them
+/// (no repair, no loop). This is the baseline `BENCHMARKS.md` compares toolloop with.
+pub fn native_case(target: &NativeTarget, case: &Case, run: &RunSettings) -> CaseResult {
+    let started = Instant::now();
+    let tools: Vec<Value> = case
+        .tools
+        .iter()
+        .map(|t| {
+            serde_json::json!({"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.input_schema}})
+        })
+        .collect();
+    let body = serde_json::json!({
+        "model": target.model,
+        "messages": [{"role": "user", "content": case.question}],
+        "tools": tools,
+        "temperature": run.options.temperature.unwrap_or(0.0),
+        "max_tokens": run.options.num_predict.unwrap_or(256),
+        "stream": false,
+    });
+    let reply = crate::http::agent()
+        .post(format!("{}/chat/completions", target.base_url))
+        .config()
+        .timeout_global(Some(run.timeout))
+        .http_status_as_error(false)
+        .build()
+        .header("Content-Type", "application/json")
+        .send(body.to_string())
+        .map_err(|e| e.to_string())
+        .and_then(|r| {
+            let (bytes, _) = crate::http::read_capped(r.into_body().into_reader(), 16 << 20)
+                .map_err(|e| e.to_string())?;
+            serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string())
+        });
+    let (calls, text, tokens, error) = match reply {
+        Err(e) => (Vec::new(), String::new(), 0, Some(e)),
+        Ok(v) => {
+            let message = &v["choices"][0]["message"];
+            let calls = message["tool_calls"]
+                .as_array()
+                .map(|cs| {
+                    cs.iter()
+                        .map(|c| {
+                            let f = &c["function"];
+                            let arguments = match &f["arguments"] {
+                                Value::String(s) => serde_json::from_str(s).unwrap_or_default(),
+                                Value::Object(m) => m.clone(),
+                                _ => serde_json::Map::new(),
+                            };
+                            Call {
+                                name: f["name"].as_str().unwrap_or_default().to_string(),
+                                arguments,
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let text = message["content"].as_str().unwrap_or_default().to_string();
+            let tokens = v["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+            let error = v["error"].is_object().then(|| v["error"].to_string());
+            (calls, text, tokens, error)
+        }
+    };
+    let verdict = match &error {
+        Some(e) => Err(format!("could not run: {e}")),
+        None => score_calls(&case.category, &calls, &case.functions, &case.ground_truth),
+    };
+    CaseResult {
+        id: case.id.clone(),
+        category: case.category.clone(),
+        pass: verdict.is_ok(),
+        reason: verdict.err(),
+        call: calls.first().cloned(),
+        calls,
+        invalid_turns: 0,
+        replies: 1,
+        iterations: 1,
+        ms: started.elapsed().as_millis() as u64,
+        tokens,
+        texts: vec![text],
+        p_tool: None,
+        error,
+    }
+}

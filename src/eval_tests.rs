@@ -147,3 +147,52 @@ fn a_limit_spreads_over_the_file() {
         2
     );
 }
+
+#[test]
+fn the_native_baseline_sends_openai_tools_and_reads_tool_calls() {
+    let mut server = mockito::Server::new();
+    let m = server
+        .mock("POST", "/v1/chat/completions")
+        .match_body(mockito::Matcher::PartialJson(json!({
+            "messages": [{"role": "user", "content": "Area of 10 by 5, twice"}],
+            "tools": [{"type": "function", "function": {"name": "math.area"}}],
+            "stream": false,
+        })))
+        .with_body(
+            json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+                {"type": "function", "function": {"name": "math.area", "arguments": "{\"base\": 10, \"height\": 5}"}},
+                {"type": "function", "function": {"name": "math.area", "arguments": {"base": 10.0, "height": 5}}}
+            ]}}], "usage": {"completion_tokens": 31}})
+            .to_string(),
+        )
+        .create();
+    let case = Case {
+        id: "parallel_0".into(),
+        category: "parallel".into(),
+        question: "Area of 10 by 5, twice".into(),
+        tools: vec![ToolSpec::new(
+            "math.area",
+            "Area",
+            json!({"type": "object"}),
+        )],
+        functions: f(),
+        ground_truth: vec![truth()[0].clone(), truth()[0].clone()],
+    };
+    let run = RunSettings {
+        native: Some(NativeTarget {
+            base_url: format!("{}/v1", server.url()),
+            model: "m".into(),
+        }),
+        options: GenOptions::default(),
+        constraint: Constraint::Narrowed,
+        timeout: Duration::from_secs(10),
+        decide: Decide::Probability,
+        ground_arguments: true,
+        tool_threshold: 0.5,
+    };
+    let r = native_case(run.native.as_ref().unwrap(), &case, &run);
+    m.assert();
+    assert_eq!(r.calls.len(), 2);
+    assert_eq!(r.tokens, 31);
+    assert!(r.pass, "{:?}", r.reason);
+}

@@ -50,13 +50,14 @@ fn main() -> ExitCode {
             limit,
             category,
             no_constraint,
+            native_tools,
             jobs,
             json,
         } => run_eval(
             &path,
             &model,
             (limit, category.as_deref()),
-            no_constraint,
+            (no_constraint, native_tools),
             jobs as usize,
             json,
         ),
@@ -394,7 +395,7 @@ fn run_eval(
     path: &std::path::Path,
     model: &ModelArgs,
     (limit, category): (Option<usize>, Option<&str>),
-    no_constraint: bool,
+    (no_constraint, native_tools): (bool, bool),
     jobs: usize,
     json: bool,
 ) -> ExitCode {
@@ -423,7 +424,14 @@ fn run_eval(
     if let Err(e) = backends[0].preflight(Deadline::after(Duration::from_secs(30))) {
         return fail(with_flags(e));
     }
+    if native_tools && config.backend != toolloop::config::BackendKind::OpenAi {
+        return fail("--native-tools needs --backend openai (an OpenAI-compatible server)");
+    }
     let run = eval::RunSettings {
+        native: native_tools.then(|| eval::NativeTarget {
+            base_url: config.base_url.trim_end_matches('/').to_string(),
+            model: config.model.clone(),
+        }),
         options: config.request_options(),
         constraint: if no_constraint {
             eval::Constraint::Off
