@@ -209,12 +209,18 @@ pub struct ModelArgs {
     /// first, then the kind).
     #[arg(long, value_enum, default_value = "probability")]
     pub decide: DecideArg,
-    /// Pass every argument the model wrote, even optional ones the question never gave.
+    /// Pass every argument the model wrote: keep optional ones the question never gave,
+    /// and call even when a required value was never given (instead of asking for it).
     #[arg(long)]
     pub keep_invented_arguments: bool,
     /// With --decide probability: the least probability the model must give a tool call.
     #[arg(long, value_name = "P", default_value_t = Config::default().tool_threshold)]
     pub tool_threshold: f64,
+    /// The most tool calls one model turn may carry; they run side by side (1: one call
+    /// per turn).
+    #[arg(long, value_name = "N", default_value_t = Config::default().max_calls_per_turn,
+          value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub max_calls_per_turn: u32,
 }
 
 /// `--decide`.

@@ -18,7 +18,7 @@ use crate::config::Limits;
 use crate::deadline::Deadline;
 use crate::engine::{Engine, Step};
 use crate::events::Event;
-use crate::prompt::build_system_prompt_for;
+use crate::prompt::system_prompt;
 use crate::schema::{Decide, Narrowing};
 
 /// How much of the schema is sent with each request.
@@ -156,7 +156,6 @@ pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> Ca
     let (options, constraint) = (&run.options, run.constraint);
     let started = Instant::now();
     let deadline = Deadline::after(run.timeout);
-    let prompt = build_system_prompt_for(&case.tools, None, run.decide);
     let limits = Limits {
         max_iterations: 3,
         num_ctx: options.num_ctx,
@@ -166,6 +165,7 @@ pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> Ca
         tool_threshold: (run.decide == Decide::Probability).then_some(run.tool_threshold),
         ..Limits::default()
     };
+    let prompt = system_prompt(&case.tools, None, run.decide, limits.max_calls_per_turn);
     let mut engine = Engine::new(
         vec![Message::system(prompt)],
         &case.question,

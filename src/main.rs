@@ -132,6 +132,7 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
         decide: model.decide.into(),
         ground_arguments: !model.keep_invented_arguments,
         tool_threshold: model.tool_threshold,
+        max_calls_per_turn: model.max_calls_per_turn,
         ..defaults
     };
     config.options.temperature = Some(model.temperature);

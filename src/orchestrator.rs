@@ -19,7 +19,7 @@ pub use crate::error::OrchestratorError;
 use crate::events::{Event, Observer};
 use crate::guardrails::{Guardrails, Verdict};
 pub use crate::outcome::Outcome;
-use crate::prompt::build_system_prompt_for;
+use crate::prompt::system_prompt;
 use crate::repetition::watched_chat;
 use crate::schema::{CallSchema, Decide, Narrowing};
 use crate::tools::closure::{FnTool, FnTools};
@@ -208,7 +208,12 @@ impl OrchestratorBuilder {
         }
         let specs = catalogue.specs();
         let decide = self.config.decide;
-        let prompt = build_system_prompt_for(&specs, self.config.system.as_deref(), decide);
+        let prompt = system_prompt(
+            &specs,
+            self.config.system.as_deref(),
+            decide,
+            self.config.max_calls_per_turn,
+        );
         let schema = CallSchema::deciding_calls(
             &specs,
             self.config.narrowing,

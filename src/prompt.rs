@@ -39,8 +39,29 @@ pub fn build_system_prompt(tools: &[ToolSpec], extra: Option<&str>) -> String {
 /// written `thought` first, the rule says when a tool is *not* the way, and a second
 /// example answers directly with its reason.
 pub fn build_system_prompt_for(tools: &[ToolSpec], extra: Option<&str>, decide: Decide) -> String {
+    system_prompt(tools, extra, decide, 1)
+}
+
+/// [`build_system_prompt_for`] where a turn may carry up to `max_calls` calls: the
+/// `tool_calls` kind is written out too (a model that is not shown it never uses it,
+/// `BENCHMARKS.md`).
+pub fn system_prompt(
+    tools: &[ToolSpec],
+    extra: Option<&str>,
+    decide: Decide,
+    max_calls: u32,
+) -> String {
+    let several = max_calls > 1 && !tools.is_empty();
     if decide == Decide::Reason && !tools.is_empty() {
-        return reasoned(tools, extra);
+        let mut p = reasoned(tools, extra);
+        if several {
+            p = p.replacen(
+                REASONED_ANSWER,
+                &format!("{REASONED_CALLS}{REASONED_ANSWER}"),
+                1,
+            );
+        }
+        return p;
     }
     let mut p = String::new();
     p.push_str(
@@ -56,6 +77,11 @@ pub fn build_system_prompt_for(tools: &[ToolSpec], extra: Option<&str>, decide: 
         p.push_str(
             "- {\"kind\": \"tool_call\", \"thought\": \"<brief reasoning>\", \"tool\": \"<tool name>\", \"arguments\": {...}}\n",
         );
+        if several {
+            p.push_str(&format!(
+                "- {{\"kind\": \"tool_calls\", \"thought\": \"<brief reasoning>\", \"calls\": [{{\"tool\": \"<tool name>\", \"arguments\": {{...}}}}, ...]}} (up to {max_calls} calls at once, when the user asks for several things)\n"
+            ));
+        }
         p.push_str(
             "- {\"kind\": \"final_answer\", \"thought\": \"<brief reasoning>\", \"content\": \"<the answer for the user>\"}\n\n",
         );
@@ -72,6 +98,9 @@ pub fn build_system_prompt_for(tools: &[ToolSpec], extra: Option<&str>, decide: 
     push_extra(&mut p, extra);
     p
 }
+
+const REASONED_ANSWER: &str = "- {\"thought\": \"<which listed tool does what the user asks, or none>\", \"kind\": \"final_answer\"";
+const REASONED_CALLS: &str = "- {\"thought\": \"<which listed tools do what the user asks>\", \"kind\": \"tool_calls\", \"calls\": [{\"tool\": \"<tool name>\", \"arguments\": {...}}, ...]}\n";
 
 fn reasoned(tools: &[ToolSpec], extra: Option<&str>) -> String {
     let mut p = String::from(
@@ -177,6 +206,22 @@ fn example(tools: &[ToolSpec]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn several_calls_are_written_out_only_when_a_turn_may_carry_them() {
+        let tools = [ToolSpec::new(
+            "calculator",
+            "Exact arithmetic",
+            serde_json::json!({"type": "object"}),
+        )];
+        for decide in [Decide::Probability, Decide::Reason] {
+            let p = system_prompt(&tools, None, decide, 8);
+            assert!(p.contains("\"kind\": \"tool_calls\""), "{p}");
+            let one = system_prompt(&tools, None, decide, 1);
+            assert!(!one.contains("tool_calls"), "{one}");
+        }
+        assert!(!system_prompt(&[], None, Decide::Probability, 8).contains("tool_calls"));
+    }
 
     #[test]
     fn optional_arguments_and_types_are_marked() {
