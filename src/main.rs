@@ -492,13 +492,10 @@ fn run_demo(json: bool, verbose: bool) -> ExitCode {
     );
     eprintln!("you> {}", toolloop::demo::QUESTION);
     let answer = (!json).then(AnswerOut::default);
-    let mut progress = Progress::new(verbose);
-    let mut printer = answer.clone();
+    let (mut progress, mut printer) = (Progress::new(verbose), answer.clone());
     let observer = move |e: &toolloop::events::Event| {
         progress.event(e);
-        if let Some(p) = &mut printer {
-            p.event(e);
-        }
+        printer.iter_mut().for_each(|p| p.event(e));
     };
     let result = toolloop::demo::run(
         Box::new(observer),
