@@ -72,7 +72,7 @@ impl Engine {
         self.tools_returned(vec![(result, took)]);
     }
 
-    /// Feeds the results of [`Step::CallTools`] back, in the order of its calls.
+    /// Feeds the results of [`super::Step::CallTools`] back, in the order of its calls.
     pub fn tools_returned(&mut self, results: Vec<(Result<ToolResult, ToolError>, Duration)>) {
         let State::Calling { mut calls } = std::mem::replace(&mut self.state, State::Thinking)
         else {
