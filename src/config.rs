@@ -96,8 +96,9 @@ pub struct Config {
     pub max_invalid_retries: u32,
     /// Repeats of one identical call before only an answer is allowed (default 3).
     pub max_repeats: u32,
-    /// The most tool calls one model turn may carry (default 8; 1 leaves the several-call
-    /// form out of the schema).
+    /// The most tool calls one model turn may carry (default 1: the several-call form is
+    /// left out of the schema and the prompt). Offered to Qwen 0.5B, it made a run call
+    /// again after every result instead of answering (`BENCHMARKS.md`), so it is opt-in.
     pub max_calls_per_turn: u32,
     /// Tool-reported errors in a row before the tool is declared unavailable (default 3).
     pub max_tool_failures: u32,
@@ -143,7 +144,7 @@ impl Default for Config {
             tool_threshold: 0.5,
             max_invalid_retries: 2,
             max_repeats: 3,
-            max_calls_per_turn: 8,
+            max_calls_per_turn: 1,
             max_tool_failures: 3,
             result_cap: 4000,
         }

@@ -433,7 +433,10 @@ fn several_calls_run_together_and_come_back_in_order_each_marked() {
         vec![Message::system("sys")],
         "what is 2+2 and 3+3",
         vec![calc()],
-        Limits::default(),
+        Limits {
+            max_calls_per_turn: 8,
+            ..Limits::default()
+        },
     );
     e.next_step();
     e.model_replied(&reply(
@@ -472,7 +475,10 @@ fn a_repeated_call_in_a_turn_is_answered_from_memory_and_the_rest_runs() {
         vec![Message::system("sys")],
         "what is 2+2 and 3+3",
         vec![calc()],
-        Limits::default(),
+        Limits {
+            max_calls_per_turn: 8,
+            ..Limits::default()
+        },
     );
     e.next_step();
     e.model_replied(&reply(CALL));

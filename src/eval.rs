@@ -134,6 +134,8 @@ pub struct NativeTarget {
 pub struct RunSettings {
     /// Ask the server with its native tool calling instead of through the loop.
     pub native: Option<NativeTarget>,
+    /// The most tool calls one turn may carry.
+    pub max_calls_per_turn: u32,
     /// Generation options.
     pub options: GenOptions,
     /// How much of the schema is sent.
@@ -163,6 +165,7 @@ pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> Ca
         decide: run.decide,
         ground_arguments: run.ground_arguments,
         tool_threshold: (run.decide == Decide::Probability).then_some(run.tool_threshold),
+        max_calls_per_turn: run.max_calls_per_turn,
         ..Limits::default()
     };
     let prompt = system_prompt(&case.tools, None, run.decide, limits.max_calls_per_turn);

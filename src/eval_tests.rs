@@ -179,6 +179,7 @@ fn the_native_baseline_sends_openai_tools_and_reads_tool_calls() {
         ground_truth: vec![truth()[0].clone(), truth()[0].clone()],
     };
     let run = RunSettings {
+        max_calls_per_turn: 8,
         native: Some(NativeTarget {
             base_url: format!("{}/v1", server.url()),
             model: "m".into(),

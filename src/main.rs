@@ -434,6 +434,7 @@ fn run_eval(
             model: config.model.clone(),
         }),
         options: config.request_options(),
+        max_calls_per_turn: config.max_calls_per_turn,
         constraint: if no_constraint {
             eval::Constraint::Off
         } else {

@@ -142,6 +142,12 @@ impl OrchestratorBuilder {
         self
     }
 
+    /// The most tool calls one model turn may carry; they run side by side (default 1).
+    pub fn max_calls_per_turn(mut self, n: u32) -> Self {
+        self.config.max_calls_per_turn = n;
+        self
+    }
+
     /// Whether arguments nobody gave are left out (optional ones) or asked for (required
     /// ones) before a call: on by default (see [`crate::grounding`]).
     pub fn ground_arguments(mut self, on: bool) -> Self {

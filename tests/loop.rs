@@ -633,6 +633,7 @@ fn sleepy(model: Scripted, nap: Duration, timeout: Duration) -> Orchestrator {
         .backend(model)
         .source(tools)
         .timeout(timeout)
+        .max_calls_per_turn(3)
         .build()
         .unwrap()
 }
