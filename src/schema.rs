@@ -97,9 +97,10 @@ pub enum Decide {
 pub const REASON_MAX: u64 = 160;
 
 impl Decide {
-    /// Rewrites one variant's schema for this way of deciding. In every layout the
-    /// `thought` is bounded to [`REASON_MAX`]: with CALL_SCHEMA's 400 characters Qwen
-    /// once wrote a paragraph of advice on selling guitars as the thought of a call.
+    /// Rewrites one variant's schema for this way of deciding: the `thought` bounded to
+    /// [`REASON_MAX`] and, under [`Decide::Reason`], moved first. Only the `reason`
+    /// layout is passed through here today; bounding the default layout's thought too is
+    /// built but not yet measured (`BENCHMARKS.md`, round 3).
     fn shape(self, variant: Value) -> Value {
         let Value::Object(mut v) = variant else {
             return variant;
