@@ -18,9 +18,10 @@ impl Engine {
     /// the calls once all are in.
     pub(super) fn tool_calls(&mut self, thought: String, mut calls: Vec<Call>) {
         if self.limits.ground_arguments {
+            let said = grounding::Evidence::of_history(&self.history);
             for (tool, arguments) in &mut calls {
                 let spec = self.specs.iter().find(|s| s.name == *tool);
-                let (dropped, invented) = grounding::ground(arguments, spec, &self.history);
+                let (dropped, invented) = grounding::ground(arguments, spec, &said);
                 self.events.extend(dropped);
                 if !invented.is_empty() {
                     let tool = tool.clone();

@@ -427,9 +427,9 @@ fn feedback_that_quotes_an_invented_value_does_not_ground_it() {
     );
 }
 
-#[test]
-fn several_calls_run_together_and_come_back_in_order_each_marked() {
-    let mut e = Engine::new(
+/// An engine whose turns may carry several calls.
+fn several_calls_engine() -> Engine {
+    Engine::new(
         vec![Message::system("sys")],
         "what is 2+2 and 3+3",
         vec![calc()],
@@ -437,13 +437,18 @@ fn several_calls_run_together_and_come_back_in_order_each_marked() {
             max_calls_per_turn: 8,
             ..Limits::default()
         },
-    );
+    )
+}
+
+const TWO_SUMS: &str = r#"{"kind":"tool_calls","thought":"both","calls":[
+    {"tool":"calculator","arguments":{"expression":"2+2"}},
+    {"tool":"calculator","arguments":{"expression":"3+3"}}]}"#;
+
+#[test]
+fn several_calls_run_together_and_come_back_in_order_each_marked() {
+    let mut e = several_calls_engine();
     e.next_step();
-    e.model_replied(&reply(
-        r#"{"kind":"tool_calls","thought":"both","calls":[
-            {"tool":"calculator","arguments":{"expression":"2+2"}},
-            {"tool":"calculator","arguments":{"expression":"3+3"}}]}"#,
-    ));
+    e.model_replied(&reply(TWO_SUMS));
     let Step::CallTools { calls } = e.next_step() else {
         panic!("expected two calls");
     };
@@ -471,25 +476,13 @@ fn several_calls_run_together_and_come_back_in_order_each_marked() {
 
 #[test]
 fn a_repeated_call_in_a_turn_is_answered_from_memory_and_the_rest_runs() {
-    let mut e = Engine::new(
-        vec![Message::system("sys")],
-        "what is 2+2 and 3+3",
-        vec![calc()],
-        Limits {
-            max_calls_per_turn: 8,
-            ..Limits::default()
-        },
-    );
+    let mut e = several_calls_engine();
     e.next_step();
     e.model_replied(&reply(CALL));
     e.next_step();
     e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
     e.next_step();
-    e.model_replied(&reply(
-        r#"{"kind":"tool_calls","thought":"","calls":[
-            {"tool":"calculator","arguments":{"expression":"2+2"}},
-            {"tool":"calculator","arguments":{"expression":"3+3"}}]}"#,
-    ));
+    e.model_replied(&reply(TWO_SUMS));
     // Only the new call runs, as a single call.
     assert_eq!(
         e.next_step(),

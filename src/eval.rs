@@ -34,7 +34,7 @@ pub enum Constraint {
 }
 
 /// The result of one case.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CaseResult {
     /// The case id.
     pub id: String,
@@ -232,17 +232,7 @@ pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> Ca
         tally(engine.drain_events(), &mut invalid, &mut p_tool);
     }
     tally(engine.drain_events(), &mut invalid, &mut p_tool);
-    let verdict = match &error {
-        Some(e) => Err(format!("could not run: {e}")),
-        None => score_calls(&case.category, &calls, &case.functions, &case.ground_truth),
-    };
     CaseResult {
-        id: case.id.clone(),
-        category: case.category.clone(),
-        pass: verdict.is_ok(),
-        reason: verdict.err(),
-        call: calls.first().cloned(),
-        calls,
         invalid_turns: invalid,
         replies,
         iterations: engine.iterations(),
@@ -250,7 +240,28 @@ pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> Ca
         tokens: engine.usage().completion_tokens,
         texts,
         p_tool,
-        error,
+        ..CaseResult::scored(case, calls, error)
+    }
+}
+
+impl CaseResult {
+    /// A case's verdict on its calls (or on the error that kept it from running), with
+    /// the figures of the run left for the caller to fill in.
+    fn scored(case: &Case, calls: Vec<Call>, error: Option<String>) -> Self {
+        let verdict = match &error {
+            Some(e) => Err(format!("could not run: {e}")),
+            None => score_calls(&case.category, &calls, &case.functions, &case.ground_truth),
+        };
+        CaseResult {
+            id: case.id.clone(),
+            category: case.category.clone(),
+            pass: verdict.is_ok(),
+            reason: verdict.err(),
+            call: calls.first().cloned(),
+            calls,
+            error,
+            ..CaseResult::default()
+        }
     }
 }
 
@@ -437,24 +448,12 @@ pub fn native_case(target: &NativeTarget, case: &Case, run: &RunSettings) -> Cas
             (calls, text, tokens, error)
         }
     };
-    let verdict = match &error {
-        Some(e) => Err(format!("could not run: {e}")),
-        None => score_calls(&case.category, &calls, &case.functions, &case.ground_truth),
-    };
     CaseResult {
-        id: case.id.clone(),
-        category: case.category.clone(),
-        pass: verdict.is_ok(),
-        reason: verdict.err(),
-        call: calls.first().cloned(),
-        calls,
-        invalid_turns: 0,
         replies: 1,
         iterations: 1,
         ms: started.elapsed().as_millis() as u64,
         tokens,
         texts: vec![text],
-        p_tool: None,
-        error,
+        ..CaseResult::scored(case, calls, error)
     }
 }

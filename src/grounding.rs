@@ -30,12 +30,12 @@ use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
-use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::{Map, Value};
 
 use crate::backend::{Message, Role};
 use crate::events::Event;
 use crate::feedback;
+use crate::relevance::STEMMER;
 use crate::tools::ToolSpec;
 
 /// The words and numbers of the run's evidence, for [`ungrounded`].
@@ -51,8 +51,6 @@ static NUMBER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?(?:e-?\d+)?)\s*(%|percent\b|k\b|thousand\b|m\b|million\b|bn\b|b\b|billion\b)?")
         .expect("a valid pattern")
 });
-
-static STEMMER: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
 
 impl Evidence {
     /// The evidence of these texts.
@@ -289,25 +287,32 @@ const KIN: usize = 5;
 /// `"Mission 1"`, `"Los Angeles, CA"`) rather than composed text.
 const SETTING_WORDS: usize = 4;
 
-/// Grounds a call of `spec` in the person's messages and the tool results of `history`:
-/// removes the optional arguments nobody gave, and returns the [`Event::Ungrounded`] that
-/// names them (when there were any) with the required arguments nobody gave
-/// ([`invented_required`]), which the caller asks the person for.
+impl Evidence {
+    /// The evidence of a run: the person's messages and the tool results in `history`.
+    /// Built once per turn, however many calls the turn carries.
+    pub fn of_history(history: &[Message]) -> Self {
+        Evidence::of(
+            history
+                .iter()
+                .filter(|m| matches!(m.role, Role::User | Role::Tool) && !feedback::is_feedback(m))
+                .map(|m| m.content.as_str()),
+        )
+    }
+}
+
+/// Grounds a call of `spec` in `said` ([`Evidence::of_history`]): removes the optional
+/// arguments nobody gave, and returns the [`Event::Ungrounded`] that names them (when
+/// there were any) with the required arguments nobody gave ([`invented_required`]),
+/// which the caller asks the person for.
 pub fn ground(
     arguments: &mut Map<String, Value>,
     spec: Option<&ToolSpec>,
-    history: &[Message],
+    said: &Evidence,
 ) -> (Option<Event>, Vec<String>) {
     let Some(spec) = spec else {
         return (None, Vec::new());
     };
-    let said = Evidence::of(
-        history
-            .iter()
-            .filter(|m| matches!(m.role, Role::User | Role::Tool) && !feedback::is_feedback(m))
-            .map(|m| m.content.as_str()),
-    );
-    let dropped = ungrounded(arguments, &spec.input_schema, &said);
+    let dropped = ungrounded(arguments, &spec.input_schema, said);
     for name in &dropped {
         arguments.shift_remove(name);
     }
@@ -317,7 +322,7 @@ pub fn ground(
     });
     (
         event,
-        invented_required(arguments, &spec.input_schema, &said),
+        invented_required(arguments, &spec.input_schema, said),
     )
 }
 

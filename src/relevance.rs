@@ -13,11 +13,16 @@
 //! itself was not sure ([`crate::decision`]).
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::Value;
 
 use crate::tools::ToolSpec;
+
+/// The English Snowball stemmer, made once (grounding uses it too).
+pub(crate) static STEMMER: LazyLock<Stemmer> =
+    LazyLock::new(|| Stemmer::create(Algorithm::English));
 
 /// Words that carry no topic: question words, articles, pronouns, common verbs of asking.
 /// Written out here because the point is the words people use to *ask*, which general
@@ -135,12 +140,12 @@ fn tool_text(spec: &ToolSpec) -> String {
 /// assert_eq!(support("12.5 * 4?", &bmi), None);
 /// ```
 pub fn support(question: &str, spec: &ToolSpec) -> Option<f64> {
-    let stemmer = Stemmer::create(Algorithm::English);
-    let asked = words(&topic(question), &stemmer);
+    let stemmer = &*STEMMER;
+    let asked = words(&topic(question), stemmer);
     if asked.is_empty() {
         return None;
     }
-    let offered = words(&tool_text(spec), &stemmer);
+    let offered = words(&tool_text(spec), stemmer);
     Some(asked.intersection(&offered).count() as f64 / asked.len() as f64)
 }
 

@@ -170,6 +170,8 @@ pub struct CallSchema {
     value: Value,
     variants: Vec<Variant>,
     tool_names: Vec<String>,
+    /// The most calls a `tool_calls` turn may carry under this schema.
+    max_calls: u64,
 }
 
 impl CallSchema {
@@ -179,7 +181,7 @@ impl CallSchema {
         Self::build(
             vec![
                 variants.0.clone(),
-                static_calls_variant().clone(),
+                static_variant("tool_calls").clone(),
                 variants.1.clone(),
                 variants.2.clone(),
             ],
@@ -243,7 +245,7 @@ impl CallSchema {
             }
         }
         if max_calls > 1 && !items.is_empty() {
-            let mut v = static_calls_variant().clone();
+            let mut v = static_variant("tool_calls").clone();
             v["properties"]["calls"]["items"] = json!({"oneOf": items});
             v["properties"]["calls"]["maxItems"] = json!(max_calls);
             schemas.push(v);
@@ -332,6 +334,11 @@ impl CallSchema {
                 validator,
             });
         }
+        let max_calls = schemas
+            .iter()
+            .find(|v| v["properties"]["kind"]["const"] == "tool_calls")
+            .and_then(|v| v["properties"]["calls"]["maxItems"].as_u64())
+            .unwrap_or(crate::turn::CALLS_MAX);
         let mut value = Map::new();
         value.insert(
             "$schema".into(),
@@ -346,6 +353,7 @@ impl CallSchema {
             value: Value::Object(value),
             variants,
             tool_names,
+            max_calls,
         }
     }
 
@@ -369,14 +377,7 @@ impl CallSchema {
             return Err(Rejection::KindNotAllowed { kind, allowed });
         }
         if let Turn::ToolCalls { thought, calls } = turn {
-            let max = self.value["oneOf"]
-                .as_array()
-                .and_then(|vs| {
-                    vs.iter()
-                        .find(|v| v["properties"]["kind"]["const"] == "tool_calls")
-                })
-                .and_then(|v| v["properties"]["calls"]["maxItems"].as_u64())
-                .unwrap_or(crate::turn::CALLS_MAX);
+            let max = self.max_calls;
             if calls.is_empty() || calls.len() as u64 > max {
                 return Err(Rejection::Schema(format!(
                     "a tool_calls turn carries 1 to {max} calls, not {}",
@@ -506,29 +507,25 @@ fn call_item(variant: &Value) -> Value {
     })
 }
 
-/// The static `tool_calls` variant.
-fn static_calls_variant() -> &'static Value {
+/// The variant of one kind in the static schema.
+fn static_variant(kind: &str) -> &'static Value {
     static NULL: Value = Value::Null;
-    let kind = |v: &&Value| v["properties"]["kind"]["const"] == "tool_calls";
     call_schema()["oneOf"]
         .as_array()
-        .and_then(|vs| vs.iter().find(kind))
+        .and_then(|vs| {
+            vs.iter()
+                .find(|v| v["properties"]["kind"]["const"].as_str() == Some(kind))
+        })
         .unwrap_or(&NULL)
 }
 
-/// The three variants of the static schema: tool_call, final_answer, clarify.
+/// The static schema's tool_call, final_answer and clarify variants.
 fn static_variants() -> (&'static Value, &'static Value, &'static Value) {
-    static NULL: Value = Value::Null;
-    let one_of = call_schema()["oneOf"].as_array();
-    let find = |kind: &str| {
-        one_of
-            .and_then(|vs| {
-                vs.iter()
-                    .find(|v| v["properties"]["kind"]["const"].as_str() == Some(kind))
-            })
-            .unwrap_or(&NULL)
-    };
-    (find("tool_call"), find("final_answer"), find("clarify"))
+    (
+        static_variant("tool_call"),
+        static_variant("final_answer"),
+        static_variant("clarify"),
+    )
 }
 
 /// Turns a tool's `inputSchema` into the `arguments` schema of its variant: an object

@@ -17,8 +17,8 @@
 //! - **threads**: two for the network, and blocking work (a tool call) on tokio's blocking
 //!   pool, at most [`Bounds::max_blocking`] at once.
 //!
-//! The library stays blocking: [`spawn`] runs the runtime on its own thread and returns a
-//! handle whose drop stops it.
+//! The library stays blocking: [`bind`] starts the runtime (the part that can fail), and
+//! [`Bound::serve`] runs it on its own thread, returning a handle whose drop stops it.
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -129,9 +129,18 @@ impl Drop for Serving {
     }
 }
 
-/// Serves `router` on `listener` within `bounds`, on a thread of its own.
-pub fn spawn(listener: TcpListener, router: Router, bounds: &Bounds) -> std::io::Result<Serving> {
-    let addr = listener.local_addr()?;
+/// A listener with the runtime that will serve it: everything that can fail is done, so
+/// [`Bound::serve`] cannot (the tool server binds at `bind` and serves at `spawn`).
+pub struct Bound {
+    listener: tokio::net::TcpListener,
+    runtime: tokio::runtime::Runtime,
+    bounds: Bounds,
+}
+
+/// Prepares to serve `listener` within `bounds`: the runtime and its threads are started
+/// and the listener handed to it, so a failure is an error here, not a server that
+/// silently never answers.
+pub fn bind(listener: TcpListener, bounds: &Bounds) -> std::io::Result<Bound> {
     listener.set_nonblocking(true)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -139,31 +148,60 @@ pub fn spawn(listener: TcpListener, router: Router, bounds: &Bounds) -> std::io:
         .thread_name("toolloop-serve")
         .enable_all()
         .build()?;
-    let (stop, stopped) = watch::channel(false);
-    let bounds = bounds.clone();
-    let thread = std::thread::Builder::new()
-        .name("toolloop-serve".into())
-        .spawn(move || {
-            runtime.block_on(accept(listener, router, bounds, stopped));
-            // Tool calls still running finish on their own; the server does not wait.
-            runtime.shutdown_background();
-        })?;
-    Ok(Serving {
-        addr,
-        stop,
-        thread: Some(thread),
+    let listener = {
+        let _context = runtime.enter();
+        tokio::net::TcpListener::from_std(listener)?
+    };
+    Ok(Bound {
+        listener,
+        runtime,
+        bounds: bounds.clone(),
     })
 }
 
+impl Bound {
+    /// The address it listens on.
+    pub fn addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves `router` on a thread of its own.
+    ///
+    /// # Panics
+    /// When the operating system refuses one more thread.
+    pub fn serve(self, router: Router) -> Serving {
+        let (stop, stopped) = watch::channel(false);
+        let addr = self
+            .listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+        let Bound {
+            listener,
+            runtime,
+            bounds,
+        } = self;
+        let thread = std::thread::Builder::new()
+            .name("toolloop-serve".into())
+            .spawn(move || {
+                runtime.block_on(accept(listener, router, bounds, stopped));
+                // Tool calls still running finish on their own; the server does not wait.
+                runtime.shutdown_background();
+            })
+            .expect("the operating system starts a thread");
+        Serving {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
 async fn accept(
-    listener: TcpListener,
+    listener: tokio::net::TcpListener,
     router: Router,
     bounds: Bounds,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-        return;
-    };
     let permits = Arc::new(Semaphore::new(bounds.max_connections));
     loop {
         let permit = tokio::select! {

@@ -22,7 +22,7 @@ use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
 use crate::deadline::Deadline;
-use crate::serve::{BodyError, Bounds, Serving, read_body};
+use crate::serve::{BodyError, Bound, Bounds, Serving, read_body};
 use crate::tools::{ToolError, ToolSource, ToolSpec};
 
 /// The largest request body accepted.
@@ -39,7 +39,7 @@ struct Shared {
 
 /// A tool server bound to an address, not yet serving.
 pub struct ToolServer {
-    listener: std::net::TcpListener,
+    bound: Bound,
     shared: Arc<Shared>,
     addr: SocketAddr,
     bounds: Bounds,
@@ -63,7 +63,21 @@ pub struct RunningServer {
 
 impl ToolServer {
     /// Lists the source's tools and binds `addr` (`127.0.0.1:0` for a free port).
-    pub fn bind(addr: &str, mut source: Box<dyn ToolSource>) -> Result<Self, ToolError> {
+    pub fn bind(addr: &str, source: Box<dyn ToolSource>) -> Result<Self, ToolError> {
+        let bounds = Bounds {
+            max_body: MAX_BODY,
+            ..Bounds::default()
+        };
+        Self::bind_with(addr, source, bounds)
+    }
+
+    /// [`ToolServer::bind`] within other bounds than the defaults (tests shorten the
+    /// timeouts). The event loop starts here, so a failure to start it is an error.
+    pub fn bind_with(
+        addr: &str,
+        mut source: Box<dyn ToolSource>,
+        bounds: Bounds,
+    ) -> Result<Self, ToolError> {
         let specs = source.list(Deadline::none())?;
         let validators = specs
             .iter()
@@ -75,28 +89,19 @@ impl ToolServer {
             .collect();
         let listener = std::net::TcpListener::bind(addr)
             .map_err(|e| ToolError::Config(format!("cannot listen on {addr}: {e}")))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| ToolError::Config(format!("cannot listen on {addr}: {e}")))?;
+        let cannot = |e: std::io::Error| ToolError::Config(format!("cannot listen on {addr}: {e}"));
+        let bound = crate::serve::bind(listener, &bounds).map_err(cannot)?;
+        let addr = bound.addr().map_err(cannot)?;
         Ok(ToolServer {
-            listener,
+            bound,
             shared: Arc::new(Shared {
                 source,
                 specs,
                 validators,
             }),
             addr,
-            bounds: Bounds {
-                max_body: MAX_BODY,
-                ..Bounds::default()
-            },
+            bounds,
         })
-    }
-
-    /// Serves within other bounds than the defaults (tests shorten the timeouts).
-    pub fn with_bounds(mut self, bounds: Bounds) -> Self {
-        self.bounds = bounds;
-        self
     }
 
     /// The address it listens on.
@@ -119,7 +124,7 @@ impl ToolServer {
     /// Serves on background threads.
     ///
     /// # Panics
-    /// When the operating system refuses a thread or an event loop: nothing can be served.
+    /// When the operating system refuses one more thread.
     pub fn spawn(self) -> RunningServer {
         let url = self.url();
         let max_body = self.bounds.max_body;
@@ -155,8 +160,7 @@ impl ToolServer {
                 )
             })
             .with_state(self.shared);
-        let serving = crate::serve::spawn(self.listener, router, &self.bounds)
-            .expect("the tool server's threads start");
+        let serving = self.bound.serve(router);
         RunningServer { serving, url }
     }
 }

@@ -91,9 +91,8 @@ fn gate_server(
     tools.add(ToolSpec::new("fast", "answers", schema), |_| {
         Ok(json!("fast"))
     });
-    let server = ToolServer::bind("127.0.0.1:0", Box::new(tools))
+    let server = ToolServer::bind_with("127.0.0.1:0", Box::new(tools), bounds)
         .unwrap()
-        .with_bounds(bounds)
         .spawn();
     (server, gate, open)
 }

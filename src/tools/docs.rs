@@ -169,8 +169,9 @@ impl DocIndex {
                 }))
             })
             .collect();
+        let empty = hits.is_empty();
         let mut reply = json!({ "hits": hits });
-        if hits_empty(&reply) {
+        if empty {
             reply["note"] = json!("no document matches the query");
         }
         if let Some(s) = &self.skipped {
@@ -178,10 +179,6 @@ impl DocIndex {
         }
         ToolResult::ok(reply)
     }
-}
-
-fn hits_empty(reply: &Value) -> bool {
-    reply["hits"].as_array().is_some_and(Vec::is_empty)
 }
 
 #[cfg(test)]
