@@ -70,7 +70,7 @@ pub fn system_prompt(
     if tools.is_empty() {
         p.push_str("Reply in this form:\n");
         p.push_str(
-            "{\"kind\": \"final_answer\", \"thought\": \"<brief reasoning>\", \"content\": \"<the answer for the user>\"}\n",
+            "{\"kind\": \"final_answer\", \"content\": \"<the answer for the user>\", \"thought\": \"<brief reasoning>\"}\n",
         );
     } else {
         p.push_str("Kinds of reply:\n");
@@ -83,7 +83,7 @@ pub fn system_prompt(
             ));
         }
         p.push_str(
-            "- {\"kind\": \"final_answer\", \"thought\": \"<brief reasoning>\", \"content\": \"<the answer for the user>\"}\n\n",
+            "- {\"kind\": \"final_answer\", \"content\": \"<the answer for the user>\", \"thought\": \"<brief reasoning>\"}\n\n",
         );
         p.push_str(
             "Use a tool whenever it gives a more reliable answer: live data, exact arithmetic. \

@@ -98,9 +98,9 @@ pub const REASON_MAX: u64 = 160;
 
 impl Decide {
     /// Rewrites one variant's schema for this way of deciding: the `thought` bounded to
-    /// [`REASON_MAX`] and, under [`Decide::Reason`], moved first. Only the `reason`
-    /// layout is passed through here today; bounding the default layout's thought too is
-    /// built but not yet measured (`BENCHMARKS.md`, round 3).
+    /// [`REASON_MAX`]; under [`Decide::Reason`] the thought moved first, otherwise an
+    /// answer's `content` moved before its thought, so the answer starts streaming at
+    /// once (the decision is already made by then: it was the `kind`).
     fn shape(self, variant: Value) -> Value {
         let Value::Object(mut v) = variant else {
             return variant;
@@ -109,31 +109,41 @@ impl Decide {
             if let Some(t) = props.get_mut("thought") {
                 t["maxLength"] = json!(REASON_MAX);
             }
-            if self == Decide::Reason
-                && let Some(t) = props.shift_remove("thought")
-            {
-                let mut ordered = Map::from_iter([("thought".to_string(), t)]);
-                ordered.append(props);
-                *props = ordered;
-            }
+            *props = self.ordered(std::mem::take(props));
         }
         Value::Object(v)
+    }
+
+    /// An object's keys in the order this way of deciding emits them.
+    fn ordered(self, mut m: Map<String, Value>) -> Map<String, Value> {
+        let first: &[&str] = match self {
+            Decide::Reason => &["thought"],
+            _ if m.get("kind").and_then(Value::as_str) == Some("final_answer")
+                || m.get("kind")
+                    .and_then(|k| k.get("const"))
+                    .and_then(Value::as_str)
+                    == Some("final_answer") =>
+            {
+                &["kind", "content"]
+            }
+            _ => return m,
+        };
+        let mut ordered = Map::new();
+        for key in first {
+            if let Some(v) = m.shift_remove(*key) {
+                ordered.insert((*key).to_string(), v);
+            }
+        }
+        ordered.append(&mut m);
+        ordered
     }
 
     /// A turn as JSON text with its keys in the order this way of deciding asks for: what
     /// the history shows the model of its own turn.
     pub fn canonical(self, turn: &Turn) -> String {
-        let value = turn.to_value();
-        match (self, value) {
-            (Decide::Reason, Value::Object(mut m)) => {
-                let mut ordered = Map::new();
-                if let Some(t) = m.shift_remove("thought") {
-                    ordered.insert("thought".into(), t);
-                }
-                ordered.append(&mut m);
-                Value::Object(ordered).to_string()
-            }
-            (_, v) => v.to_string(),
+        match turn.to_value() {
+            Value::Object(m) => Value::Object(self.ordered(m)).to_string(),
+            v => v.to_string(),
         }
     }
 }
@@ -211,10 +221,6 @@ impl CallSchema {
         decide: Decide,
         max_calls: u32,
     ) -> Self {
-        if decide == Decide::Reason {
-            let direct = Self::deciding_calls(tools, narrowing, Decide::Direct, max_calls);
-            return direct.reshaped(decide);
-        }
         if narrowing == Narrowing::Off {
             return Self::full();
         }
@@ -255,49 +261,36 @@ impl CallSchema {
         schemas.push(clarify.clone());
         fixed.push(None);
         fixed.push(None);
+        let schemas = schemas.into_iter().map(|v| decide.shape(v)).collect();
         Self::build(schemas, fixed, defs, names)
     }
 
     /// Only `final_answer` and `clarify`: for the last allowed iteration, or when a model
     /// keeps repeating a call.
     pub fn answer_only() -> Self {
-        // Built once: compiling validators is most of what a run would otherwise spend.
-        static ANSWER_ONLY: OnceLock<CallSchema> = OnceLock::new();
-        ANSWER_ONLY
-            .get_or_init(|| {
-                let (_, answer, clarify) = static_variants();
-                Self::build(
-                    vec![answer.clone(), clarify.clone()],
-                    vec![None, None],
-                    Map::new(),
-                    Vec::new(),
-                )
-            })
-            .clone()
+        Self::answer_only_deciding(Decide::Direct)
     }
 
     /// Only `final_answer` and `clarify`, laid out for a way of deciding.
     pub fn answer_only_deciding(decide: Decide) -> Self {
-        match decide {
-            Decide::Direct | Decide::Probability => Self::answer_only(),
-            _ => {
-                static REASON: OnceLock<CallSchema> = OnceLock::new();
-                REASON
-                    .get_or_init(|| Self::answer_only().reshaped(decide))
-                    .clone()
-            }
-        }
-    }
-
-    /// The same variants, each rewritten by `decide`.
-    fn reshaped(self, decide: Decide) -> Self {
-        let schemas: Vec<Value> = self.value["oneOf"]
-            .as_array()
-            .map(|vs| vs.iter().map(|v| decide.shape(v.clone())).collect())
-            .unwrap_or_default();
-        let defs = self.value["$defs"].as_object().cloned().unwrap_or_default();
-        let tools = self.variants.into_iter().map(|v| v.tool).collect();
-        Self::build(schemas, tools, defs, self.tool_names)
+        // Built once per layout: compiling validators is most of what a run would
+        // otherwise spend.
+        static DIRECT: OnceLock<CallSchema> = OnceLock::new();
+        static REASON: OnceLock<CallSchema> = OnceLock::new();
+        let cell = match decide {
+            Decide::Reason => &REASON,
+            _ => &DIRECT,
+        };
+        cell.get_or_init(|| {
+            let (_, answer, clarify) = static_variants();
+            Self::build(
+                vec![decide.shape(answer.clone()), decide.shape(clarify.clone())],
+                vec![None, None],
+                Map::new(),
+                Vec::new(),
+            )
+        })
+        .clone()
     }
 
     fn build(

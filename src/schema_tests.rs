@@ -160,6 +160,24 @@ fn reason_puts_a_bounded_thought_before_the_kind_in_every_variant() {
 }
 
 #[test]
+fn direct_bounds_the_thought_and_puts_an_answers_content_before_it() {
+    let s = CallSchema::deciding(&[weather()], Narrowing::PerTool, Decide::Direct);
+    for v in s.as_value()["oneOf"].as_array().unwrap() {
+        let keys: Vec<&String> = v["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(keys[0], "kind", "{v}");
+        assert_eq!(v["properties"]["thought"]["maxLength"], REASON_MAX);
+        if v["properties"]["kind"]["const"] == "final_answer" {
+            assert_eq!(keys, ["kind", "content", "thought"], "{v}");
+        }
+    }
+    let answer = turn(r#"{"kind": "final_answer", "thought": "t", "content": "Hi"}"#);
+    assert_eq!(
+        Decide::Direct.canonical(&answer),
+        r#"{"kind":"final_answer","content":"Hi","thought":"t"}"#
+    );
+}
+
+#[test]
 fn reason_checks_the_same_turns_as_direct() {
     let s = CallSchema::deciding(&[weather()], Narrowing::PerTool, Decide::Reason);
     let ok = turn(
