@@ -1,6 +1,7 @@
 //! The command line's flags, parsed by clap: what each subcommand takes, with the
 //! environment fallbacks that are a contract (`OLLAMA_HOST`, `TOOLLOOP_MODEL`,
-//! `TOOLLOOP_TOOLS`, `OPENAI_API_KEY`). Defaults come from [`Config::default`].
+//! `TOOLLOOP_TOOLS`, `OPENAI_API_KEY`), and the flag each library setting is called
+//! here ([`with_flags`]). Defaults come from [`Config::default`].
 
 use std::path::PathBuf;
 
@@ -327,6 +328,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve a web page to ask, watch every step live, and answer the model's questions.
+    ///
+    /// Example: toolloop web --builtin --demo   (then open http://127.0.0.1:8700)
+    Web(WebCommand),
     /// Serve the built-in tools over the HTTP tool API.
     ///
     /// Example: toolloop serve-tools --addr 127.0.0.1:5000 --db shop.db --docs ./docs
@@ -352,4 +357,76 @@ pub enum Command {
         #[command(flatten)]
         tools: ToolArgs,
     },
+}
+
+/// `toolloop web`: the model and tools as for `ask`, and where to serve.
+#[derive(Debug, Args)]
+pub struct WebCommand {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub tools: ToolArgs,
+    /// Run without any tools.
+    #[arg(long, conflicts_with_all = ["tools", "mcp", "builtin"])]
+    pub no_tools: bool,
+    #[command(flatten)]
+    pub web: WebArgs,
+}
+
+/// Where and how `toolloop web` serves.
+#[derive(Debug, Args)]
+pub struct WebArgs {
+    /// Address to listen on (loopback unless --allow-remote).
+    #[arg(long, default_value = "127.0.0.1:8700")]
+    pub addr: String,
+    /// Allow an address other machines can reach: anyone who can reach it can use the
+    /// model and the tools.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// The most runs in progress at once; more are answered 503.
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_runs: u32,
+}
+
+/// The library's names of settings, as they appear in its messages, and this program's
+/// flag for each.
+pub const FLAGS: [(&str, &str); 11] = [
+    ("`mcp`", "--mcp"),
+    ("`max_iterations`", "--max-iterations"),
+    ("`timeout`", "--timeout"),
+    ("`ollama_host`", "--ollama-host"),
+    ("`base_url`", "--base-url"),
+    ("`model`", "--model"),
+    ("`tools`", "--tools"),
+    ("`builtin`", "--builtin"),
+    ("`db`", "--db"),
+    ("`docs`", "--docs"),
+    ("`files_root`", "--files-root"),
+];
+
+/// A library message with the settings it names written as this program's flags.
+pub fn with_flags(message: impl std::fmt::Display) -> String {
+    FLAGS
+        .iter()
+        .fold(message.to_string(), |m, (setting, flag)| {
+            m.replace(setting, flag)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_settings_become_flags() {
+        assert_eq!(
+            with_flags("no answer within 1s; raise `timeout`"),
+            "no answer within 1s; raise --timeout"
+        );
+        assert_eq!(
+            with_flags("start it with `ollama serve`, or set OLLAMA_HOST / `ollama_host`"),
+            "start it with `ollama serve`, or set OLLAMA_HOST / --ollama-host"
+        );
+    }
 }

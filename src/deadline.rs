@@ -4,6 +4,8 @@
 //! asks the [`Deadline`] how long it may take, so a hung server cannot hold a run past its
 //! end by more than the time it takes to notice a socket timeout.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The moment a run must end by, or none.
@@ -67,5 +69,36 @@ impl Deadline {
     /// The instant itself, if any.
     pub fn instant(&self) -> Option<Instant> {
         self.at
+    }
+}
+
+/// Ends a run before its deadline, from another thread (a stop button).
+///
+/// The run notices at its next step, at the next piece of a streaming reply (the
+/// generation is then cancelled) and, while tools run, within [`StopHandle::POLL`].
+///
+/// ```
+/// use toolloop::deadline::StopHandle;
+///
+/// let stop = StopHandle::default();
+/// let button = stop.clone();
+/// button.stop();
+/// assert!(stop.is_stopped());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct StopHandle(Arc<AtomicBool>);
+
+impl StopHandle {
+    /// How often waiting for tools checks whether the run was stopped.
+    pub const POLL: Duration = Duration::from_millis(50);
+
+    /// Asks the run to stop.
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`StopHandle::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
     }
 }

@@ -208,3 +208,23 @@ impl Observer for AnswerOut {
         }
     }
 }
+
+/// Prints the tool catalogue: one line per tool, or `{"tools": [...]}` as JSON.
+pub fn print_tools(specs: &[crate::tools::ToolSpec], json: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if json {
+        let text = serde_json::to_string_pretty(&serde_json::json!({ "tools": specs }))
+            .unwrap_or_default();
+        writeln!(out, "{text}")?;
+    } else {
+        for s in specs {
+            let params: Vec<String> = s.input_schema["properties"]
+                .as_object()
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default();
+            writeln!(out, "{}({})  {}", s.name, params.join(", "), s.description)?;
+        }
+    }
+    out.flush()
+}

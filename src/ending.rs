@@ -51,6 +51,8 @@ pub enum StopKind {
     Blocked,
     /// The model kept replying with something that is not a valid turn.
     InvalidReplies,
+    /// The person stopped the run ([`crate::deadline::StopHandle`]).
+    Cancelled,
 }
 
 impl StopKind {
@@ -64,6 +66,7 @@ impl StopKind {
             StopKind::Timeout => "timeout",
             StopKind::Blocked => "blocked",
             StopKind::InvalidReplies => "invalid_replies",
+            StopKind::Cancelled => "cancelled",
         }
     }
 
@@ -80,7 +83,7 @@ impl StopKind {
             StopKind::MaxIterations => EXIT_MAX_ITERATIONS,
             StopKind::Timeout => EXIT_TIMEOUT,
             StopKind::ClarificationNeeded => EXIT_CLARIFY,
-            StopKind::Blocked | StopKind::InvalidReplies => EXIT_RUNTIME,
+            StopKind::Blocked | StopKind::InvalidReplies | StopKind::Cancelled => EXIT_RUNTIME,
         }
     }
 
@@ -136,6 +139,8 @@ pub enum Ending {
         /// What was wrong with the last one.
         detail: String,
     },
+    /// The person stopped the run.
+    Cancelled,
 }
 
 impl Ending {
@@ -149,6 +154,7 @@ impl Ending {
             Ending::Timeout { .. } => StopKind::Timeout,
             Ending::Blocked { .. } => StopKind::Blocked,
             Ending::InvalidReplies { .. } => StopKind::InvalidReplies,
+            Ending::Cancelled => StopKind::Cancelled,
         }
     }
 
@@ -193,6 +199,7 @@ impl Ending {
             Ending::InvalidReplies { detail } => {
                 format!("the model's replies were not valid turns: {detail}")
             }
+            Ending::Cancelled => "stopped before an answer".into(),
         })
     }
 }

@@ -432,6 +432,13 @@ impl Engine {
         }
     }
 
+    /// The person stopped the run.
+    pub fn cancelled(&mut self) {
+        if !matches!(self.state, State::Done(_)) {
+            self.state = State::Done(Ending::Cancelled);
+        }
+    }
+
     /// A guardrail stopped the run.
     pub fn block(&mut self, reason: String) {
         self.state = State::Done(Ending::Blocked { reason });

@@ -70,6 +70,12 @@ pub enum OrchestratorError {
         /// Steps so far.
         steps: Vec<StepRecord>,
     },
+    /// The person stopped the run ([`crate::deadline::StopHandle`]).
+    #[error("stopped before an answer")]
+    Cancelled {
+        /// Steps so far.
+        steps: Vec<StepRecord>,
+    },
     /// The model is not on the server.
     #[error("model '{model}' not found: {hint}")]
     ModelNotFound {
@@ -113,7 +119,8 @@ impl OrchestratorError {
             | OrchestratorError::Backend { steps, .. }
             | OrchestratorError::Tools { steps, .. }
             | OrchestratorError::ClarificationNeeded { steps, .. }
-            | OrchestratorError::Blocked { steps, .. } => steps,
+            | OrchestratorError::Blocked { steps, .. }
+            | OrchestratorError::Cancelled { steps } => steps,
             OrchestratorError::Config(_) => &[],
         }
     }

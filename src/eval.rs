@@ -196,7 +196,9 @@ pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> Ca
                     },
                     options,
                 };
-                match crate::repetition::watched_chat(backend, &request, deadline, |_| {}) {
+                match crate::repetition::watched_chat(backend, &request, deadline, |_| {
+                    std::ops::ControlFlow::Continue(())
+                }) {
                     Ok((reply, _)) => {
                         replies += 1;
                         texts.push(reply.text.clone());

@@ -79,6 +79,8 @@ pub mod feedback;
 pub mod grounding;
 pub mod guardrails;
 mod http;
+#[cfg(feature = "web")]
+pub mod markdown;
 pub mod orchestrator;
 pub mod outcome;
 pub mod prompt;
@@ -93,6 +95,8 @@ pub mod server;
 pub mod tools;
 pub mod turn;
 pub mod validate;
+#[cfg(feature = "web")]
+pub mod web;
 
 pub use backend::ollama::Ollama;
 pub use backend::openai::OpenAi;

@@ -22,7 +22,7 @@ use toolloop::{
 };
 mod cli;
 
-use cli::{BackendKind, BuiltinArgs, Cli, Command, ModelArgs, ToolArgs};
+use cli::{BackendKind, BuiltinArgs, Cli, Command, ModelArgs, ToolArgs, with_flags};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -65,6 +65,7 @@ fn main() -> ExitCode {
         Command::Schema { tools } => run_schema(&tools),
         Command::Tools { tools, json } => run_tools(&tools, json),
         Command::ServeTools { addr, opts } => run_serve(&addr, &opts),
+        Command::Web(w) => run_web(&w.model, &w.tools, w.no_tools, &w.web),
     }
 }
 
@@ -78,31 +79,6 @@ fn init_logging() {
         builder.filter_module(module, log::LevelFilter::Info);
     }
     builder.init();
-}
-
-/// The library's names of settings, as they appear in its messages, and this program's
-/// flag for each.
-const FLAGS: [(&str, &str); 11] = [
-    ("`mcp`", "--mcp"),
-    ("`max_iterations`", "--max-iterations"),
-    ("`timeout`", "--timeout"),
-    ("`ollama_host`", "--ollama-host"),
-    ("`base_url`", "--base-url"),
-    ("`model`", "--model"),
-    ("`tools`", "--tools"),
-    ("`builtin`", "--builtin"),
-    ("`db`", "--db"),
-    ("`docs`", "--docs"),
-    ("`files_root`", "--files-root"),
-];
-
-/// A library message with the settings it names written as this program's flags.
-fn with_flags(message: impl std::fmt::Display) -> String {
-    FLAGS
-        .iter()
-        .fold(message.to_string(), |m, (setting, flag)| {
-            m.replace(setting, flag)
-        })
 }
 
 /// The settings a command line asks for. With no tool flags the seed's default tool
@@ -233,10 +209,9 @@ fn question(arg: Option<String>) -> Result<String, ExitCode> {
         Some(_) => false,
         None if !std::io::stdin().is_terminal() => true,
         None => {
-            eprintln!(
-                "toolloop: give a question: toolloop ask \"QUESTION\", or - to read it from stdin"
-            );
-            return Err(ExitCode::from(EXIT_USAGE));
+            return Err(usage(
+                "give a question: toolloop ask \"QUESTION\", or - to read it from stdin",
+            ));
         }
     };
     if !from_stdin {
@@ -247,8 +222,7 @@ fn question(arg: Option<String>) -> Result<String, ExitCode> {
         return Err(fail(format!("cannot read the question from stdin: {e}")));
     }
     if text.trim().is_empty() {
-        eprintln!("toolloop: the question on stdin is empty");
-        return Err(ExitCode::from(EXIT_USAGE));
+        return Err(usage("the question on stdin is empty"));
     }
     Ok(text.trim().to_string())
 }
@@ -509,6 +483,12 @@ fn run_demo(json: bool, verbose: bool) -> ExitCode {
     }
 }
 
+/// A usage error: a bad flag or value, said, with the usage exit code.
+fn usage(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("toolloop: {message}");
+    ExitCode::from(EXIT_USAGE)
+}
+
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("toolloop: {message}");
     ExitCode::from(EXIT_RUNTIME)
@@ -535,29 +515,32 @@ fn run_tools(tools: &ToolArgs, json: bool) -> ExitCode {
     if setup.is_empty() {
         return fail("no tools named: use --tools URL, --mcp CMD_OR_URL or --builtin");
     }
-    let catalogue = match setup.connect(Deadline::after(Duration::from_secs(30))) {
-        Ok(c) => c,
-        Err(e) => return fail(with_flags(e)),
+    match setup.connect(Deadline::after(Duration::from_secs(30))) {
+        Ok(c) => output_status(toolloop::display::print_tools(&c.specs(), json), 0),
+        Err(e) => fail(with_flags(e)),
+    }
+}
+
+/// Serves the page until the process ends; a failure to start is reported first.
+fn run_web(model: &ModelArgs, tools: &ToolArgs, no_tools: bool, web: &cli::WebArgs) -> ExitCode {
+    let addr = match toolloop::web::check_address(&web.addr, web.allow_remote) {
+        Ok(a) => a,
+        Err(e) => return usage(e),
     };
-    let specs = catalogue.specs();
-    let mut out = std::io::stdout().lock();
-    let written = if json {
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "tools": specs }))
-                .unwrap_or_default()
-        )
-    } else {
-        specs.iter().try_for_each(|s| {
-            let params: Vec<String> = s.input_schema["properties"]
-                .as_object()
-                .map(|p| p.keys().cloned().collect())
-                .unwrap_or_default();
-            writeln!(out, "{}({})  {}", s.name, params.join(", "), s.description)
-        })
-    };
-    output_status(written.and_then(|_| out.flush()), 0)
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "toolloop: WARNING: serving on {addr}: anyone who can reach it can use the model and the tools"
+        );
+    }
+    let config = config(model, tools, no_tools);
+    match toolloop::web::start(config, addr, web.max_runs as usize) {
+        Ok(w) => {
+            eprintln!("toolloop: the page is at {} (Ctrl-C stops)", w.url());
+            w.wait();
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(with_flags(e)),
+    }
 }
 
 fn run_serve(addr: &str, opts: &BuiltinArgs) -> ExitCode {
@@ -599,22 +582,5 @@ fn run_repair(verbose: bool) -> ExitCode {
             output_status(print_stdout(&json), 0)
         }
         Err(e) => fail(e),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn library_settings_become_flags() {
-        assert_eq!(
-            with_flags("no answer within 1s; raise `timeout`"),
-            "no answer within 1s; raise --timeout"
-        );
-        assert_eq!(
-            with_flags("start it with `ollama serve`, or set OLLAMA_HOST / `ollama_host`"),
-            "start it with `ollama serve`, or set OLLAMA_HOST / --ollama-host"
-        );
     }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::answer_stream::AnswerStream;
 use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message};
 use crate::config::Config;
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, StopHandle};
 use crate::ending::Ending;
 use crate::engine::{Engine, Step};
 pub use crate::error::OrchestratorError;
@@ -73,6 +73,8 @@ pub struct OrchestratorBuilder {
     clarify: Option<Box<dyn ClarifyHandler>>,
     guardrails: Guardrails,
     preflight: bool,
+    stop: StopHandle,
+    shared: Option<std::sync::Arc<Catalogue>>,
 }
 
 impl OrchestratorBuilder {
@@ -103,6 +105,21 @@ impl OrchestratorBuilder {
     /// Tools already connected, to which the others are added.
     pub fn catalogue(mut self, catalogue: Catalogue) -> Self {
         self.catalogue = catalogue;
+        self
+    }
+
+    /// Tools connected once and shared by several orchestrators (a web server's
+    /// conversations): no other tools may be added to them.
+    pub fn shared_catalogue(mut self, catalogue: std::sync::Arc<Catalogue>) -> Self {
+        self.shared = Some(catalogue);
+        self
+    }
+
+    /// Every setting of `config` at once (limits, options, the decision, the tools it
+    /// names); its backend is not made from it: give one with
+    /// [`OrchestratorBuilder::backend`].
+    pub fn settings(mut self, config: Config) -> Self {
+        self.config = config;
         self
     }
 
@@ -179,6 +196,13 @@ impl OrchestratorBuilder {
         self
     }
 
+    /// What stops a run from another thread (see [`StopHandle`]); one is made otherwise,
+    /// and [`Orchestrator::stop_handle`] gives it.
+    pub fn stop_handle(mut self, stop: StopHandle) -> Self {
+        self.stop = stop;
+        self
+    }
+
     /// Whether to check the server and model before the first run (default true).
     pub fn preflight(mut self, on: bool) -> Self {
         self.preflight = on;
@@ -196,22 +220,35 @@ impl OrchestratorBuilder {
                 "max_iterations must be at least 1".into(),
             ));
         }
-        let deadline = Deadline::after(self.config.connect_timeout);
-        let mut catalogue = self.catalogue;
-        self.config
-            .tools
-            .connect_into(&mut catalogue, deadline)
-            .map_err(OrchestratorError::tools)?;
-        for source in self.sources {
-            catalogue
-                .add_source(source, deadline)
-                .map_err(OrchestratorError::tools)?;
-        }
-        if !self.closures.is_empty() {
-            catalogue
-                .add_source(Box::new(self.closures), deadline)
-                .map_err(OrchestratorError::tools)?;
-        }
+        let more =
+            !self.config.tools.is_empty() || !self.sources.is_empty() || !self.closures.is_empty();
+        let catalogue = match self.shared {
+            Some(_) if more => {
+                return Err(OrchestratorError::Config(
+                    "a shared catalogue cannot take more tools".into(),
+                ));
+            }
+            Some(shared) => shared,
+            None => {
+                let deadline = Deadline::after(self.config.connect_timeout);
+                let mut catalogue = self.catalogue;
+                self.config
+                    .tools
+                    .connect_into(&mut catalogue, deadline)
+                    .map_err(OrchestratorError::tools)?;
+                for source in self.sources {
+                    catalogue
+                        .add_source(source, deadline)
+                        .map_err(OrchestratorError::tools)?;
+                }
+                if !self.closures.is_empty() {
+                    catalogue
+                        .add_source(Box::new(self.closures), deadline)
+                        .map_err(OrchestratorError::tools)?;
+                }
+                std::sync::Arc::new(catalogue)
+            }
+        };
         let specs = catalogue.specs();
         let decide = self.config.decide;
         let prompt = system_prompt(
@@ -231,13 +268,14 @@ impl OrchestratorBuilder {
             options: self.config.request_options(),
             specs,
             schema,
-            catalogue: std::sync::Arc::new(catalogue),
+            catalogue,
             config: self.config,
             observers: self.observers,
             clarify: self.clarify,
             guardrails: self.guardrails,
             prompt,
             preflight_done: !self.preflight,
+            stop: self.stop,
         })
     }
 }
@@ -267,6 +305,7 @@ pub struct Orchestrator {
     guardrails: Guardrails,
     prompt: String,
     preflight_done: bool,
+    stop: StopHandle,
 }
 
 impl Orchestrator {
@@ -285,6 +324,8 @@ impl Orchestrator {
             clarify: None,
             guardrails: Guardrails::default(),
             preflight: true,
+            stop: StopHandle::default(),
+            shared: None,
         }
     }
 
@@ -320,6 +361,12 @@ impl Orchestrator {
     /// The tools.
     pub fn catalogue(&self) -> &Catalogue {
         &self.catalogue
+    }
+
+    /// Stops the run in progress (and every later one: make a new orchestrator, or give
+    /// each run its own handle with [`OrchestratorBuilder::stop_handle`]).
+    pub fn stop_handle(&self) -> StopHandle {
+        self.stop.clone()
     }
 
     /// The settings runs use.
@@ -371,6 +418,9 @@ impl Orchestrator {
         }
         let limit = deadline.span().unwrap_or(self.config.timeout);
         loop {
+            if self.stop.is_stopped() {
+                engine.cancelled();
+            }
             let step = engine.next_step();
             self.flush(&mut engine);
             match step {
@@ -386,6 +436,7 @@ impl Orchestrator {
                     let mut answer = AnswerStream::default();
                     let mut shown = String::new();
                     let stream_answer = !self.guardrails.may_block_output();
+                    let stop = &self.stop;
                     let sink = |text: &str| {
                         let mut events = vec![Event::ModelText {
                             text: text.to_string(),
@@ -398,8 +449,15 @@ impl Orchestrator {
                         for e in &events {
                             observers.iter_mut().for_each(|o| o.event(e));
                         }
+                        match stop.is_stopped() {
+                            true => std::ops::ControlFlow::Break(()),
+                            false => std::ops::ControlFlow::Continue(()),
+                        }
                     };
                     match watched_chat(&mut self.backend, &request, deadline, sink) {
+                        // A reply cut by the stop button is not read: repaired, half an
+                        // answer would pass for the answer.
+                        Ok(_) if self.stop.is_stopped() => engine.cancelled(),
                         Ok((reply, found)) => {
                             if let Some(l) = found {
                                 self.emit(&Event::Repetition {
@@ -419,7 +477,8 @@ impl Orchestrator {
                     }
                 }
                 Step::CallTool { tool, arguments } => {
-                    let results = self.catalogue.call_all(&[(tool, arguments)], deadline);
+                    let call = [(tool, arguments)];
+                    let results = self.catalogue.call_all_or_stop(&call, deadline, &self.stop);
                     // Recorded even when the deadline passed during the call, so the
                     // step shows how long it took and why it failed.
                     engine.tools_returned(results);
@@ -428,7 +487,10 @@ impl Orchestrator {
                     }
                 }
                 Step::CallTools { calls } => {
-                    engine.tools_returned(self.catalogue.call_all(&calls, deadline));
+                    let results = self
+                        .catalogue
+                        .call_all_or_stop(&calls, deadline, &self.stop);
+                    engine.tools_returned(results);
                     if deadline.is_expired() {
                         engine.timed_out(limit);
                     }
@@ -442,7 +504,10 @@ impl Orchestrator {
                         .as_mut()
                         .and_then(|h| h.ask(&question, &missing_params))
                         .filter(|a| !a.trim().is_empty());
-                    engine.user_answered(answer);
+                    match self.stop.is_stopped() {
+                        true => engine.cancelled(),
+                        false => engine.user_answered(answer),
+                    }
                 }
             }
         }
@@ -537,62 +602,6 @@ impl Orchestrator {
     }
 }
 
-/// A conversation: each question sees the earlier questions and answers.
-///
-/// ```
-/// use toolloop::{Conversation, Orchestrator, Scripted};
-///
-/// let model = Scripted::new([
-///     r#"{"kind": "final_answer", "thought": "", "content": "Nice to meet you, Ada."}"#,
-///     r#"{"kind": "final_answer", "thought": "", "content": "Your name is Ada."}"#,
-/// ]);
-/// let seen = model.seen();
-/// let mut chat = Conversation::new(Orchestrator::builder().backend(model).build()?);
-/// chat.ask("I am Ada.")?;
-/// chat.ask("What is my name?")?;
-/// // The second request carried the first exchange.
-/// assert_eq!(seen.lock().unwrap()[1][1].content, "I am Ada.");
-/// # Ok::<(), toolloop::OrchestratorError>(())
-/// ```
-pub struct Conversation {
-    orchestrator: Orchestrator,
-    turns: Vec<Message>,
-}
-
-impl Conversation {
-    /// A new conversation.
-    pub fn new(orchestrator: Orchestrator) -> Self {
-        Conversation {
-            orchestrator,
-            turns: Vec::new(),
-        }
-    }
-
-    /// Asks one question in the context of the earlier ones. Only completed exchanges are
-    /// kept in the history.
-    pub fn ask(&mut self, query: &str) -> Result<Outcome, OrchestratorError> {
-        let deadline = Deadline::after(self.orchestrator.config.timeout);
-        let outcome = self
-            .orchestrator
-            .run_with_deadline(query, &self.turns, deadline)?;
-        if outcome.answer().is_some() {
-            self.turns.extend_from_slice(outcome.history_delta());
-        }
-        Ok(outcome)
-    }
-
-    /// Forgets the earlier turns.
-    pub fn reset(&mut self) {
-        self.turns.clear();
-    }
-
-    /// The earlier turns (without the system prompt).
-    pub fn turns(&self) -> &[Message] {
-        &self.turns
-    }
-
-    /// The orchestrator.
-    pub fn orchestrator(&self) -> &Orchestrator {
-        &self.orchestrator
-    }
-}
+#[path = "orchestrator_conversation.rs"]
+mod conversation;
+pub use conversation::Conversation;

@@ -72,6 +72,7 @@ impl Outcome {
             Ending::InvalidReplies { detail } => {
                 OrchestratorError::InvalidResponseFormat { detail, steps }
             }
+            Ending::Cancelled => OrchestratorError::Cancelled { steps },
         })
     }
 

@@ -150,17 +150,18 @@ fn close_run(places: &[usize]) -> Option<usize> {
 
 /// Sends one request with the stream watched: each piece of text goes to `on_text`, and
 /// a loop stops the generation and cuts the reply after what came before it. The loop
-/// found, if any, comes back with the reply.
+/// found, if any, comes back with the reply. `on_text` may stop the generation too
+/// (a person pressed stop).
 pub fn watched_chat(
     backend: &mut dyn Backend,
     request: &ChatRequest<'_>,
     deadline: Deadline,
-    mut on_text: impl FnMut(&str),
+    mut on_text: impl FnMut(&str) -> ControlFlow<()>,
 ) -> Result<(ChatReply, Option<Loop>), BackendError> {
     let mut watch = Repetition::default();
     let mut found = None;
     let mut sink = |piece: &str| {
-        on_text(piece);
+        on_text(piece)?;
         match watch.feed(piece) {
             Some(l) => {
                 found = Some(l);

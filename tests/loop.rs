@@ -684,3 +684,45 @@ fn a_call_that_hangs_does_not_hold_the_run_past_its_deadline() {
     assert_eq!(out.stop_reason(), StopKind::Timeout);
     assert!(out.steps.iter().all(|s| !s.ok), "{:?}", out.steps);
 }
+
+#[test]
+fn the_stop_handle_ends_a_run_held_in_a_tool_at_once_and_says_so() {
+    let model = Scripted::new([THREE_SLOW.to_string(), answer("never")]);
+    let mut o = sleepy(model, Duration::from_secs(60), Duration::from_secs(120));
+    let stop = o.stop_handle();
+    let presser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        stop.stop();
+    });
+    let started = Instant::now();
+    let out = o.run("Numbers 1, 2 and 3 please").unwrap();
+    presser.join().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.stop_reason(), StopKind::Cancelled);
+    assert_eq!(out.answer(), None);
+    assert!(matches!(
+        out.into_answer(),
+        Err(toolloop::OrchestratorError::Cancelled { .. })
+    ));
+}
+
+#[test]
+fn a_reply_cut_by_the_stop_handle_is_not_taken_as_the_answer() {
+    // The answer streams slowly; the stop comes in the middle of it.
+    let model = Scripted::new([answer("one two three four five six seven eight nine ten")])
+        .with_delay(Duration::from_millis(20));
+    let mut o = Orchestrator::builder().backend(model).build().unwrap();
+    let stop = o.stop_handle();
+    let presser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(5));
+        stop.stop();
+    });
+    let out = o.run("Count to ten").unwrap();
+    presser.join().unwrap();
+    assert_eq!(out.stop_reason(), StopKind::Cancelled);
+    assert_eq!(out.answer(), None);
+}

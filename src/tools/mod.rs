@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, StopHandle};
 
 /// A tool as the model sees it: a name, what it does, and the JSON Schema of its
 /// arguments.
@@ -475,6 +475,17 @@ impl Catalogue {
         calls: &[(String, Map<String, Value>)],
         deadline: Deadline,
     ) -> Vec<(Result<ToolResult, ToolError>, Duration)> {
+        self.call_all_or_stop(calls, deadline, &StopHandle::default())
+    }
+
+    /// [`Catalogue::call_all`], given up when `stop` is pulled: calls still running are
+    /// reported as not answered (their threads finish on their own).
+    pub fn call_all_or_stop(
+        self: &Arc<Self>,
+        calls: &[(String, Map<String, Value>)],
+        deadline: Deadline,
+        stop: &StopHandle,
+    ) -> Vec<(Result<ToolResult, ToolError>, Duration)> {
         let started = Instant::now();
         let (tx, rx) = std::sync::mpsc::channel();
         let mut out: Vec<Option<(Result<ToolResult, ToolError>, Duration)>> =
@@ -497,13 +508,13 @@ impl Catalogue {
             }
         }
         drop(tx);
-        while out.iter().any(Option::is_none) {
-            let got = match deadline.remaining() {
-                Some(left) => rx.recv_timeout(left).ok(),
-                None => rx.recv().ok(),
-            };
-            let Some((i, result, took)) = got else { break };
-            out[i] = Some((result, took));
+        while out.iter().any(Option::is_none) && !stop.is_stopped() {
+            let wait = deadline.cap(StopHandle::POLL);
+            match rx.recv_timeout(wait) {
+                Ok((i, result, took)) => out[i] = Some((result, took)),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !deadline.is_expired() => {}
+                Err(_) => break,
+            }
         }
         out.into_iter()
             .zip(calls)

@@ -1,0 +1,522 @@
+//! `toolloop web` through real sockets: the API's contract (a run's events as SSE, a
+//! clarify answered, a stop, the transcript), the guards (Host, Origin, body and run
+//! caps), and the page itself in a real headless Chromium driven by playwright-core
+//! (`tests/web/e2e.cjs`; `scripts/browser.sh` installs both). Without a browser the
+//! browser tests skip and say so, except under CI, where they fail.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolloop::backend::Backend;
+use toolloop::tools::closure::FnTools;
+use toolloop::web::{RunningWeb, Runs, WebServer};
+use toolloop::{Catalogue, Config, Deadline, FnTool, OrchestratorError, Scripted};
+
+#[derive(Deserialize, JsonSchema)]
+struct City {
+    /// The city.
+    city: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Query {
+    /// What to look up.
+    query: String,
+}
+
+/// A tool result that tries to run script in the page.
+const HOSTILE_RESULT: &str = "Weather **report** <img src=x onerror=\"window.pwned=1\"> \
+                              [details](javascript:window.pwned=2)";
+/// An answer that tries the same.
+const HOSTILE_ANSWER: &str = "It is **sunny** in Paris. <img src=x onerror=\"window.pwned=3\"> \
+                              [more](javascript:window.pwned=4) <script>window.pwned=5</script>";
+
+fn call(tool: &str, args: Value) -> String {
+    json!({"kind": "tool_call", "thought": "", "tool": tool, "arguments": args}).to_string()
+}
+
+fn answer(text: &str) -> String {
+    json!({"kind": "final_answer", "content": text, "thought": ""}).to_string()
+}
+
+fn clarify(question: &str) -> String {
+    json!({"kind": "clarify", "thought": "", "question": question, "missing_params": ["city"]})
+        .to_string()
+}
+
+/// A web server whose runs take their model, in order, from `scripts` (one script per
+/// run), with a weather tool, a hostile tool and a tool that hangs for a minute.
+fn start(scripts: Vec<Vec<String>>, max_runs: usize) -> RunningWeb {
+    let queue = Arc::new(Mutex::new(VecDeque::from(scripts)));
+    let make = move || -> Result<Box<dyn Backend>, OrchestratorError> {
+        let script = queue.lock().unwrap().pop_front().unwrap_or_default();
+        Ok(Box::new(
+            Scripted::new(script).with_delay(Duration::from_millis(150)),
+        ))
+    };
+    let mut tools = FnTools::new();
+    tools
+        .push(FnTool::new(
+            "get_weather",
+            "Current weather for a city",
+            |c: City| Ok(json!({"city": c.city, "sky": "sunny", "temperature_c": 21})),
+        ))
+        .push(FnTool::new(
+            "weather_report",
+            "A written weather report",
+            |_: City| Ok(HOSTILE_RESULT),
+        ))
+        .push(FnTool::new(
+            "slow_lookup",
+            "Looks something up, slowly",
+            |q: Query| {
+                std::thread::sleep(Duration::from_secs(60));
+                Ok(format!("late for {}", q.query))
+            },
+        ));
+    let mut catalogue = Catalogue::new();
+    catalogue
+        .add_source(Box::new(tools), Deadline::none())
+        .unwrap();
+    let config = Config {
+        model: "scripted".into(),
+        timeout: Duration::from_secs(120),
+        ..Config::default()
+    };
+    let runs = Runs::new(Box::new(make), Arc::new(catalogue), config, max_runs, 8);
+    WebServer::bind("127.0.0.1:0", runs).unwrap().spawn()
+}
+
+fn host(web: &RunningWeb) -> String {
+    web.url().trim_start_matches("http://").to_string()
+}
+
+/// One HTTP/1.1 request over a fresh socket; returns the status and the body.
+fn raw(web: &RunningWeb, request: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(host(web)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn request(web: &RunningWeb, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let h = host(web);
+    let text = body.map(Value::to_string).unwrap_or_default();
+    let (status, body) = raw(
+        web,
+        &format!(
+            "{method} {path} HTTP/1.1\r\nHost: {h}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{text}",
+            text.len()
+        ),
+    );
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+fn new_conversation(web: &RunningWeb) -> String {
+    let (status, c) = request(web, "POST", "/api/conversations", None);
+    assert_eq!(status, 201, "{c}");
+    c["id"].as_str().unwrap().to_string()
+}
+
+fn ask(web: &RunningWeb, conversation: &str, question: &str) -> (u16, Value) {
+    request(
+        web,
+        "POST",
+        &format!("/api/conversations/{conversation}/runs"),
+        Some(&json!({ "question": question })),
+    )
+}
+
+/// Reads a run's SSE stream until the server ends it (after the run has finished),
+/// calling `on` with each event.
+fn stream(web: &RunningWeb, run: &str, mut on: impl FnMut(&Value)) -> Vec<Value> {
+    let mut s = TcpStream::connect(host(web)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let h = host(web);
+    write!(
+        s,
+        "GET /api/runs/{run}/events HTTP/1.1\r\nHost: {h}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reader = std::io::BufReader::new(s);
+    let mut events = Vec::new();
+    let mut line = String::new();
+    while std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) > 0 {
+        // Chunked framing lines are not `data:` lines; only those are read.
+        if let Some(data) = line.trim_end().strip_prefix("data: ")
+            && let Ok(v) = serde_json::from_str::<Value>(data)
+        {
+            on(&v);
+            events.push(v);
+        }
+        line.clear();
+    }
+    events
+}
+
+fn kinds(events: &[Value]) -> Vec<&str> {
+    events.iter().filter_map(|e| e["event"].as_str()).collect()
+}
+
+#[test]
+fn a_run_streams_its_steps_in_order_and_its_transcript_downloads() {
+    let web = start(
+        vec![vec![
+            call("get_weather", json!({"city": "Paris"})),
+            answer(HOSTILE_ANSWER),
+        ]],
+        4,
+    );
+    let c = new_conversation(&web);
+    let (status, run) = ask(&web, &c, "What is the weather in Paris?");
+    assert_eq!(status, 202, "{run}");
+    let run = run["run"].as_str().unwrap().to_string();
+    let events = stream(&web, &run, |_| {});
+    let k = kinds(&events);
+    let pos = |name: &str| k.iter().position(|e| *e == name).unwrap_or(usize::MAX);
+    assert!(pos("run_started") < pos("model_request"), "{k:?}");
+    assert!(pos("tool_call") < pos("tool_result"), "{k:?}");
+    assert!(pos("tool_result") < pos("answer_text"), "{k:?}");
+    assert_eq!(k.last(), Some(&"stopped"), "{k:?}");
+    let stopped = events.last().unwrap();
+    assert_eq!(stopped["answer"], HOSTILE_ANSWER);
+    // The answer comes with HTML the page may insert: rendered, nothing active left.
+    let html = stopped["html"].as_str().unwrap();
+    assert!(html.contains("<strong>sunny</strong>"), "{html}");
+    for bad in ["onerror", "javascript:", "<script", "<img"] {
+        assert!(!html.contains(bad), "{html}");
+    }
+    // The streamed pieces add up to the answer.
+    let streamed: String = events
+        .iter()
+        .filter(|e| e["event"] == "answer_text")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(streamed, HOSTILE_ANSWER);
+    // The transcript: every event but the streamed pieces, one JSON object per line.
+    let (status, text) = raw(
+        &web,
+        &format!(
+            "GET /api/runs/{run}/transcript HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            host(&web)
+        ),
+    );
+    assert_eq!(status, 200);
+    let lines: Vec<Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["event"] == "tool_call" && l["tool"] == "get_weather")
+    );
+    assert!(lines.iter().all(|l| l["event"] != "answer_text"));
+    assert!(lines.iter().all(|l| l["t_ms"].is_u64()));
+    // The conversation kept the exchange.
+    let (_, conv) = request(&web, "GET", &format!("/api/conversations/{c}"), None);
+    assert_eq!(conv["turns"][0]["content"], "What is the weather in Paris?");
+    assert!(conv["running"].is_null(), "{conv}");
+}
+
+#[test]
+fn a_clarify_waits_for_the_answer_and_the_run_resumes_with_it() {
+    let web = start(
+        vec![vec![
+            clarify("Which city?"),
+            call("get_weather", json!({"city": "Oslo"})),
+            answer("It is sunny in Oslo."),
+        ]],
+        4,
+    );
+    let c = new_conversation(&web);
+    let (_, run) = ask(&web, &c, "What is the weather?");
+    let run = run["run"].as_str().unwrap().to_string();
+    // Nothing waits yet for an answer: refused.
+    let early = request(
+        &web,
+        "POST",
+        &format!("/api/runs/{run}/answer"),
+        Some(&json!({"answer": "Oslo"})),
+    );
+    assert_eq!(early.0, 409, "{}", early.1);
+    let mut answered = false;
+    let events = stream(&web, &run, |e| {
+        if e["event"] == "clarify" && !answered {
+            let path = format!("/api/runs/{run}/answer");
+            let (status, body) = request(&web, "POST", &path, Some(&json!({"answer": "Oslo"})));
+            assert_eq!(status, 202, "{body}");
+            answered = true;
+        }
+    });
+    let k = kinds(&events);
+    assert!(
+        k.windows(2).any(|w| w == ["clarify", "clarify_answer"]),
+        "{k:?}"
+    );
+    assert_eq!(events.last().unwrap()["answer"], "It is sunny in Oslo.");
+}
+
+#[test]
+fn stop_ends_a_run_held_in_a_hanging_tool_at_once() {
+    let web = start(
+        vec![vec![call("slow_lookup", json!({"query": "anything"}))]],
+        4,
+    );
+    let c = new_conversation(&web);
+    let (_, run) = ask(&web, &c, "Look up anything");
+    let run = run["run"].as_str().unwrap().to_string();
+    let mut stopped_at = None;
+    let events = stream(&web, &run, |e| {
+        if e["event"] == "tool_call" {
+            let (status, _) = request(&web, "POST", &format!("/api/runs/{run}/stop"), None);
+            assert_eq!(status, 202);
+            stopped_at = Some(Instant::now());
+        }
+    });
+    let took = stopped_at.expect("the tool was called").elapsed();
+    assert!(took < Duration::from_secs(10), "the stop took {took:?}");
+    assert_eq!(events.last().unwrap()["stop_reason"], "cancelled");
+    // The conversation is free for the next question.
+    let (_, conv) = request(&web, "GET", &format!("/api/conversations/{c}"), None);
+    assert!(conv["running"].is_null(), "{conv}");
+}
+
+#[test]
+fn runs_beyond_the_cap_are_refused_with_503_and_one_per_conversation() {
+    let hang = || vec![call("slow_lookup", json!({"query": "x"}))];
+    let web = start(vec![hang(), hang(), hang()], 2);
+    let (a, b, c) = (
+        new_conversation(&web),
+        new_conversation(&web),
+        new_conversation(&web),
+    );
+    let first = ask(&web, &a, "one");
+    assert_eq!(first.0, 202);
+    let busy = ask(&web, &a, "again");
+    assert_eq!(busy.0, 409, "{}", busy.1);
+    assert_eq!(busy.1["run"], first.1["run"]);
+    let second = ask(&web, &b, "two");
+    assert_eq!(second.0, 202);
+    let third = ask(&web, &c, "three");
+    assert_eq!(third.0, 503, "{}", third.1);
+    // A stopped run frees its place.
+    let run = first.1["run"].as_str().unwrap().to_string();
+    request(&web, "POST", &format!("/api/runs/{run}/stop"), None);
+    stream(&web, &run, |_| {});
+    let again = ask(&web, &c, "three");
+    assert_eq!(again.0, 202, "{}", again.1);
+    for r in [&second.1["run"], &again.1["run"]] {
+        request(
+            &web,
+            "POST",
+            &format!("/api/runs/{}/stop", r.as_str().unwrap()),
+            None,
+        );
+    }
+}
+
+#[test]
+fn requests_for_another_host_or_from_another_site_are_refused() {
+    let web = start(vec![], 4);
+    let h = host(&web);
+    let get = |headers: &str| {
+        raw(
+            &web,
+            &format!("GET /api/tools HTTP/1.1\r\n{headers}Connection: close\r\n\r\n"),
+        )
+        .0
+    };
+    assert_eq!(get(&format!("Host: {h}\r\n")), 200);
+    let port = h.rsplit(':').next().unwrap();
+    assert_eq!(get(&format!("Host: localhost:{port}\r\n")), 200);
+    // DNS rebinding: a name that resolves here, but is not this server's.
+    assert_eq!(get(&format!("Host: evil.example:{port}\r\n")), 403);
+    assert_eq!(get(""), 403);
+    // Cross-site requests, with and without the browser's fetch metadata.
+    assert_eq!(
+        get(&format!("Host: {h}\r\nOrigin: http://evil.example\r\n")),
+        403
+    );
+    assert_eq!(get(&format!("Host: {h}\r\nOrigin: null\r\n")), 403);
+    assert_eq!(
+        get(&format!("Host: {h}\r\nSec-Fetch-Site: cross-site\r\n")),
+        403
+    );
+    assert_eq!(get(&format!("Host: {h}\r\nOrigin: http://{h}\r\n")), 200);
+    // A form post from another site cannot start a run.
+    let c = new_conversation(&web);
+    let body = "question=rm+-rf";
+    let (status, _) = raw(
+        &web,
+        &format!(
+            "POST /api/conversations/{c}/runs HTTP/1.1\r\nHost: {h}\r\nOrigin: http://evil.example\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert_eq!(status, 403);
+    // No CORS, and the page's headers.
+    let mut s = TcpStream::connect(&h).unwrap();
+    write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: {h}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut page = String::new();
+    s.read_to_string(&mut page).unwrap();
+    let head = page.split("\r\n\r\n").next().unwrap().to_lowercase();
+    assert!(!head.contains("access-control-allow-origin"), "{head}");
+    assert!(
+        head.contains("content-security-policy: default-src 'none'"),
+        "{head}"
+    );
+    assert!(page.contains("<script src=\"/app.js\""));
+}
+
+#[test]
+fn bodies_past_the_cap_and_empty_questions_are_refused() {
+    let web = start(vec![], 4);
+    let c = new_conversation(&web);
+    let h = host(&web);
+    // Declared far past the cap: refused from the header, nothing read.
+    let (status, _) = raw(
+        &web,
+        &format!(
+            "POST /api/conversations/{c}/runs HTTP/1.1\r\nHost: {h}\r\n\
+             Content-Type: application/json\r\nContent-Length: 100000000000\r\n\
+             Connection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(status, 413);
+    let long = "x".repeat(20_000);
+    assert_eq!(ask(&web, &c, &long).0, 413);
+    assert_eq!(ask(&web, &c, "   ").0, 400);
+    let (status, body) = request(
+        &web,
+        "POST",
+        "/api/conversations/nope/runs",
+        Some(&json!({"question": "hi"})),
+    );
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = raw(
+        &web,
+        &format!(
+            "POST /api/conversations/{c}/runs HTTP/1.1\r\nHost: {h}\r\n\
+             Content-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"
+        ),
+    );
+    assert_eq!(status, 415);
+    // And the server is still there.
+    assert_eq!(request(&web, "GET", "/api/tools", None).0, 200);
+}
+
+#[test]
+fn tools_and_conversations_are_listed_and_forgotten() {
+    let web = start(vec![], 4);
+    let (status, tools) = request(&web, "GET", "/api/tools", None);
+    assert_eq!(status, 200);
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["get_weather", "slow_lookup", "weather_report"]);
+    assert_eq!(tools["model"], "scripted");
+    let c = new_conversation(&web);
+    assert_eq!(
+        request(&web, "DELETE", &format!("/api/conversations/{c}"), None).0,
+        204
+    );
+    assert_eq!(
+        request(&web, "GET", &format!("/api/conversations/{c}"), None).0,
+        404
+    );
+}
+
+// ---- the page in a real browser ----
+
+/// The browser and its driver, or why they are missing (a failure under CI).
+fn browser() -> Option<(String, String)> {
+    let found = (
+        std::env::var("TOOLLOOP_CHROMIUM").ok(),
+        std::env::var("TOOLLOOP_PLAYWRIGHT").ok(),
+    );
+    match found {
+        (Some(c), Some(p)) if std::path::Path::new(&c).exists() => Some((c, p)),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!(
+                "no browser: run `eval \"$(scripts/browser.sh)\"` first (TOOLLOOP_CHROMIUM, TOOLLOOP_PLAYWRIGHT)"
+            )
+        }
+        _ => {
+            eprintln!("SKIPPED: no browser; `eval \"$(scripts/browser.sh)\"` installs one");
+            None
+        }
+    }
+}
+
+/// Runs `tests/web/e2e.cjs SCENARIO URL` in the browser; panics with its output on failure.
+pub fn drive(scenario: &str, url: &str) -> Option<String> {
+    let (chromium, modules) = browser()?;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/web/e2e.cjs");
+    let out = std::process::Command::new("node")
+        .arg(script)
+        .arg(scenario)
+        .arg(url)
+        .env("TOOLLOOP_CHROMIUM", chromium)
+        .env("TOOLLOOP_PLAYWRIGHT", modules)
+        .output()
+        .expect("node runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "the browser test failed:\n{text}");
+    Some(text)
+}
+
+#[test]
+fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
+    let web = start(
+        vec![
+            vec![
+                call("weather_report", json!({"city": "Paris"})),
+                answer(HOSTILE_ANSWER),
+            ],
+            vec![
+                clarify("Which city?"),
+                call("get_weather", json!({"city": "Oslo"})),
+                answer("It is sunny in **Oslo**, 21 °C."),
+            ],
+            vec![call("slow_lookup", json!({"query": "the answer"}))],
+        ],
+        4,
+    );
+    if let Some(out) = drive("scripted", web.url()) {
+        eprintln!("{out}");
+    }
+}

@@ -1,0 +1,350 @@
+// toolloop's page. Every string from the model or a tool goes into the page as text
+// (textContent); the only HTML inserted is the `html` the server rendered from Markdown
+// and sanitised (src/markdown.rs). The Content-Security-Policy lets no other script run.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const FOLD_CHARS = 600;
+const FOLD_LINES = 12;
+
+let conversation = null;
+let current = null; // {run, source, view, timer}
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+async function api(method, path, body) {
+  const init = { method, headers: {} };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const r = await fetch(path, init);
+  let data = null;
+  try { data = await r.json(); } catch (_) { data = null; }
+  if (!r.ok) {
+    const msg = (data && data.error) || `HTTP ${r.status}`;
+    const err = new Error(msg);
+    err.status = r.status;
+    throw err;
+  }
+  return data;
+}
+
+function status(text) { $("status").textContent = text || ""; }
+
+function seconds(ms) { return (ms / 1000).toFixed(1) + " s"; }
+
+// A JSON text shown indented; anything else as it is. Long ones are folded.
+function readable(text) {
+  let shown = text;
+  try { shown = JSON.stringify(JSON.parse(text), null, 2); } catch (_) { /* not JSON */ }
+  return shown;
+}
+
+function block(text, html) {
+  const body = el("div");
+  if (html) {
+    body.className = "markdown";
+    body.innerHTML = html; // sanitised by the server (ammonia)
+  } else {
+    body.appendChild(el("pre", null, text));
+  }
+  const long = text.length > FOLD_CHARS || text.split("\n").length > FOLD_LINES;
+  if (!long) return body;
+  const d = el("details");
+  d.appendChild(el("summary", null, `${text.length} characters (show)`));
+  d.appendChild(body);
+  return d;
+}
+
+function step(view, cls, label, text) {
+  const li = el("li", "step " + cls);
+  li.appendChild(el("span", "label", label));
+  if (text) li.appendChild(el("span", null, text));
+  view.steps.appendChild(li);
+  li.scrollIntoView({ block: "nearest" });
+  return li;
+}
+
+function newExchange(question) {
+  const box = el("section", "exchange");
+  box.appendChild(el("div", "user", question));
+  const steps = el("ol", "steps");
+  const answer = el("div", "answer streaming");
+  const footer = el("div", "footer");
+  box.append(steps, answer, footer);
+  $("log").appendChild(box);
+  box.scrollIntoView({ block: "end" });
+  return { box, steps, answer, footer, thinking: null, tokens: { prompt: 0, completion: 0, cached: 0 } };
+}
+
+function stopThinking(view, text) {
+  if (!view.thinking) return;
+  clearInterval(view.thinking.timer);
+  view.thinking.li.lastChild.textContent = text;
+  view.thinking = null;
+}
+
+function showClarify(view, run, question, missing) {
+  const box = el("div", "clarify");
+  box.appendChild(el("strong", null, "The model asks: "));
+  box.appendChild(el("span", "question", question));
+  if (missing && missing.length) box.appendChild(el("div", "muted", "missing: " + missing.join(", ")));
+  const form = el("form");
+  const input = el("input");
+  input.name = "answer";
+  input.required = true;
+  input.maxLength = 16000;
+  input.setAttribute("aria-label", "Your answer");
+  const send = el("button", null, "Answer");
+  send.type = "submit";
+  form.append(input, send);
+  box.appendChild(form);
+  view.steps.appendChild(box);
+  input.focus();
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const text = input.value.trim();
+    if (!text) return;
+    send.disabled = true;
+    try {
+      await api("POST", `/api/runs/${run}/answer`, { answer: text });
+      form.remove();
+      view.clarify = null;
+    } catch (e) {
+      send.disabled = false;
+      status("Could not send the answer: " + e.message);
+    }
+  });
+  view.clarify = box;
+}
+
+const STOPS = {
+  completed: "",
+  tool_failure_degraded: "A tool was unavailable; the model answered without it.",
+  clarification_needed: "The model needed more information and no answer came.",
+  max_iterations: "No answer within the allowed iterations.",
+  timeout: "No answer before the time limit.",
+  blocked: "Blocked by a guardrail.",
+  invalid_replies: "The model kept replying with something that is not a valid turn.",
+  cancelled: "Stopped.",
+};
+
+function handle(view, run, e) {
+  switch (e.event) {
+    case "model_request": {
+      const li = step(view, "thinking", e.answer_only ? "Answering" : "Thinking", "");
+      li.appendChild(el("span", "elapsed", "0.0 s"));
+      const started = Date.now();
+      const timer = setInterval(() => { li.lastChild.textContent = seconds(Date.now() - started); }, 100);
+      view.thinking = { li, timer };
+      break;
+    }
+    case "model_reply":
+      view.tokens.prompt += e.usage.prompt_tokens || 0;
+      view.tokens.completion += e.usage.completion_tokens || 0;
+      view.tokens.cached += e.usage.cached_prompt_tokens || 0;
+      stopThinking(view, `${seconds(e.ms)}, ${e.usage.completion_tokens} tokens`);
+      break;
+    case "repaired":
+      step(view, "repair", "Repaired", e.fixes.join(", "));
+      break;
+    case "invalid":
+      step(view, "problem", `Invalid reply, asked again (attempt ${e.attempt})`, e.error);
+      break;
+    case "tool_call": {
+      const li = step(view, "call", "Tool call", e.tool);
+      li.appendChild(block(JSON.stringify(e.arguments, null, 2)));
+      break;
+    }
+    case "tool_result": {
+      const li = step(view, "result " + (e.ok ? "ok" : "failed"), e.ok ? "Result" : "Tool failed", `${e.tool}, ${e.ms} ms`);
+      li.appendChild(block(e.html ? e.observation : readable(e.observation), e.html));
+      break;
+    }
+    case "answer_text":
+      view.answer.textContent += e.text;
+      break;
+    case "answer_retracted":
+      view.answer.textContent = "";
+      step(view, "problem", "Answer withdrawn", e.reason);
+      break;
+    case "clarify":
+      stopThinking(view, "asked a question");
+      showClarify(view, run, e.question, e.missing_params);
+      break;
+    case "clarify_answer":
+      step(view, "call", "You answered", e.answer);
+      break;
+    case "decision":
+      if (e.declined) step(view, "repair", "Call declined", `${e.tool} (p=${e.p_tool.toFixed(2)}): the model is asked to answer instead`);
+      break;
+    case "invented":
+      step(view, "repair", "Not called", `${e.tool}: nobody gave ${e.arguments.join(", ")}`);
+      break;
+    case "ungrounded":
+      step(view, "repair", "Left out", `${e.tool}: ${e.arguments.join(", ")} (nobody gave them)`);
+      break;
+    case "repeat":
+      step(view, "problem", "Repeated call", `${e.tool} (${e.count} times)`);
+      break;
+    case "degraded":
+      step(view, "problem", "Tool unavailable", `${e.tool}: ${e.reason}`);
+      break;
+    case "repetition":
+      step(view, "repair", "Stopped a loop", `"${e.phrase}"`);
+      break;
+    case "warning":
+      step(view, "problem", "Warning", e.message);
+      break;
+    case "stopped":
+      finish(view, run, e);
+      break;
+    case "error":
+      stopThinking(view, "failed");
+      view.footer.className = "footer problem";
+      view.footer.textContent = e.message;
+      end();
+      break;
+    default:
+      break;
+  }
+}
+
+function finish(view, run, e) {
+  stopThinking(view, "stopped");
+  if (view.clarify) {
+    // Nobody answered: the question stays, the box goes.
+    const form = view.clarify.querySelector("form");
+    if (form) form.remove();
+    view.clarify = null;
+  }
+  view.answer.classList.remove("streaming");
+  if (e.html) {
+    view.answer.innerHTML = e.html; // sanitised by the server (ammonia)
+  } else if (!e.answer) {
+    view.answer.textContent = "";
+  }
+  const note = STOPS[e.stop_reason];
+  if (note) step(view, e.stop_reason === "completed" ? "ok" : "problem", note, "");
+  const t = view.tokens;
+  view.footer.textContent = "";
+  view.footer.appendChild(el("span", null, `${e.iterations} iteration${e.iterations === 1 ? "" : "s"}, ${seconds(e.ms)}`));
+  view.footer.appendChild(el("span", null, `${t.prompt} prompt tokens (${t.cached} cached), ${t.completion} generated`));
+  const link = el("a", null, "Download transcript");
+  link.href = `/api/runs/${run}/transcript`;
+  link.setAttribute("download", `toolloop-${run}.jsonl`);
+  view.footer.appendChild(link);
+  end();
+}
+
+function end() {
+  if (current) {
+    if (current.source) current.source.close();
+    current = null;
+  }
+  $("stop").hidden = true;
+  $("send").disabled = false;
+  status("");
+}
+
+async function ensureConversation() {
+  if (conversation) return conversation;
+  const c = await api("POST", "/api/conversations");
+  conversation = c.id;
+  return conversation;
+}
+
+async function ask(question) {
+  await ensureConversation();
+  let started;
+  try {
+    started = await api("POST", `/api/conversations/${conversation}/runs`, { question });
+  } catch (e) {
+    if (e.status === 404) { conversation = null; return ask(question); }
+    throw e;
+  }
+  const view = newExchange(question);
+  const source = new EventSource(started.events);
+  current = { run: started.run, source, view };
+  $("stop").hidden = false;
+  $("send").disabled = true;
+  status("Running…");
+  source.onmessage = (m) => {
+    let e;
+    try { e = JSON.parse(m.data); } catch (_) { return; }
+    handle(view, started.run, e);
+  };
+  source.onerror = () => {
+    // The server ends the stream after the last event; a run still going reconnects
+    // by itself (EventSource resends Last-Event-ID).
+    if (!current || current.run !== started.run) source.close();
+  };
+}
+
+async function loadTools() {
+  try {
+    const t = await api("GET", "/api/tools");
+    $("model").textContent = t.model ? `model: ${t.model}` : "";
+    const list = $("tool-list");
+    list.textContent = "";
+    if (!t.tools.length) list.appendChild(el("li", "muted", "none: the model answers on its own"));
+    for (const tool of t.tools) {
+      const li = el("li");
+      li.appendChild(el("code", null, tool.name));
+      const params = Object.keys((tool.inputSchema && tool.inputSchema.properties) || {});
+      li.appendChild(document.createTextNode(`(${params.join(", ")}) ${tool.description || ""}`));
+      list.appendChild(li);
+    }
+    $("tools-toggle").textContent = `Tools (${t.tools.length})`;
+  } catch (e) {
+    status("Could not list the tools: " + e.message);
+  }
+}
+
+function setup() {
+  $("ask").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const q = $("question").value.trim();
+    if (!q || current) return;
+    $("question").value = "";
+    try {
+      await ask(q);
+    } catch (e) {
+      status(e.message);
+      $("question").value = q;
+    }
+  });
+  $("question").addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.shiftKey) {
+      ev.preventDefault();
+      $("ask").requestSubmit();
+    }
+  });
+  $("stop").addEventListener("click", async () => {
+    if (!current) return;
+    status("Stopping…");
+    try { await api("POST", `/api/runs/${current.run}/stop`); } catch (e) { status(e.message); }
+  });
+  $("reset").addEventListener("click", async () => {
+    if (current) { try { await api("POST", `/api/runs/${current.run}/stop`); } catch (_) { /* gone */ } end(); }
+    if (conversation) { try { await api("DELETE", `/api/conversations/${conversation}`); } catch (_) { /* gone */ } }
+    conversation = null;
+    $("log").textContent = "";
+    status("Started over.");
+  });
+  $("tools-toggle").addEventListener("click", () => {
+    const t = $("tools");
+    t.hidden = !t.hidden;
+    $("tools-toggle").setAttribute("aria-expanded", String(!t.hidden));
+  });
+  loadTools();
+  $("question").focus();
+}
+
+document.addEventListener("DOMContentLoaded", setup);
