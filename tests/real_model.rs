@@ -18,6 +18,8 @@ use toolloop::schema::{CallSchema, Narrowing};
 use toolloop::tools::ToolSpec;
 use toolloop::turn::Turn;
 
+mod common;
+
 fn url() -> String {
     std::env::var("TOOLLOOP_LLAMA_URL").expect("set TOOLLOOP_LLAMA_URL to a llama-server /v1 URL")
 }
@@ -297,5 +299,33 @@ fn the_prompt_cache_holds_across_the_turns_of_a_run() {
             pair[1].prompt_tokens
         );
         assert!(reuse >= 0.9, "only {:.0}% reused", 100.0 * reuse);
+    }
+}
+
+/// The web page with the real model: a question asked in headless Chromium, its steps
+/// and the answer shown (`tests/web/e2e.cjs real`).
+#[test]
+#[ignore = "needs a llama-server: see the module docs"]
+fn the_web_page_shows_a_real_models_run() {
+    use std::sync::Arc;
+    use toolloop::web::{Runs, WebServer};
+    let make = || -> Result<Box<dyn Backend>, toolloop::OrchestratorError> {
+        Ok(Box::new(OpenAi::new(&url(), "qwen", None)))
+    };
+    let config = toolloop::Config {
+        model: "qwen".into(),
+        timeout: Duration::from_secs(180),
+        ..toolloop::Config::default()
+    };
+    let runs = Runs::new(
+        Box::new(make),
+        Arc::new(deterministic_tools()),
+        config,
+        1,
+        4,
+    );
+    let web = WebServer::bind("127.0.0.1:0", runs).unwrap().spawn();
+    if let Some(out) = common::browser::drive("real", web.url()) {
+        eprintln!("{out}");
     }
 }

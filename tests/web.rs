@@ -18,6 +18,9 @@ use toolloop::tools::closure::FnTools;
 use toolloop::web::{RunningWeb, Runs, WebServer};
 use toolloop::{Catalogue, Config, Deadline, FnTool, OrchestratorError, Scripted};
 
+mod common;
+use common::browser::drive;
+
 #[derive(Deserialize, JsonSchema)]
 struct City {
     /// The city.
@@ -458,47 +461,6 @@ fn tools_and_conversations_are_listed_and_forgotten() {
 
 // ---- the page in a real browser ----
 
-/// The browser and its driver, or why they are missing (a failure under CI).
-fn browser() -> Option<(String, String)> {
-    let found = (
-        std::env::var("TOOLLOOP_CHROMIUM").ok(),
-        std::env::var("TOOLLOOP_PLAYWRIGHT").ok(),
-    );
-    match found {
-        (Some(c), Some(p)) if std::path::Path::new(&c).exists() => Some((c, p)),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!(
-                "no browser: run `eval \"$(scripts/browser.sh)\"` first (TOOLLOOP_CHROMIUM, TOOLLOOP_PLAYWRIGHT)"
-            )
-        }
-        _ => {
-            eprintln!("SKIPPED: no browser; `eval \"$(scripts/browser.sh)\"` installs one");
-            None
-        }
-    }
-}
-
-/// Runs `tests/web/e2e.cjs SCENARIO URL` in the browser; panics with its output on failure.
-pub fn drive(scenario: &str, url: &str) -> Option<String> {
-    let (chromium, modules) = browser()?;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/web/e2e.cjs");
-    let out = std::process::Command::new("node")
-        .arg(script)
-        .arg(scenario)
-        .arg(url)
-        .env("TOOLLOOP_CHROMIUM", chromium)
-        .env("TOOLLOOP_PLAYWRIGHT", modules)
-        .output()
-        .expect("node runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "the browser test failed:\n{text}");
-    Some(text)
-}
-
 #[test]
 fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
     let web = start(
@@ -519,4 +481,26 @@ fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
     if let Some(out) = drive("scripted", web.url()) {
         eprintln!("{out}");
     }
+}
+
+#[test]
+fn every_path_in_the_openapi_document_is_served() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/web_api.openapi.json");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let web = start(vec![], 4);
+    let mut n = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in ["get", "post", "delete"] {
+            if item.get(method).is_none() {
+                continue;
+            }
+            let concrete = path.replace("{id}", "unknown");
+            let (status, body) = request(&web, &method.to_uppercase(), &concrete, None);
+            // Unknown ids are a 404 of the route itself, never the fallback's.
+            assert_ne!(body["error"], "no such page or API path", "{method} {path}");
+            assert!(status < 500 || status == 503, "{method} {path}: {status}");
+            n += 1;
+        }
+    }
+    assert_eq!(n, 9);
 }

@@ -3,6 +3,8 @@
 //! failure paths mockito cannot express.
 #![allow(dead_code)]
 
+pub mod browser;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};

@@ -73,7 +73,6 @@ async function scripted(page) {
   await ask(page, "What is the weather?");
   await page.waitForSelector(".clarify >> text=Which city?");
   check(true, "the model's question is shown with a box to answer it");
-  if (shots) await page.screenshot({ path: path.join(shots, "web-clarify.png"), fullPage: false });
   await page.fill(".clarify input", "Oslo");
   await page.press(".clarify input", "Enter");
   await page.waitForSelector(".exchange:nth-of-type(2) .answer strong >> text=Oslo");
@@ -121,6 +120,7 @@ async function real(page) {
   const footer = await page.textContent(".exchange:nth-of-type(1) .footer");
   check(/tokens/.test(footer), "tokens and timings are shown: " + footer);
   await noScriptRan(page);
+  if (shots) await page.screenshot({ path: path.join(shots, "web-real-model.png") });
 }
 
 (async () => {
