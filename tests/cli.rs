@@ -475,6 +475,7 @@ fn every_subcommand_has_help_with_an_example() {
         "serve-tools",
         "schema",
         "repair",
+        "web",
     ] {
         let out = toolloop(&[sub, "--help"], b"");
         assert_eq!(out.status.code(), Some(0));
@@ -673,4 +674,43 @@ fn an_unreachable_mcp_url_is_called_an_mcp_server() {
     let err = text(&out.stderr);
     assert!(err.contains("MCP server at"), "{err}");
     assert!(!err.contains("serve-tools"), "{err}");
+}
+
+#[test]
+fn web_refuses_an_address_others_can_reach_without_allow_remote() {
+    let out = toolloop(&["web", "--no-tools", "--addr", "0.0.0.0:0"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("--allow-remote"), "{err}");
+    let out = toolloop(&["web", "--no-tools", "--addr", "not an address"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("HOST:PORT"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn web_says_the_model_server_is_down_before_serving() {
+    let url = common::dead_url();
+    let host = url.trim_start_matches("http://");
+    let out = toolloop(
+        &[
+            "web",
+            "--no-tools",
+            "--addr",
+            "127.0.0.1:0",
+            "--ollama-host",
+            host,
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("not reachable") || err.contains("ollama serve"),
+        "{err}"
+    );
+    assert!(!err.contains("the page is at"), "{err}");
 }

@@ -110,11 +110,13 @@ async function scripted(page) {
 
 async function real(page) {
   await ask(page, "What is 12.5 * 4?");
-  await settled(page, 240000);
+  // The footer is written when the run ends (tokens and timings, or the error).
+  await page.waitForSelector(".exchange:nth-of-type(1) .footer:not(:empty)", { timeout: 240000 });
   const text = await page.textContent(".exchange:nth-of-type(1)");
   const labels = await page.$$eval(".exchange:nth-of-type(1) .step .label", (ls) => ls.map((l) => l.textContent));
   console.log("steps: " + labels.join(", "));
   console.log("answer: " + (await page.textContent(".exchange:nth-of-type(1) .answer")));
+  console.log("footer: " + (await page.textContent(".exchange:nth-of-type(1) .footer")));
   check(labels.includes("Thinking"), "the model's work is shown");
   check(/50/.test(text), "the answer (50) appears");
   const footer = await page.textContent(".exchange:nth-of-type(1) .footer");
