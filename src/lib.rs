@@ -53,7 +53,8 @@
 //! ```
 //!
 //! Cargo features: `cli` (the command line's dependencies), `server` (the HTTP tool
-//! server and the offline demo) and `sqlite` (the built-in `sql_query` tool), all on by
+//! server and the offline demo), `web` (the web page, [`web`]) and `sqlite` (the built-in
+//! `sql_query` tool), all on by
 //! default; `default-features = false` leaves the loop, the backends and the tool
 //! clients.
 #![forbid(unsafe_code)]
