@@ -6,6 +6,8 @@
 """
 import sys
 
+import anyio
+
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("toolloop-test", log_level="WARNING")
@@ -27,6 +29,13 @@ def greet(name: str) -> str:
 def fail(reason: str) -> str:
     """Always fails with the given reason."""
     raise ValueError(reason)
+
+
+@server.tool()
+async def nap(seconds: float) -> str:
+    """Sleeps, then says how long (for calls that overlap)."""
+    await anyio.sleep(seconds)
+    return f"slept {seconds}"
 
 
 if __name__ == "__main__":

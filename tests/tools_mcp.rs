@@ -139,7 +139,7 @@ fn python_server_round_trip(json_mode: bool) {
     };
     let client = McpTools::connect(&url, soon()).unwrap();
     let tools = Catalogue::load(vec![Box::new(client)], soon()).unwrap();
-    assert_eq!(tools.names(), ["add", "fail", "greet"]);
+    assert_eq!(tools.names(), ["add", "fail", "greet", "nap"]);
     let r = tools
         .call("add", &args(json!({"a": 2, "b": 3})), soon())
         .unwrap();
@@ -286,4 +286,69 @@ fn the_process_is_gone_after_shutdown() {
     s.shutdown();
     let err = s.call("echo", &Map::new(), soon()).unwrap_err();
     assert!(matches!(err, ToolError::Exited { .. }), "{err}");
+}
+
+/// The calls of one turn, sent without waiting for each other over one session: three
+/// 1-second operations take about a second, not three, and each reply reaches its own
+/// caller.
+fn overlapping_calls(tools: Catalogue, slow: (&str, Value), quick: Option<(&str, &str)>) {
+    let tools = std::sync::Arc::new(tools);
+    let calls: Vec<(String, Map<String, Value>)> = (0..3)
+        .map(|_| (slow.0.to_string(), args(slow.1.clone())))
+        .collect();
+    let started = Instant::now();
+    let results = tools.call_all(&calls, soon());
+    let took = started.elapsed();
+    for (r, _) in &results {
+        assert!(r.as_ref().is_ok_and(|r| r.ok), "{r:?}");
+    }
+    assert!(
+        took < Duration::from_millis(2500),
+        "three 1 s calls took {took:?}"
+    );
+    if let Some((tool, field)) = quick {
+        let calls: Vec<(String, Map<String, Value>)> = (0..8)
+            .map(|i| {
+                (
+                    tool.to_string(),
+                    args(json!({ field: format!("message {i}") })),
+                )
+            })
+            .collect();
+        let results = tools.call_all(&calls, soon());
+        for (i, (r, _)) in results.iter().enumerate() {
+            let text = r.as_ref().unwrap().to_model_text(200);
+            assert!(
+                text.contains(&format!("message {i}")),
+                "call {i} got {text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn calls_to_one_stdio_server_overlap_and_each_reply_finds_its_call() {
+    let Some(cmd) = everything() else { return };
+    let server = McpTools::connect(&cmd, soon()).unwrap();
+    let tools = Catalogue::load(vec![Box::new(server)], soon()).unwrap();
+    let slow = json!({"duration": 1, "steps": 1});
+    overlapping_calls(
+        tools,
+        ("trigger-long-running-operation", slow),
+        Some(("echo", "message")),
+    );
+}
+
+#[test]
+fn calls_to_one_streamable_http_server_overlap() {
+    let Some((_server, url)) = python_http_server(false) else {
+        return;
+    };
+    let client = McpTools::connect(&url, soon()).unwrap();
+    let tools = Catalogue::load(vec![Box::new(client)], soon()).unwrap();
+    overlapping_calls(
+        tools,
+        ("nap", json!({"seconds": 1})),
+        Some(("greet", "name")),
+    );
 }

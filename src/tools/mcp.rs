@@ -11,19 +11,16 @@
 //!   text/event-stream`; the reply is JSON or an SSE stream; `Mcp-Session-Id` is kept and
 //!   `MCP-Protocol-Version` sent; a lost session (404) is initialized again.
 
-use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
 use super::mcp_http::HttpServer;
+use super::mcp_stdio::StdioServer;
 use super::{ToolError, ToolResult, ToolSource, ToolSpec};
 use crate::deadline::Deadline;
-use crate::http;
 
 /// The protocol version this client speaks.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -48,15 +45,15 @@ const MAX_PAGES: usize = 100;
 /// ```
 pub struct McpTools {
     label: String,
-    /// One session serves one request at a time here; calls to the same server wait for
-    /// each other, calls to other sources do not.
-    session: Mutex<Session>,
+    /// Shared by the calls of a turn: they go out side by side and each reply comes back
+    /// to its caller by id (stdio), or each is its own POST in the session (HTTP).
+    session: Session,
 }
 
 struct Session {
     transport: Transport,
-    next_id: u64,
-    protocol: String,
+    next_id: AtomicU64,
+    protocol: Mutex<String>,
 }
 
 impl std::fmt::Debug for McpTools {
@@ -70,18 +67,6 @@ enum Transport {
     Http(HttpServer),
 }
 
-struct StdioServer {
-    command: String,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<Option<Vec<u8>>>,
-    stderr_tail: Arc<Mutex<VecDeque<String>>>,
-    /// A request went unanswered past its time: the server is not reading its input, so
-    /// at shutdown it is killed at once instead of being given time to exit.
-    hung: bool,
-}
-
-/// What came back for one request.
 pub(super) enum Reply {
     Result(Value),
     Error { code: i64, message: String },
@@ -94,14 +79,7 @@ impl McpTools {
         let session = Session::connect(target, deadline)?;
         Ok(McpTools {
             label: session.label(),
-            session: Mutex::new(session),
-        })
-    }
-
-    fn session(&self) -> Result<std::sync::MutexGuard<'_, Session>, ToolError> {
-        self.session.lock().map_err(|_| ToolError::Protocol {
-            source_name: self.label.clone(),
-            detail: "an earlier call crashed; the session is closed".into(),
+            session,
         })
     }
 }
@@ -112,7 +90,7 @@ impl ToolSource for McpTools {
     }
 
     fn list(&mut self, deadline: Deadline) -> Result<Vec<ToolSpec>, ToolError> {
-        self.session()?.list(deadline)
+        self.session.list(deadline)
     }
 
     fn call(
@@ -121,13 +99,11 @@ impl ToolSource for McpTools {
         arguments: &Map<String, Value>,
         deadline: Deadline,
     ) -> Result<ToolResult, ToolError> {
-        self.session()?.call(name, arguments, deadline)
+        self.session.call(name, arguments, deadline)
     }
 
     fn shutdown(&mut self) {
-        if let Ok(mut s) = self.session.lock() {
-            s.shutdown();
-        }
+        self.session.shutdown();
     }
 }
 
@@ -137,15 +113,15 @@ impl Session {
         let transport = if target.starts_with("http://") || target.starts_with("https://") {
             Transport::Http(HttpServer {
                 url: target.to_string(),
-                session: None,
+                session: Mutex::new(None),
             })
         } else {
             Transport::Stdio(StdioServer::spawn(target)?)
         };
-        let mut client = Session {
+        let client = Session {
             transport,
-            next_id: 1,
-            protocol: PROTOCOL_VERSION.to_string(),
+            next_id: AtomicU64::new(1),
+            protocol: Mutex::new(PROTOCOL_VERSION.to_string()),
         };
         if let Err(e) = client.initialize(deadline) {
             client.shutdown();
@@ -154,9 +130,16 @@ impl Session {
         Ok(client)
     }
 
-    fn initialize(&mut self, deadline: Deadline) -> Result<(), ToolError> {
-        if let Transport::Http(h) = &mut self.transport {
-            h.session = None;
+    fn protocol(&self) -> String {
+        self.protocol
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn initialize(&self, deadline: Deadline) -> Result<(), ToolError> {
+        if let Transport::Http(h) = &self.transport {
+            h.forget_session();
         }
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
@@ -166,7 +149,7 @@ impl Session {
         match self.request("initialize", params, deadline)? {
             Reply::Result(r) => {
                 if let Some(v) = r["protocolVersion"].as_str() {
-                    self.protocol = v.to_string();
+                    *self.protocol.lock().unwrap_or_else(|p| p.into_inner()) = v.to_string();
                 }
             }
             Reply::Error { code, message } => {
@@ -183,44 +166,36 @@ impl Session {
         }
     }
 
-    fn request(
-        &mut self,
-        method: &str,
-        params: Value,
-        deadline: Deadline,
-    ) -> Result<Reply, ToolError> {
-        let id = self.next_id;
-        self.next_id += 1;
+    fn request(&self, method: &str, params: Value, deadline: Deadline) -> Result<Reply, ToolError> {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let label = self.label();
-        let protocol = self.protocol.clone();
-        match &mut self.transport {
+        match &self.transport {
             Transport::Stdio(s) => s.request(&msg, id, deadline, &label),
-            Transport::Http(h) => match h.post(&msg, Some(id), deadline, &protocol, &label) {
-                Err(ToolError::Http { status: 404, .. })
-                    if h.session.is_some() && method != "initialize" =>
-                {
-                    // The server forgot the session: start a new one and ask again.
-                    log::info!("{label}: session lost; initializing again");
-                    self.initialize(deadline)?;
-                    let protocol = self.protocol.clone();
-                    let Transport::Http(h) = &mut self.transport else {
-                        unreachable!()
-                    };
-                    h.post(&msg, Some(id), deadline, &protocol, &label)
+            Transport::Http(h) => {
+                match h.post(&msg, Some(id), deadline, &self.protocol(), &label) {
+                    Err(ToolError::Http { status: 404, .. })
+                        if h.has_session() && method != "initialize" =>
+                    {
+                        // The server forgot the session: start a new one and ask again.
+                        log::info!("{label}: session lost; initializing again");
+                        self.initialize(deadline)?;
+                        h.post(&msg, Some(id), deadline, &self.protocol(), &label)
+                    }
+                    other => other,
                 }
-                other => other,
-            },
+            }
         }
     }
 
-    fn notify(&mut self, method: &str, deadline: Deadline) -> Result<(), ToolError> {
+    fn notify(&self, method: &str, deadline: Deadline) -> Result<(), ToolError> {
         let msg = json!({"jsonrpc": "2.0", "method": method});
         let label = self.label();
-        let protocol = self.protocol.clone();
-        match &mut self.transport {
-            Transport::Stdio(s) => s.send(&msg, &label),
-            Transport::Http(h) => h.post(&msg, None, deadline, &protocol, &label).map(|_| ()),
+        match &self.transport {
+            Transport::Stdio(s) => s.send(&msg),
+            Transport::Http(h) => h
+                .post(&msg, None, deadline, &self.protocol(), &label)
+                .map(|_| ()),
         }
     }
 }
@@ -233,7 +208,7 @@ impl Session {
         }
     }
 
-    fn list(&mut self, deadline: Deadline) -> Result<Vec<ToolSpec>, ToolError> {
+    fn list(&self, deadline: Deadline) -> Result<Vec<ToolSpec>, ToolError> {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_PAGES {
@@ -266,7 +241,7 @@ impl Session {
     }
 
     fn call(
-        &mut self,
+        &self,
         name: &str,
         arguments: &Map<String, Value>,
         deadline: Deadline,
@@ -284,8 +259,8 @@ impl Session {
         }
     }
 
-    fn shutdown(&mut self) {
-        match &mut self.transport {
+    fn shutdown(&self) {
+        match &self.transport {
             Transport::Stdio(s) => s.shutdown(),
             Transport::Http(h) => h.close(),
         }
@@ -383,196 +358,6 @@ pub fn split_command(line: &str) -> Vec<String> {
         words.push(cur);
     }
     words
-}
-
-impl StdioServer {
-    fn spawn(command: &str) -> Result<Self, ToolError> {
-        let words = split_command(command);
-        let Some((program, args)) = words.split_first() else {
-            return Err(ToolError::Spawn {
-                command: command.to_string(),
-                detail: "empty command".into(),
-            });
-        };
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| ToolError::Spawn {
-                command: command.to_string(),
-                detail: e.to_string(),
-            })?;
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        let (tx, rx) = channel();
-        if let Some(out) = stdout {
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(out);
-                loop {
-                    match http::read_line(&mut r, MAX_LINE) {
-                        Ok(Some(line)) => {
-                            if tx.send(Some(line)).is_err() {
-                                return;
-                            }
-                        }
-                        Ok(None) | Err(_) => {
-                            let _ = tx.send(None);
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-        let tail = Arc::new(Mutex::new(VecDeque::new()));
-        if let Some(err) = stderr {
-            let tail = Arc::clone(&tail);
-            let name = command.to_string();
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(err);
-                let mut line = Vec::new();
-                loop {
-                    line.clear();
-                    match r.by_ref().take(64 << 10).read_until(b'\n', &mut line) {
-                        Ok(0) | Err(_) => return,
-                        Ok(_) => {
-                            let text = String::from_utf8_lossy(&line).trim_end().to_string();
-                            log::debug!("[{name}] {text}");
-                            if let Ok(mut t) = tail.lock() {
-                                if t.len() == 20 {
-                                    t.pop_front();
-                                }
-                                t.push_back(text);
-                            }
-                        }
-                    }
-                }
-            });
-        }
-        Ok(StdioServer {
-            command: command.to_string(),
-            stdin: child.stdin.take(),
-            child,
-            lines: rx,
-            stderr_tail: tail,
-            hung: false,
-        })
-    }
-
-    fn exited(&mut self) -> ToolError {
-        // Give the stderr thread a moment to collect the last words.
-        std::thread::sleep(Duration::from_millis(50));
-        let status = match self.child.try_wait() {
-            Ok(Some(s)) => format!("{s}"),
-            _ => "closed its output".to_string(),
-        };
-        let tail = self
-            .stderr_tail
-            .lock()
-            .map(|t| {
-                t.iter()
-                    .rev()
-                    .take(3)
-                    .rev()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(" | ")
-            })
-            .unwrap_or_default();
-        ToolError::Exited {
-            command: self.command.clone(),
-            detail: if tail.is_empty() {
-                status
-            } else {
-                format!("{status}; stderr: {}", http::shorten(&tail, 300))
-            },
-        }
-    }
-
-    /// A request went unanswered in time; remembered so shutdown does not wait for it.
-    fn timed_out(&mut self, label: &str) -> ToolError {
-        self.hung = true;
-        ToolError::Timeout {
-            source_name: label.to_string(),
-        }
-    }
-
-    fn send(&mut self, msg: &Value, _label: &str) -> Result<(), ToolError> {
-        let mut line = serde_json::to_vec(msg).unwrap_or_default();
-        line.push(b'\n');
-        let ok = match self.stdin.as_mut() {
-            Some(stdin) => stdin.write_all(&line).and_then(|_| stdin.flush()).is_ok(),
-            None => false,
-        };
-        if ok { Ok(()) } else { Err(self.exited()) }
-    }
-
-    fn request(
-        &mut self,
-        msg: &Value,
-        id: u64,
-        deadline: Deadline,
-        label: &str,
-    ) -> Result<Reply, ToolError> {
-        self.send(msg, label)?;
-        let started = Instant::now();
-        let limit = deadline.cap(REQUEST_TIMEOUT);
-        loop {
-            let left = limit.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                return Err(self.timed_out(label));
-            }
-            let line = match self.lines.recv_timeout(left) {
-                Ok(Some(line)) => line,
-                Ok(None) | Err(RecvTimeoutError::Disconnected) => return Err(self.exited()),
-                Err(RecvTimeoutError::Timeout) => return Err(self.timed_out(label)),
-            };
-            let Ok(v) = serde_json::from_slice::<Value>(&line) else {
-                log::warn!(
-                    "{label}: ignoring a line that is not JSON-RPC: {:?}",
-                    http::shorten(&String::from_utf8_lossy(&line), 80)
-                );
-                continue;
-            };
-            if let Some(method) = v["method"].as_str() {
-                if let Some(req_id) = v.get("id") {
-                    // A request from the server: answer ping, refuse the rest.
-                    let answer = if method == "ping" {
-                        json!({"jsonrpc": "2.0", "id": req_id, "result": {}})
-                    } else {
-                        json!({"jsonrpc": "2.0", "id": req_id,
-                               "error": {"code": -32601, "message": "method not supported by toolloop"}})
-                    };
-                    self.send(&answer, label)?;
-                }
-                continue;
-            }
-            if v["id"].as_u64() == Some(id) {
-                return Ok(to_reply(&v));
-            }
-        }
-    }
-
-    fn shutdown(&mut self) {
-        // Closing stdin is how stdio servers are asked to exit; one that stopped answering
-        // will not notice, and waiting for it would hold the run past its deadline.
-        self.stdin.take();
-        let grace = if self.hung {
-            Duration::ZERO
-        } else {
-            Duration::from_secs(2)
-        };
-        let until = Instant::now() + grace;
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 pub(super) fn to_reply(v: &Value) -> Reply {

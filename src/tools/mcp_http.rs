@@ -4,6 +4,7 @@
 //! message shapes.
 
 use std::io::BufReader;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -13,13 +14,32 @@ use super::mcp::{MAX_LINE, REQUEST_TIMEOUT, Reply, to_reply};
 use crate::deadline::Deadline;
 use crate::http::{self, Failure};
 
-/// One Streamable HTTP server.
+/// One Streamable HTTP server. Each message is its own POST, so the calls of a turn go
+/// out side by side; only the session id is shared.
 pub(super) struct HttpServer {
     pub(super) url: String,
-    pub(super) session: Option<String>,
+    pub(super) session: Mutex<Option<String>>,
 }
 
 impl HttpServer {
+    fn session(&self) -> Option<String> {
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(super) fn has_session(&self) -> bool {
+        self.session().is_some()
+    }
+
+    pub(super) fn forget_session(&self) -> Option<String> {
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
     pub(super) fn failure(&self, f: Failure, label: &str) -> ToolError {
         match f {
             Failure::Unreachable => ToolError::Unreachable {
@@ -39,7 +59,7 @@ impl HttpServer {
     /// POSTs one message. For a request (`id` given) returns its reply; for a
     /// notification, an empty result.
     pub(super) fn post(
-        &mut self,
+        &self,
         msg: &Value,
         id: Option<u64>,
         deadline: Deadline,
@@ -57,7 +77,7 @@ impl HttpServer {
             .header("Content-Type", "application/json")
             .header("Accept", "application/json, text/event-stream")
             .header("MCP-Protocol-Version", protocol);
-        if let Some(s) = &self.session {
+        if let Some(s) = self.session() {
             req = req.header("Mcp-Session-Id", s);
         }
         let body = serde_json::to_vec(msg).unwrap_or_default();
@@ -70,7 +90,7 @@ impl HttpServer {
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
         {
-            self.session = Some(s.to_string());
+            *self.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(s.to_string());
         }
         let is_sse = resp
             .headers()
@@ -140,17 +160,13 @@ impl HttpServer {
                 && let Some(ping_id) = v.get("id")
             {
                 let answer = json!({"jsonrpc": "2.0", "id": ping_id, "result": {}});
-                let mut me = HttpServer {
-                    url: self.url.clone(),
-                    session: self.session.clone(),
-                };
-                let _ = me.post(&answer, None, deadline, protocol, label);
+                let _ = self.post(&answer, None, deadline, protocol, label);
             }
         }
     }
 
-    pub(super) fn close(&mut self) {
-        if let Some(s) = self.session.take() {
+    pub(super) fn close(&self) {
+        if let Some(s) = self.forget_session() {
             // Ending the session is a courtesy; a server that does not allow it says 405.
             let _ = http::agent()
                 .delete(&self.url)

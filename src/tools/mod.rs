@@ -17,6 +17,7 @@ pub mod docs;
 pub mod http;
 pub mod mcp;
 mod mcp_http;
+mod mcp_stdio;
 pub mod sql;
 
 use std::collections::BTreeMap;
@@ -239,8 +240,9 @@ pub enum ToolError {
 ///
 /// `call` takes `&self` and a source is `Sync`, so one source serves several calls at
 /// once: the tool server runs each request on its own, and the calls of one turn run
-/// side by side. A source that holds a single connection (an MCP stdio session, a SQLite
-/// handle) keeps its own lock around what cannot be shared.
+/// side by side. A source over one connection shares it as far as its protocol allows
+/// (an MCP session sends the calls without waiting and routes replies by JSON-RPC id);
+/// one that cannot share (a SQLite handle) keeps a small pool or its own lock.
 pub trait ToolSource: Send + Sync {
     /// Where the tools come from, for messages: a URL, a command line, `closures`.
     fn label(&self) -> String;
