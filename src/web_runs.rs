@@ -29,7 +29,7 @@ pub type MakeBackend = dyn Fn() -> Result<Box<dyn Backend>, OrchestratorError> +
 /// dropped (the `stopped` event still carries the whole answer).
 const MAX_EVENTS: usize = 20_000;
 /// Finished runs kept for their transcript, oldest forgotten first.
-const KEEP_RUNS: usize = 256;
+const KEEP_RUNS: usize = 64;
 
 /// Why a run could not start.
 #[derive(Debug, PartialEq, Eq)]
@@ -361,7 +361,17 @@ impl Runs {
         let (me, r) = (Arc::clone(self), Arc::clone(&run));
         let spawned = std::thread::Builder::new()
             .name("toolloop-web-run".into())
-            .spawn(move || me.execute(&r, &question, &turns));
+            .spawn(move || {
+                // A panic in a tool or a bug must not leave the conversation busy and the
+                // run's place taken for ever.
+                let run = std::panic::AssertUnwindSafe(|| me.execute(&r, &question, &turns));
+                let delta = std::panic::catch_unwind(run).unwrap_or_else(|_| {
+                    let message = "the run failed inside toolloop (a panic; see the log)";
+                    r.push(json!({"event": "error", "message": message}));
+                    None
+                });
+                me.finish(&r, delta);
+            });
         if let Err(e) = spawned {
             run.push(json!({"event": "error", "message": format!("cannot start the run: {e}")}));
             self.finish(&run, None);
@@ -369,9 +379,9 @@ impl Runs {
         Ok(run)
     }
 
-    /// The run itself: a blocking orchestrator run; its history joins the conversation
-    /// when it answered.
-    fn execute(&self, run: &Arc<Run>, question: &str, turns: &[Message]) {
+    /// The run itself: a blocking orchestrator run; what it adds to the conversation's
+    /// history when it answered.
+    fn execute(&self, run: &Arc<Run>, question: &str, turns: &[Message]) -> Option<Vec<Message>> {
         let deadline = Deadline::after(self.config.timeout);
         let waiting = Arc::clone(run);
         let clarify = move |_: &str, _: &[String]| waiting.wait_for_answer(deadline);
@@ -389,7 +399,7 @@ impl Runs {
                 .preflight(false)
                 .build()
         });
-        let delta = match built.and_then(|mut o| o.run_with_deadline(question, turns, deadline)) {
+        match built.and_then(|mut o| o.run_with_deadline(question, turns, deadline)) {
             Ok(outcome) => outcome
                 .answer()
                 .is_some()
@@ -398,8 +408,7 @@ impl Runs {
                 run.push(json!({"event": "error", "message": e.to_string()}));
                 None
             }
-        };
-        self.finish(run, delta);
+        }
     }
 
     fn finish(&self, run: &Arc<Run>, delta: Option<Vec<Message>>) {

@@ -504,3 +504,26 @@ fn every_path_in_the_openapi_document_is_served() {
     }
     assert_eq!(n, 9);
 }
+
+#[test]
+fn a_run_that_panics_ends_with_an_error_and_frees_its_conversation() {
+    let make = || -> Result<Box<dyn Backend>, OrchestratorError> { panic!("a bug") };
+    let runs = Runs::new(
+        Box::new(make),
+        Arc::new(Catalogue::new()),
+        Config::default(),
+        1,
+        4,
+    );
+    let web = WebServer::bind("127.0.0.1:0", runs).unwrap().spawn();
+    let c = new_conversation(&web);
+    for _ in 0..2 {
+        // The only place is given back each time.
+        let (status, run) = ask(&web, &c, "hello");
+        assert_eq!(status, 202, "{run}");
+        let events = stream(&web, run["run"].as_str().unwrap(), |_| {});
+        let last = events.last().unwrap();
+        assert_eq!(last["event"], "error");
+        assert!(last["message"].as_str().unwrap().contains("panic"), "{last}");
+    }
+}
