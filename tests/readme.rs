@@ -135,6 +135,17 @@ fn every_toolloop_command_in_the_readme_runs() {
             if cmd.starts_with("toolloop chat") {
                 cmd.push_str(" <<< /exit");
             }
+            if cmd.starts_with("toolloop web") {
+                // Served in the background on a free port; the page must come back.
+                let port = free_port();
+                cmd = format!(
+                    "{cmd} --addr 127.0.0.1:{port} &\n\
+                     for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; sleep 0.1; done\n\
+                     exec 3<>/dev/tcp/127.0.0.1/{port}\n\
+                     printf 'GET / HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\nConnection: close\\r\\n\\r\\n' >&3\n\
+                     grep -q '<title>toolloop</title>' <&3"
+                );
+            }
             script.push_str(&cmd);
             script.push('\n');
             if cmd.ends_with('&') {

@@ -524,6 +524,9 @@ fn a_run_that_panics_ends_with_an_error_and_frees_its_conversation() {
         let events = stream(&web, run["run"].as_str().unwrap(), |_| {});
         let last = events.last().unwrap();
         assert_eq!(last["event"], "error");
-        assert!(last["message"].as_str().unwrap().contains("panic"), "{last}");
+        assert!(
+            last["message"].as_str().unwrap().contains("panic"),
+            "{last}"
+        );
     }
 }

@@ -332,11 +332,14 @@ function setup() {
     try { await api("POST", `/api/runs/${current.run}/stop`); } catch (e) { status(e.message); }
   });
   $("reset").addEventListener("click", async () => {
-    if (current) { try { await api("POST", `/api/runs/${current.run}/stop`); } catch (_) { /* gone */ } end(); }
-    if (conversation) { try { await api("DELETE", `/api/conversations/${conversation}`); } catch (_) { /* gone */ } }
+    // The page is cleared at once; the server forgets the conversation (and stops its
+    // run) behind it.
+    const old = conversation;
     conversation = null;
+    end();
     $("log").textContent = "";
     status("Started over.");
+    if (old) { try { await api("DELETE", `/api/conversations/${old}`); } catch (_) { /* gone */ } }
   });
   $("tools-toggle").addEventListener("click", () => {
     const t = $("tools");

@@ -105,7 +105,8 @@ async function scripted(page) {
     check(wide <= 390, `readable at a phone's width (page is ${wide}px wide)`);
   }
   await page.click("#reset");
-  check(await page.locator(".exchange").count() === 0, "start over clears the conversation");
+  await page.waitForFunction(() => document.querySelectorAll(".exchange").length === 0, null, { timeout: 5000 });
+  check(true, "start over clears the conversation");
 }
 
 async function real(page) {
