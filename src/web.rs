@@ -58,7 +58,26 @@ pub struct WebServer {
     bound: Bound,
     addr: SocketAddr,
     runs: Arc<Runs>,
-    hosts: Vec<String>,
+    hosts: Hosts,
+}
+
+/// The `Host` values this server answers to.
+#[derive(Debug, Clone)]
+struct Hosts {
+    names: Vec<String>,
+    /// Bound to every interface (`0.0.0.0`, `::`): any IP address with the port served is
+    /// accepted too. A DNS rebinding attack needs a name, so an address typed as digits
+    /// is safe; names other than `localhost` are still refused.
+    any_ip_on: Option<u16>,
+}
+
+impl Hosts {
+    fn allows(&self, host: &str) -> bool {
+        self.names.iter().any(|h| h.eq_ignore_ascii_case(host))
+            || self
+                .any_ip_on
+                .is_some_and(|port| host.parse::<SocketAddr>().is_ok_and(|a| a.port() == port))
+    }
 }
 
 /// A web server serving on background threads; dropping it stops it.
@@ -80,8 +99,9 @@ impl RunningWeb {
 }
 
 impl WebServer {
-    /// Binds `addr` (`127.0.0.1:0` for a free port) to serve `runs`. The `Host` names
-    /// accepted are the address itself and, on loopback, `localhost` with its port.
+    /// Binds `addr` (`127.0.0.1:0` for a free port) to serve `runs`. The `Host` values
+    /// accepted are the address itself; on loopback `localhost` with its port too; bound
+    /// to every interface, any IP address with its port (never another name).
     pub fn bind(addr: &str, runs: Runs) -> std::io::Result<Self> {
         let listener = std::net::TcpListener::bind(addr)?;
         let bounds = Bounds {
@@ -90,12 +110,16 @@ impl WebServer {
         };
         let bound = crate::serve::bind(listener, &bounds)?;
         let addr = bound.addr()?;
-        let mut hosts = vec![addr.to_string()];
-        if addr.ip().is_loopback() {
-            hosts.push(format!("localhost:{}", addr.port()));
-            hosts.push(format!("127.0.0.1:{}", addr.port()));
-            hosts.push(format!("[::1]:{}", addr.port()));
+        let mut names = vec![addr.to_string()];
+        if addr.ip().is_loopback() || addr.ip().is_unspecified() {
+            names.push(format!("localhost:{}", addr.port()));
+            names.push(format!("127.0.0.1:{}", addr.port()));
+            names.push(format!("[::1]:{}", addr.port()));
         }
+        let hosts = Hosts {
+            names,
+            any_ip_on: addr.ip().is_unspecified().then_some(addr.port()),
+        };
         Ok(WebServer {
             bound,
             addr,
@@ -198,13 +222,13 @@ fn router(runs: Arc<Runs>) -> Router {
 }
 
 /// Refuses requests from elsewhere, and sets the headers every response carries.
-async fn guard(hosts: &[String], req: Request, next: Next) -> Response {
+async fn guard(hosts: &Hosts, req: Request, next: Next) -> Response {
     let host = req
         .headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
-    if !hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+    if !hosts.allows(host) {
         return fail(
             StatusCode::FORBIDDEN,
             "this server answers only to the address it serves (Host header)",
@@ -214,7 +238,7 @@ async fn guard(hosts: &[String], req: Request, next: Next) -> Response {
         let origin = origin.to_str().unwrap_or("");
         let same = origin
             .strip_prefix("http://")
-            .is_some_and(|o| hosts.iter().any(|h| h.eq_ignore_ascii_case(o)));
+            .is_some_and(|o| hosts.allows(o));
         if !same {
             return fail(
                 StatusCode::FORBIDDEN,

@@ -162,6 +162,11 @@ impl Observer for LogObserver {
         if matches!(event, Event::ModelText { .. }) {
             return;
         }
+        if let Event::Clarify { .. } = event {
+            // Waiting from the moment the page can see the question, so an answer sent at
+            // once is kept for the handler instead of refused.
+            self.run.lock().pending = true;
+        }
         let mut v = serde_json::to_value(event).unwrap_or(Value::Null);
         if let Value::Object(m) = &mut v {
             m.insert(

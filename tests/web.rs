@@ -530,3 +530,42 @@ fn a_run_that_panics_ends_with_an_error_and_frees_its_conversation() {
         );
     }
 }
+
+#[test]
+fn bound_to_every_interface_an_ip_address_is_a_host_but_a_name_is_not() {
+    let runs = Runs::new(
+        Box::new(|| -> Result<Box<dyn Backend>, OrchestratorError> { unreachable!() }),
+        Arc::new(Catalogue::new()),
+        Config::default(),
+        1,
+        4,
+    );
+    let web = WebServer::bind("0.0.0.0:0", runs).unwrap().spawn();
+    let port = web.url().rsplit(':').next().unwrap().to_string();
+    let mut s = TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap();
+    let mut get = |host: &str| {
+        write!(s, "GET /api/tools HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).unwrap();
+        // Read the rest of this response before the next request on the connection.
+        let mut rest = Vec::new();
+        let mut byte = [0u8; 1];
+        while !rest.ends_with(b"\r\n\r\n") {
+            s.read_exact(&mut byte).unwrap();
+            rest.push(byte[0]);
+        }
+        let text = String::from_utf8_lossy(&rest).to_lowercase();
+        let len: usize = text
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; len];
+        s.read_exact(&mut body).unwrap();
+        String::from_utf8_lossy(&head[9..12]).into_owned()
+    };
+    assert_eq!(get(&format!("192.168.1.5:{port}")), "200");
+    assert_eq!(get(&format!("localhost:{port}")), "200");
+    assert_eq!(get(&format!("evil.example:{port}")), "403");
+    assert_eq!(get("192.168.1.5:1"), "403");
+}
