@@ -69,15 +69,26 @@ pub fn judge(
         .find(|(n, _)| n == tool)
         .and_then(|(_, s)| *s);
     let best = supports.iter().filter_map(|(_, s)| *s).fold(0.0, f64::max);
+    let declined_anyway = threshold.is_some_and(|t| decline(p_tool, support, t));
+    // Other tools are offered when the question points to them much more, and also
+    // whenever this call is declined while the question does point to another tool:
+    // BFCL multiple_109 called `mutation_type.find` (support 0) for proteins in the
+    // plasma membrane, beside `cellbio.get_proteins` (0.20), and was sent to answer.
     let instead: Vec<String> = match support {
-        Some(own) if best >= MIN_SUPPORT && best >= own + MARGIN && threshold.is_some() => supports
-            .into_iter()
-            .filter(|(_, s)| s.is_some_and(|s| s >= best - 0.05))
-            .map(|(n, _)| n)
-            .collect(),
+        Some(own)
+            if threshold.is_some()
+                && best >= MIN_SUPPORT
+                && (best >= own + MARGIN || (declined_anyway && best > own)) =>
+        {
+            supports
+                .into_iter()
+                .filter(|(_, s)| s.is_some_and(|s| s >= best - 0.05))
+                .map(|(n, _)| n)
+                .collect()
+        }
         _ => Vec::new(),
     };
-    let declined = !instead.is_empty() || threshold.is_some_and(|t| decline(p_tool, support, t));
+    let declined = !instead.is_empty() || declined_anyway;
     let event = Event::Decision {
         tool: tool.to_string(),
         p_tool,

@@ -105,7 +105,7 @@ fn topic(question: &str) -> String {
 }
 
 /// Everything a tool says about itself: its name, description, and each parameter's
-/// name and description.
+/// name, description and enum values.
 fn tool_text(spec: &ToolSpec) -> String {
     let mut text = format!(
         "{} {}",
@@ -120,9 +120,23 @@ fn tool_text(spec: &ToolSpec) -> String {
                 text.push(' ');
                 text.push_str(d);
             }
+            for value in enum_values(schema) {
+                text.push(' ');
+                text.push_str(value);
+            }
         }
     }
     text
+}
+
+/// The string values a parameter (or its items) may take: what the tool speaks to as
+/// much as its description.
+fn enum_values(schema: &Value) -> impl Iterator<Item = &str> {
+    [&schema["enum"], &schema["items"]["enum"]]
+        .into_iter()
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(Value::as_str)
 }
 
 /// The share of the question's content words that the tool's own text also has; `None`
@@ -166,6 +180,25 @@ mod tests {
             Some(1.0)
         );
         assert_eq!(support("Who painted the Mona Lisa?", &tool), Some(0.0));
+    }
+
+    #[test]
+    fn a_parameters_enum_values_are_part_of_what_the_tool_speaks_to() {
+        // BFCL multiple_92: the fitting tool says "vegan" and "gluten-free" only as the
+        // values its `categories` items may take; without them support was 1 of 7 words.
+        let tool = ToolSpec::new(
+            "walmart.vegan_products",
+            "Get available vegan products at specified Walmart store",
+            json!({"type": "object", "properties": {
+                "location": {"type": "string", "description": "City and state"},
+                "categories": {"type": "array", "items": {"type": "string", "enum": ["vegan", "gluten-free"]}}}}),
+        );
+        let s = support(
+            "Get me a list of available vegetarian and gluten-free foods at the Walmart near Denver.",
+            &tool,
+        )
+        .unwrap();
+        assert!(s >= 0.4, "{s}");
     }
 
     #[test]
