@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::{Call, Engine, Pending, State, schema_of};
 use crate::backend::Message;
 use crate::calls::CallKey;
+use crate::conform;
 use crate::events::Event;
 use crate::feedback;
 use crate::grounding;
@@ -21,6 +22,17 @@ impl Engine {
             let said = grounding::Evidence::of_history(&self.history);
             for (tool, arguments) in &mut calls {
                 let spec = self.specs.iter().find(|s| s.name == *tool);
+                if let Some(spec) = spec {
+                    for c in conform::conform(arguments, &spec.input_schema, &said) {
+                        self.events.push(Event::Reformatted {
+                            tool: tool.clone(),
+                            argument: c.argument,
+                            from: c.from,
+                            to: c.to,
+                            why: c.why.to_string(),
+                        });
+                    }
+                }
                 let (dropped, invented) = grounding::ground(arguments, spec, &said);
                 self.events.extend(dropped);
                 if !invented.is_empty() {

@@ -500,3 +500,115 @@ fn a_repeated_call_in_a_turn_is_answered_from_memory_and_the_rest_runs() {
     );
     assert_eq!(e.messages()[n - 1].content, "[call 2 of 2: calculator] 6");
 }
+
+#[test]
+fn a_date_is_called_in_the_layout_its_tool_documents_and_the_trace_says_so() {
+    let spec = ToolSpec::new(
+        "uv_index",
+        "UV index forecast",
+        json!({"type": "object", "required": ["location", "date"], "properties": {
+            "location": {"type": "string"},
+            "date": {"type": "string", "description": "The date, in the format mm-dd-yyyy."}}}),
+    );
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "UV index for Tokyo on June 1 2023?",
+        vec![spec],
+        Limits::default(),
+    );
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","thought":"","tool":"uv_index","arguments":{"location":"Tokyo","date":"2023-06-01"}}"#,
+    ));
+    assert_eq!(
+        e.next_step(),
+        Step::CallTool {
+            tool: "uv_index".into(),
+            arguments: json!({"location": "Tokyo", "date": "06-01-2023"})
+                .as_object()
+                .unwrap()
+                .clone()
+        }
+    );
+    let trace: Vec<String> = e
+        .drain_events()
+        .iter()
+        .filter_map(crate::events::Trace::line)
+        .collect();
+    assert!(
+        trace
+            .iter()
+            .any(|t| t.contains(r#"date "2023-06-01" written "06-01-2023" (the layout"#)),
+        "{trace:?}"
+    );
+}
+
+#[test]
+fn a_call_declined_for_its_tool_is_asked_again_among_the_tools_the_question_points_to() {
+    // BFCL multiple_109: the model called a tool the question shares no word with; the
+    // tool it does point to is offered instead of an answer only.
+    use crate::backend::TokenLogprob;
+    let proteins = ToolSpec::new(
+        "cellbio.get_proteins",
+        "Get the list of proteins in a specific cell compartment.",
+        json!({"type": "object", "properties": {"cell_compartment": {"type": "string"}},
+               "required": ["cell_compartment"]}),
+    );
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "What are the names of proteins found in the plasma membrane?",
+        vec![calc(), proteins],
+        Limits {
+            tool_threshold: Some(0.5),
+            ..Limits::default()
+        },
+    );
+    e.next_step();
+    let mut wrong = reply(CALL);
+    wrong.logprobs = vec![
+        TokenLogprob {
+            token: r#"{"kind":""#.into(),
+            logprob: 0.0,
+            top: vec![],
+        },
+        TokenLogprob {
+            token: "tool".into(),
+            logprob: f64::ln(0.9),
+            top: vec![
+                ("tool".into(), f64::ln(0.9)),
+                ("final".into(), f64::ln(0.1)),
+            ],
+        },
+    ];
+    e.model_replied(&wrong);
+    let events = e.drain_events();
+    assert!(
+        events.iter().any(
+            |ev| matches!(ev, Event::Decision { declined: true, instead, .. }
+            if instead == &["cellbio.get_proteins"])
+        ),
+        "{events:?}"
+    );
+    assert_eq!(e.next_step(), Step::CallModel);
+    let call = |tool: &str, args: &str| {
+        Turn::parse(&format!(
+            r#"{{"kind":"tool_call","thought":"","tool":"{tool}","arguments":{args}}}"#
+        ))
+        .unwrap()
+        .turn
+    };
+    assert!(
+        e.schema()
+            .check(&call("calculator", r#"{"expression":"1"}"#))
+            .is_err()
+    );
+    assert!(
+        e.schema()
+            .check(&call(
+                "cellbio.get_proteins",
+                r#"{"cell_compartment":"plasma membrane"}"#
+            ))
+            .is_ok()
+    );
+    assert!(e.schema().allows(crate::turn::Kind::FinalAnswer));
+}

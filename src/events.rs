@@ -118,6 +118,20 @@ pub enum Event {
         /// The arguments left out.
         arguments: Vec<String>,
     },
+    /// An argument was rewritten the way its tool documents it: a date into the layout
+    /// its description names, a percentage into a fraction ([`crate::conform`]).
+    Reformatted {
+        /// The tool.
+        tool: String,
+        /// The argument.
+        argument: String,
+        /// The value the model wrote.
+        from: Value,
+        /// The value the tool is called with.
+        to: Value,
+        /// Why, in words.
+        why: String,
+    },
     /// Required arguments whose values nobody gave: the call was not made and the person
     /// is asked for them instead ([`crate::grounding::invented_required`]).
     Invented {
@@ -301,6 +315,13 @@ impl Trace {
                 "[GROUND] {tool}: left out {} (not given by the person)",
                 arguments.join(", ")
             ),
+            Event::Reformatted {
+                tool,
+                argument,
+                from,
+                to,
+                why,
+            } => format!("[GROUND] {tool}: {argument} {from} written {to} ({why})"),
             Event::Invented { tool, arguments } => format!(
                 "[GROUND] {tool}: {} not given by the person; asking for it instead of calling",
                 arguments.join(", ")

@@ -44,6 +44,10 @@ pub struct Evidence {
     words: HashSet<String>,
     stems: HashSet<String>,
     numbers: Vec<f64>,
+    /// The numbers written as percentages ("8%", "8 percent"), as written (8).
+    percents: Vec<f64>,
+    /// The numbers written any other way.
+    plain: Vec<f64>,
 }
 
 /// A number as people write it: `12,000`, `-4`, `1.2M`, `40%`, `298K`, `1e-9`.
@@ -62,7 +66,12 @@ impl Evidence {
                     continue;
                 };
                 e.numbers.push(n);
-                let scale = match m.get(2).map(|s| s.as_str().to_lowercase()).as_deref() {
+                let suffix = m.get(2).map(|s| s.as_str().to_lowercase());
+                match suffix.as_deref() {
+                    Some("%" | "percent") => e.percents.push(n),
+                    _ => e.plain.push(n),
+                }
+                let scale = match suffix.as_deref() {
                     Some("%" | "percent") => 0.01,
                     Some("k" | "thousand") => 1e3,
                     Some("m" | "million") => 1e6,
@@ -72,7 +81,10 @@ impl Evidence {
                 e.numbers.push(n * scale);
             }
             for w in words(text) {
-                if let Some(n) = w.parse::<f64>().ok().or_else(|| number_word(&w)) {
+                if let Some(n) = number_word(&w) {
+                    e.numbers.push(n);
+                    e.plain.push(n);
+                } else if let Ok(n) = w.parse::<f64>() {
                     e.numbers.push(n);
                 }
                 e.stems.insert(STEMMER.stem(&w).into_owned());
@@ -80,6 +92,13 @@ impl Evidence {
             }
         }
         e
+    }
+
+    /// Whether the person wrote `n` only as a percentage: "8%" says 8, but "8% over 8
+    /// years" also says a plain 8, and then which one a value means cannot be told.
+    pub fn said_only_as_percent(&self, n: f64) -> bool {
+        let same = |m: &f64| (m - n).abs() <= 1e-9 * m.abs().max(n.abs()).max(1.0);
+        self.percents.iter().any(same) && !self.plain.iter().any(same)
     }
 
     /// A sign is not evidence: "coefficients 2, 3 and -4" and "a loss of 4" both say 4.
@@ -97,13 +116,38 @@ impl Evidence {
         head(w).is_some_and(|h| self.words.iter().any(|e| e.starts_with(&h)))
     }
 
-    /// The word, or another form of it ("tolls" for "toll roads").
+    /// The word, or another form of it ("tolls" for "toll roads"); a number said in any
+    /// form ("24" for "24h"); a measure written short, its number said and its unit the
+    /// short for a word ("24h" for "24 hour format", "5km" for "5 kilometres").
     fn has_word(&self, w: &str) -> bool {
-        self.words.contains(w) || self.stems.contains(STEMMER.stem(w).as_ref())
+        if self.words.contains(w) || self.stems.contains(STEMMER.stem(w).as_ref()) {
+            return true;
+        }
+        if let Ok(n) = w.parse::<f64>() {
+            return self.has_number(n);
+        }
+        // A word cut short: "mi" for miles, "dict" for "in the form of a dictionary".
+        if w.len() >= 2
+            && w.chars().all(char::is_alphabetic)
+            && self
+                .words
+                .iter()
+                .any(|e| e.len() > w.len() && e.starts_with(w))
+        {
+            return true;
+        }
+        let digits = w.find(|c: char| !(c.is_ascii_digit() || c == '.'));
+        let Some((number, unit)) = digits.map(|i| w.split_at(i)) else {
+            return false;
+        };
+        !number.is_empty()
+            && unit.chars().all(char::is_alphabetic)
+            && number.parse::<f64>().is_ok_and(|n| self.has_number(n))
+            && self.words.iter().any(|e| abbreviates(unit, e))
     }
 
     /// Whether `v` is something the evidence says: every word of a string, a number that
-    /// appears, every element of an array. Booleans and objects cannot be told apart from
+    /// appears, some element of an array. Booleans and objects cannot be told apart from
     /// a default this way and count as said.
     pub fn grounds(&self, v: &Value) -> bool {
         match v {
@@ -112,11 +156,21 @@ impl Evidence {
                 !ws.is_empty() && ws.iter().all(|w| self.has_word(w))
             }
             Value::Number(n) => n.as_f64().is_some_and(|n| self.has_number(n)),
-            Value::Array(items) => !items.is_empty() && items.iter().all(|i| self.grounds(i)),
+            // The person named some of the items: the model read the list from them,
+            // mapping the rest to the tool's words ("vegetarian and gluten-free" gave
+            // `["vegan", "gluten-free"]`, BFCL multiple_92).
+            Value::Array(items) => items.iter().any(|i| self.grounds(i)),
             Value::Null => false,
             Value::Bool(_) | Value::Object(_) => true,
         }
     }
+}
+
+/// Whether `short` is a way of writing `word` short: its letters in order, the first
+/// the same ("km" for "kilometres", "h" for "hour").
+fn abbreviates(short: &str, word: &str) -> bool {
+    let mut letters = word.chars();
+    short.chars().next() == word.chars().next() && short.chars().all(|c| letters.any(|w| w == c))
 }
 
 /// The number a word names: "two tickets" gives the model `2` (BFCL's
@@ -158,6 +212,18 @@ fn number_word(w: &str) -> Option<f64> {
         "once" | "single" => Some(1.0),
         "twice" | "pair" | "couple" | "double" => Some(2.0),
         "dozen" => Some(12.0),
+        // Periods, as the counts people mean by them: "compounded monthly" is 12 times a
+        // year, "for the next week" is 7 days (BFCL's right answers read them so).
+        "annually" | "yearly" => Some(1.0),
+        "semiannually" | "biannually" => Some(2.0),
+        "quarterly" => Some(4.0),
+        "monthly" => Some(12.0),
+        "weekly" => Some(52.0),
+        "week" => Some(7.0),
+        "fortnight" => Some(14.0),
+        "month" => Some(30.0),
+        "decade" => Some(10.0),
+        "century" => Some(100.0),
         "hundred" => Some(100.0),
         "thousand" => Some(1000.0),
         _ => None,
@@ -340,6 +406,9 @@ mod tests {
         assert!(!e.grounds(&json!(5)));
         assert!(!e.grounds(&json!(9.81)));
         assert!(Evidence::of(["Get me two tickets"]).grounds(&json!(2)));
+        let periods = Evidence::of(["compounded monthly, movies for the next week"]);
+        assert!(periods.grounds(&json!(12)) && periods.grounds(&json!(7)));
+        assert!(!periods.grounds(&json!(4)));
     }
 
     #[test]
@@ -361,6 +430,19 @@ mod tests {
             assert!(e.grounds(&json!(n)), "{n}");
         }
         assert!(!e.grounds(&json!(12)));
+    }
+
+    #[test]
+    fn a_measure_written_short_is_grounded_by_its_number_and_unit() {
+        // BFCL simple_python_376: `display_format: "24h"` was dropped as invented.
+        let e = Evidence::of(["What time is it in London in 24 hour format? Run 5 kilometres."]);
+        assert!(e.grounds(&json!("24h")));
+        assert!(e.grounds(&json!("5km")));
+        assert!(!e.grounds(&json!("12h")));
+        assert!(e.grounds(&json!("kilo")) && e.grounds(&json!("lond")));
+        assert!(!e.grounds(&json!("k")) && !e.grounds(&json!("kg")));
+        assert!(!e.grounds(&json!("24m")));
+        assert!(Evidence::of(["a 24h clock"]).grounds(&json!("24")));
     }
 
     #[test]
@@ -402,7 +484,7 @@ mod tests {
     }
 
     #[test]
-    fn strings_need_every_word_and_arrays_every_element() {
+    fn strings_need_every_word_and_arrays_one_element() {
         let e = Evidence::of([
             "Find concerts in Los Angeles",
             "{\"venues\": [\"Hollywood Bowl\"]}",
@@ -411,7 +493,8 @@ mod tests {
         assert!(e.grounds(&json!("Hollywood Bowl")));
         assert!(!e.grounds(&json!("Los Angeles, CA")));
         assert!(!e.grounds(&json!([])));
-        assert!(!e.grounds(&json!(["Los Angeles", "Paris"])));
+        assert!(e.grounds(&json!(["Los Angeles", "Paris"])));
+        assert!(!e.grounds(&json!(["Paris", "Rome"])));
         assert!(e.grounds(&json!(true)));
         assert!(!e.grounds(&Value::Null));
     }

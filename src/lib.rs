@@ -65,6 +65,7 @@ pub mod backend;
 pub mod bfcl;
 pub mod calls;
 pub mod config;
+pub mod conform;
 pub mod deadline;
 pub mod decision;
 #[cfg(feature = "server")]

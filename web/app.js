@@ -187,6 +187,9 @@ function handle(view, run, e) {
     case "invented":
       step(view, "repair", "Not called", `${e.tool}: nobody gave ${e.arguments.join(", ")}`);
       break;
+    case "reformatted":
+      step(view, "repair", "Rewritten", `${e.tool}: ${e.argument} ${JSON.stringify(e.from)} → ${JSON.stringify(e.to)} (${e.why})`);
+      break;
     case "ungrounded":
       step(view, "repair", "Left out", `${e.tool}: ${e.arguments.join(", ")} (nobody gave them)`);
       break;

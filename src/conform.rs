@@ -1,0 +1,395 @@
+//! Values written the way their tool documents them.
+//!
+//! The model never sees a tool's schema, only the prompt's one-line summary of it, and
+//! a small model writes values the way it has seen them most, whatever the tool says:
+//!
+//! - **Dates.** A tool often says in a parameter's description which layout it reads
+//!   ("Must be in MM-DD-YYYY format", "The date (month-day-year)"). Forced into the
+//!   layout by a `pattern`, Qwen 0.5B wrote "20-06-0100" for "June 1 2023"
+//!   (`BENCHMARKS.md`); left free, it writes the right date, but year first
+//!   ("2023-06-01"). A year-first date, or one that names its month, can be read only
+//!   one way, so it is rewritten into the documented layout. A date that reads two ways
+//!   ("06-01-2023": June or January?) is left as the model wrote it.
+//! - **Percentages.** Asked for "an annual rate of 8%", the model passes `8`. A tool
+//!   that takes a rate as a float wants the fraction: over BFCL's right answers, a
+//!   percentage the person wrote goes to a float parameter as the fraction (0.08) 54
+//!   times and as written twice, unless the parameter says it takes a percentage. So
+//!   a number the person wrote only as a percentage, passed as written to a `number`
+//!   parameter whose name and description do not say "percent", becomes the fraction;
+//!   one that says "decimal" or "fraction" always does. Integers are left alone.
+//!
+//! Any value under a schema that constrains it itself (`enum`, `const`, `pattern`,
+//! `format`) is left to that. Every change is an event in the trace
+//! ([`crate::events::Event::Reformatted`]), so the person sees what the tool was given.
+
+use std::sync::LazyLock;
+
+use chrono::{Datelike, NaiveDate};
+use regex::Regex;
+use serde_json::{Map, Value, json};
+
+use crate::grounding::Evidence;
+
+/// One part of a date layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// Four digits (`YYYY`; `YYY` is read as a slip for it).
+    Year,
+    /// Two digits (`YY`).
+    ShortYear,
+    /// Two digits (`MM`).
+    Month,
+    /// Two digits (`DD`).
+    Day,
+}
+
+/// A date layout a description names: its parts in order and the one separator between
+/// them. Has a year and a month; the day may be missing (`MM-YYYY`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    parts: Vec<Part>,
+    sep: char,
+}
+
+/// Candidates for a layout in a description: two or three groups of y, m and d letters
+/// (or the words year, month, day) joined by `-`, `/` or `.`. [`Layout::named_in`]
+/// keeps only real ones.
+static LAYOUT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:[ymd]{2,4}|year|month|day)(?:[-/.](?:[ymd]{2,4}|year|month|day)){1,2}\b")
+        .expect("a valid pattern")
+});
+
+/// A date the model wrote year first: `2023-06-01`, `2023/6/1`, `2023-06`.
+static YEAR_FIRST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(\d{4})([-/.])(\d{1,2})(?:([-/.])(\d{1,2}))?$").expect("a valid pattern")
+});
+
+/// Layouts with the month's name, which chrono reads whole or abbreviated.
+const NAMED_MONTH: [&str; 6] = [
+    "%B %d, %Y",
+    "%B %d %Y",
+    "%d %B %Y",
+    "%d %B, %Y",
+    "%B %e, %Y",
+    "%e %B %Y",
+];
+
+impl Layout {
+    /// The layout `description` names, if it names exactly one kind.
+    ///
+    /// ```
+    /// use toolloop::conform::Layout;
+    /// assert!(Layout::named_in("Must be in MM-DD-YYYY format.").is_some());
+    /// assert!(Layout::named_in("Specific season in format 'YYYY-YYYY'.").is_none());
+    /// assert!(Layout::named_in("The date.").is_none());
+    /// ```
+    pub fn named_in(description: &str) -> Option<Layout> {
+        let mut found = LAYOUT
+            .find_iter(description)
+            .filter_map(|m| parse(m.as_str()));
+        let first = found.next()?;
+        // Two different layouts in one description ("yyyy-mm-dd or mm/dd/yyyy"): the tool
+        // reads either, and the model's may be one of them.
+        found.all(|l| l == first).then_some(first)
+    }
+
+    /// `date` written in this layout.
+    fn write(&self, date: NaiveDate) -> String {
+        let parts: Vec<String> = self
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::Year => format!("{:04}", date.year()),
+                Part::ShortYear => format!("{:02}", date.year().rem_euclid(100)),
+                Part::Month => format!("{:02}", date.month()),
+                Part::Day => format!("{:02}", date.day()),
+            })
+            .collect();
+        parts.join(&self.sep.to_string())
+    }
+
+    /// Whether `value` already has this layout's shape (its digits in the right places,
+    /// whatever they say).
+    fn fits(&self, value: &str) -> bool {
+        let pieces: Vec<&str> = value.split(self.sep).collect();
+        pieces.len() == self.parts.len()
+            && pieces.iter().zip(&self.parts).all(|(piece, part)| {
+                let n = piece.len();
+                piece.chars().all(|c| c.is_ascii_digit())
+                    && match part {
+                        Part::Year => n == 4,
+                        _ => (1..=2).contains(&n),
+                    }
+            })
+    }
+}
+
+fn parse(text: &str) -> Option<Layout> {
+    let sep = text.chars().find(|c| "-/.".contains(*c))?;
+    let mut parts = Vec::new();
+    for group in text.split(sep) {
+        let group = group.to_ascii_lowercase();
+        let part = match group.as_str() {
+            "yyyy" | "yyy" | "year" => Part::Year,
+            "yy" => Part::ShortYear,
+            "mm" | "month" => Part::Month,
+            "dd" | "day" => Part::Day,
+            // Another separator inside a group, or a letter run that is no part.
+            _ => return None,
+        };
+        if parts.contains(&part) || (part == Part::ShortYear && parts.contains(&Part::Year)) {
+            return None;
+        }
+        parts.push(part);
+    }
+    let has = |p: Part| parts.contains(&p);
+    ((has(Part::Year) || has(Part::ShortYear)) && has(Part::Month)).then_some(Layout { parts, sep })
+}
+
+/// The date `value` says, when it can be read only one way: year first, or with the
+/// month's name. A year and month alone give the first of the month.
+fn read(value: &str) -> Option<NaiveDate> {
+    let value = value.trim();
+    if let Some(c) = YEAR_FIRST.captures(value) {
+        if c.get(4).is_some_and(|s| s.as_str() != &c[2]) {
+            return None;
+        }
+        let day = c.get(5).map_or(Some(1), |d| d.as_str().parse().ok())?;
+        return NaiveDate::from_ymd_opt(c[1].parse().ok()?, c[3].parse().ok()?, day);
+    }
+    NAMED_MONTH
+        .iter()
+        .find_map(|f| NaiveDate::parse_from_str(value, f).ok())
+}
+
+/// Why a value was rewritten.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Why {
+    /// A date, into the layout the parameter's description names.
+    DateLayout,
+    /// A percentage the person wrote, as the fraction the parameter takes.
+    Percent,
+}
+
+impl std::fmt::Display for Why {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Why::DateLayout => "the layout its description names",
+            Why::Percent => "the person wrote a percentage; the tool takes a fraction",
+        })
+    }
+}
+
+/// One rewritten argument.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// The argument.
+    pub argument: String,
+    /// What the model wrote.
+    pub from: Value,
+    /// What the tool is called with.
+    pub to: Value,
+    /// Why.
+    pub why: Why,
+}
+
+/// Rewrites the arguments of a call whose values the tool documents another way than the
+/// model wrote them (see the module docs); `said` is what the person wrote. Returns each
+/// change.
+///
+/// ```
+/// use serde_json::json;
+/// use toolloop::conform::conform;
+/// use toolloop::grounding::Evidence;
+///
+/// let schema = json!({"type": "object", "properties": {
+///     "date": {"type": "string", "description": "The date, in the format mm-dd-yyyy."},
+///     "rate": {"type": "number", "description": "The annual interest rate."}}});
+/// let said = Evidence::of(["UV index for Tokyo on June 1 2023, and 5% interest"]);
+/// let mut args = json!({"date": "2023-06-01", "rate": 5}).as_object().unwrap().clone();
+/// let changes = conform(&mut args, &schema, &said);
+/// assert_eq!(args["date"], "06-01-2023");
+/// assert_eq!(args["rate"], 0.05);
+/// assert_eq!(changes.len(), 2);
+/// ```
+pub fn conform(arguments: &mut Map<String, Value>, schema: &Value, said: &Evidence) -> Vec<Change> {
+    let mut changes = Vec::new();
+    for (name, value) in arguments.iter_mut() {
+        let param = &schema["properties"][name.as_str()];
+        let constrained = ["enum", "const", "pattern", "format"]
+            .iter()
+            .any(|k| param.get(*k).is_some());
+        if constrained {
+            continue;
+        }
+        let description = param["description"].as_str().unwrap_or_default();
+        let rewritten = match value {
+            Value::String(text) => {
+                date_in_layout(text, description).map(|d| (Value::String(d), Why::DateLayout))
+            }
+            Value::Number(n) => {
+                fraction(name, param, n.as_f64(), said).map(|f| (json!(f), Why::Percent))
+            }
+            _ => None,
+        };
+        if let Some((to, why)) = rewritten {
+            let from = std::mem::replace(value, to.clone());
+            changes.push(Change {
+                argument: name.clone(),
+                from,
+                to,
+                why,
+            });
+        }
+    }
+    changes
+}
+
+/// `text` in the layout `description` names, when it is an unambiguous date in another.
+fn date_in_layout(text: &str, description: &str) -> Option<String> {
+    let layout = Layout::named_in(description)?;
+    if layout.fits(text) {
+        return None;
+    }
+    read(text).map(|date| layout.write(date))
+}
+
+/// The fraction for `n` when the person wrote it only as a percentage and the parameter
+/// takes a fraction (see the module docs).
+fn fraction(name: &str, param: &Value, n: Option<f64>, said: &Evidence) -> Option<f64> {
+    let n = n.filter(|n| *n != 0.0 && said.said_only_as_percent(*n))?;
+    let types = match &param["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !types.contains(&"number") || types.contains(&"integer") {
+        return None;
+    }
+    let text = format!(
+        "{name} {}",
+        param["description"].as_str().unwrap_or_default()
+    )
+    .to_lowercase();
+    let says_fraction = text.contains("decimal") || text.contains("fraction");
+    (says_fraction || !text.contains("percent")).then_some(n / 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn conformed(description: &str, value: &str) -> String {
+        let schema = json!({"properties": {"d": {"type": "string", "description": description}}});
+        let mut args = json!({"d": value}).as_object().unwrap().clone();
+        conform(&mut args, &schema, &Evidence::default());
+        args["d"].as_str().unwrap().to_string()
+    }
+
+    fn rate(param: Value, question: &str, value: Value) -> Value {
+        let schema = json!({"properties": {"rate": param}});
+        let mut args = json!({"rate": value}).as_object().unwrap().clone();
+        conform(&mut args, &schema, &Evidence::of([question]));
+        args["rate"].clone()
+    }
+
+    #[test]
+    fn a_percentage_goes_to_a_float_parameter_as_a_fraction() {
+        let float = json!({"type": "number", "description": "The annual rate of return."});
+        let q = "an annual rate of return of 8%, $20000 invested for 5 years";
+        assert_eq!(rate(float.clone(), q, json!(8)), json!(0.08));
+        assert_eq!(rate(float.clone(), q, json!(0.08)), json!(0.08));
+        // Not said as a percentage, or said plainly too: as the model wrote it.
+        assert_eq!(
+            rate(float.clone(), "a rate of 8 points", json!(8)),
+            json!(8)
+        );
+        assert_eq!(rate(float.clone(), "8% for 8 years", json!(8)), json!(8));
+        let decimal = json!({"type": "number", "description": "Enter as a decimal. E.g, 5% is 0.05, not a percentage"});
+        assert_eq!(rate(decimal, "at 3%", json!(3)), json!(0.03));
+    }
+
+    #[test]
+    fn a_parameter_that_takes_a_percentage_or_an_integer_keeps_it() {
+        let q = "a depreciation rate of 5 percent";
+        let pct =
+            json!({"type": "number", "description": "The annual depreciation rate in percentage."});
+        assert_eq!(rate(pct, q, json!(5)), json!(5));
+        let named = json!({"type": "number"});
+        let schema = json!({"properties": {"increase_percent": named}});
+        let mut args = json!({"increase_percent": 5}).as_object().unwrap().clone();
+        assert!(conform(&mut args, &schema, &Evidence::of([q])).is_empty());
+        let int = json!({"type": "integer", "description": "The rate."});
+        assert_eq!(rate(int, q, json!(5)), json!(5));
+    }
+
+    #[test]
+    fn a_year_first_date_takes_the_documented_layout() {
+        let mdy = "Start of the date range in the format of MM-DD-YYY.";
+        assert_eq!(conformed(mdy, "2021-01-01"), "01-01-2021");
+        assert_eq!(conformed("Format - DD-MM-YYYY.", "2022/8/16"), "16-08-2022");
+        assert_eq!(
+            conformed("in the format mm/dd/yyyy.'", "2023-06-01"),
+            "06/01/2023"
+        );
+        assert_eq!(
+            conformed("Date of the concert in 'mm-yyyy' format.", "2023-05"),
+            "05-2023"
+        );
+        assert_eq!(conformed("Format: 'YYYY-MM'", "2023-05-01"), "2023-05");
+        assert_eq!(
+            conformed("The date (month-day-year) you want.", "2022/08/16"),
+            "08-16-2022"
+        );
+    }
+
+    #[test]
+    fn a_date_with_the_months_name_takes_the_documented_layout() {
+        let mdy = "Must be in MM-DD-YYYY format.";
+        assert_eq!(conformed(mdy, "January 1, 2021"), "01-01-2021");
+        assert_eq!(conformed(mdy, "17 March 1915"), "03-17-1915");
+        assert_eq!(
+            conformed("Format: yyyy-mm-dd.", "Mar 17, 1915"),
+            "1915-03-17"
+        );
+    }
+
+    #[test]
+    fn what_could_be_read_two_ways_or_is_no_date_is_left_alone() {
+        let dmy = "Format - DD-MM-YYYY.";
+        // Already in the layout's shape: kept, even if the model swapped day and month.
+        assert_eq!(conformed(dmy, "06-01-2023"), "06-01-2023");
+        assert_eq!(conformed(dmy, "06/01/2023"), "06/01/2023");
+        assert_eq!(conformed(dmy, "tomorrow"), "tomorrow");
+        assert_eq!(conformed(dmy, "2023-13-01"), "2023-13-01");
+        assert_eq!(conformed(dmy, "2023-06/01"), "2023-06/01");
+        assert_eq!(conformed("The date.", "2023-06-01"), "2023-06-01");
+        assert_eq!(
+            conformed("yyyy-mm-dd or mm/dd/yyyy", "2023-06-01"),
+            "2023-06-01"
+        );
+    }
+
+    #[test]
+    fn a_schema_that_constrains_the_value_itself_is_left_to_do_so() {
+        let schema = json!({"properties": {"d": {"type": "string", "pattern": "^\\d{4}$",
+            "description": "Format: MM-DD-YYYY"}}});
+        let mut args = json!({"d": "2023-06-01"}).as_object().unwrap().clone();
+        assert!(conform(&mut args, &schema, &Evidence::default()).is_empty());
+        assert_eq!(args["d"], "2023-06-01");
+    }
+
+    #[test]
+    fn layouts_that_are_not_dates_are_not_layouts() {
+        for d in [
+            "'YYYY-YYYY'",
+            "yyyy/yyyy",
+            "'HH:MM:SS'",
+            "dd-dd-yyyy",
+            "mm-dd",
+        ] {
+            assert_eq!(Layout::named_in(d), None, "{d}");
+        }
+    }
+}
