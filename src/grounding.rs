@@ -147,7 +147,7 @@ impl Evidence {
     }
 
     /// Whether `v` is something the evidence says: every word of a string, a number that
-    /// appears, some element of an array. Booleans and objects cannot be told apart from
+    /// appears, every number of an array and some of its words. Booleans and objects cannot be told apart from
     /// a default this way and count as said.
     pub fn grounds(&self, v: &Value) -> bool {
         match v {
@@ -156,10 +156,17 @@ impl Evidence {
                 !ws.is_empty() && ws.iter().all(|w| self.has_word(w))
             }
             Value::Number(n) => n.as_f64().is_some_and(|n| self.has_number(n)),
-            // The person named some of the items: the model read the list from them,
-            // mapping the rest to the tool's words ("vegetarian and gluten-free" gave
-            // `["vegan", "gluten-free"]`, BFCL multiple_92).
-            Value::Array(items) => items.iter().any(|i| self.grounds(i)),
+            // Words the person named some of: the model read the list from them, mapping
+            // the rest to the tool's words ("vegetarian and gluten-free" gave `["vegan",
+            // "gluten-free"]`, BFCL multiple_92). Numbers are exact: each must be said
+            // (`years: [1, 2, 3, 4, 5, 6]` was invented from "annually").
+            Value::Array(items) => {
+                let (words, others): (Vec<&Value>, Vec<&Value>) =
+                    items.iter().partition(|i| i.is_string());
+                !items.is_empty()
+                    && others.iter().all(|i| self.grounds(i))
+                    && (words.is_empty() || words.iter().any(|i| self.grounds(i)))
+            }
             Value::Null => false,
             Value::Bool(_) | Value::Object(_) => true,
         }
@@ -495,6 +502,7 @@ mod tests {
         assert!(!e.grounds(&json!([])));
         assert!(e.grounds(&json!(["Los Angeles", "Paris"])));
         assert!(!e.grounds(&json!(["Paris", "Rome"])));
+        assert!(!Evidence::of(["discounted at 8% annually"]).grounds(&json!([1, 2, 3])));
         assert!(e.grounds(&json!(true)));
         assert!(!e.grounds(&Value::Null));
     }

@@ -1,0 +1,95 @@
+//! Rescores recorded `toolloop eval --json` reports with today's rules, with no model.
+//!
+//! A change to what toolloop does *after* the model's first reply (declining a call,
+//! rewriting a date, grounding arguments) can be measured on replies already recorded:
+//! each case's first reply is judged again by [`decision::decline`] with the recorded
+//! p(tool), then conformed and grounded, and the resulting call scored. A run of all 840
+//! cases of three BFCL files takes most of an hour against the model; this takes a
+//! second. Cases whose recorded run took more than one reply (a declined call asked
+//! again, say) are kept as recorded: what the model would have written the second time
+//! cannot be replayed. `BENCHMARKS.md` says which figures come from here.
+//!
+//!     cargo run --release --example rescore -- ~/.cache/toolloop/bfcl target/eval/*.json
+
+use std::path::Path;
+
+use serde_json::Value;
+use toolloop::eval::{Call, Case, load, score_calls};
+use toolloop::grounding::{self, Evidence};
+use toolloop::turn::Turn;
+use toolloop::{conform, decision, relevance};
+
+/// The calls today's rules make from a recorded first reply.
+fn replayed(case: &Case, text: &str, p_tool: f64, threshold: f64) -> Vec<Call> {
+    let Ok(parsed) = Turn::parse(text) else {
+        return Vec::new();
+    };
+    let Turn::ToolCall {
+        tool,
+        mut arguments,
+        ..
+    } = parsed.turn
+    else {
+        return Vec::new();
+    };
+    let Some(spec) = case.tools.iter().find(|t| t.name == tool) else {
+        return Vec::new();
+    };
+    if decision::decline(p_tool, relevance::support(&case.question, spec), threshold) {
+        return Vec::new();
+    }
+    let said = Evidence::of([case.question.as_str()]);
+    conform::conform(&mut arguments, &spec.input_schema, &said);
+    let (_, invented) = grounding::ground(&mut arguments, Some(spec), &said);
+    if !invented.is_empty() {
+        return Vec::new();
+    }
+    vec![Call {
+        name: tool,
+        arguments,
+    }]
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((data, reports)) = args.split_first() else {
+        eprintln!("usage: rescore BFCL_DIR REPORT.json...");
+        std::process::exit(2);
+    };
+    let threshold = toolloop::Config::default().tool_threshold;
+    for report in reports {
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(report)?)?;
+        let recorded = r["cases"].as_array().cloned().unwrap_or_default();
+        let Some(category) = recorded.first().and_then(|c| c["category"].as_str()) else {
+            continue;
+        };
+        let cases = load(&Path::new(data).join(format!("BFCL_v4_{category}.json")))?;
+        let (mut was, mut now) = (0, 0);
+        for c in &recorded {
+            let Some(case) = cases.iter().find(|k| c["id"] == k.id.as_str()) else {
+                continue;
+            };
+            let texts: Vec<&str> = c["texts"]
+                .as_array()
+                .map(|t| t.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let before = c["pass"].as_bool().unwrap_or(false);
+            let after = match texts.as_slice() {
+                [text] => {
+                    let p_tool = c["p_tool"].as_f64().unwrap_or(1.0);
+                    let calls = replayed(case, text, p_tool, threshold);
+                    score_calls(category, &calls, &case.functions, &case.ground_truth).is_ok()
+                }
+                _ => before,
+            };
+            was += usize::from(before);
+            now += usize::from(after);
+            if after != before {
+                let verdict = if after { "now passes" } else { "now fails" };
+                println!("  {}: {verdict}: {}", case.id, texts.first().unwrap_or(&""));
+            }
+        }
+        println!("{report}: {was} -> {now} of {}", recorded.len());
+    }
+    Ok(())
+}
