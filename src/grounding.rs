@@ -152,8 +152,13 @@ impl Evidence {
     pub fn grounds(&self, v: &Value) -> bool {
         match v {
             Value::String(s) => {
-                let ws = words(s);
-                !ws.is_empty() && ws.iter().all(|w| self.has_word(w))
+                // A two-letter code after a name the person said ("Chicago, IL", which
+                // the schema asks for a city and state) qualifies it; it is not a value.
+                let (codes, ws): (Vec<String>, Vec<String>) = words(s)
+                    .into_iter()
+                    .partition(|w| w.len() == 2 && s.contains(&w.to_uppercase()));
+                let named = !ws.is_empty() && ws.iter().all(|w| self.has_word(w));
+                named || (ws.is_empty() && codes.iter().all(|w| self.has_word(w)))
             }
             Value::Number(n) => n.as_f64().is_some_and(|n| self.has_number(n)),
             // Words the person named some of: the model read the list from them, mapping
@@ -498,7 +503,9 @@ mod tests {
         ]);
         assert!(e.grounds(&json!("los angeles")));
         assert!(e.grounds(&json!("Hollywood Bowl")));
-        assert!(!e.grounds(&json!("Los Angeles, CA")));
+        assert!(e.grounds(&json!("Los Angeles, CA")));
+        assert!(!e.grounds(&json!("San Diego, CA")));
+        assert!(!e.grounds(&json!("CA")));
         assert!(!e.grounds(&json!([])));
         assert!(e.grounds(&json!(["Los Angeles", "Paris"])));
         assert!(!e.grounds(&json!(["Paris", "Rome"])));

@@ -94,6 +94,7 @@ pub mod schema;
 pub mod serve;
 #[cfg(feature = "server")]
 pub mod server;
+pub mod tool_schema;
 pub mod tools;
 pub mod turn;
 pub mod validate;

@@ -27,13 +27,8 @@ use crate::tools::ToolSpec;
 use crate::turn::{Kind, Turn, TurnError};
 use crate::validate::{compile, describe_errors, truncate_chars};
 
-/// The longest string argument the narrowed schema allows where the tool's own schema
-/// sets no bound.
-pub const ARG_STRING_MAX: u64 = 1000;
-
-/// How far user-supplied schemas are walked when they are prepared; deeper parts are kept
-/// as they are.
-const WALK_DEPTH: usize = 64;
+pub use crate::tool_schema::ARG_STRING_MAX;
+use crate::tool_schema::prepare_arguments;
 
 /// The static CALL_SCHEMA, generated from [`Turn`] by schemars. `schemas/call_schema.json`
 /// holds the same text (see [`call_schema_json`]).
@@ -519,90 +514,6 @@ fn static_variants() -> (&'static Value, &'static Value, &'static Value) {
         static_variant("final_answer"),
         static_variant("clarify"),
     )
-}
-
-/// Turns a tool's `inputSchema` into the `arguments` schema of its variant: an object
-/// schema, its `$defs` hoisted to the root under a prefix (local `$ref`s only resolve from
-/// the root), metadata that would confuse a validator dropped, and every unbounded string
-/// given a `maxLength`.
-fn prepare_arguments(tool: &ToolSpec, defs: &mut Map<String, Value>) -> Value {
-    let mut schema = match &tool.input_schema {
-        Value::Object(m) => Value::Object(m.clone()),
-        _ => json!({"type": "object"}),
-    };
-    if let Value::Object(m) = &mut schema {
-        m.remove("$schema");
-        m.remove("$id");
-        if !m.contains_key("type") {
-            m.insert("type".into(), json!("object"));
-        }
-    }
-    let prefix: String = tool
-        .name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect::<String>()
-        + "__";
-    let mut local = Map::new();
-    if let Value::Object(m) = &mut schema {
-        for key in ["$defs", "definitions"] {
-            if let Some(Value::Object(d)) = m.remove(key) {
-                local.extend(d);
-            }
-        }
-    }
-    rewrite(&mut schema, &prefix, 0);
-    for (name, mut def) in local {
-        rewrite(&mut def, &prefix, 0);
-        defs.insert(format!("{prefix}{name}"), def);
-    }
-    schema
-}
-
-fn rewrite(schema: &mut Value, prefix: &str, depth: usize) {
-    if depth > WALK_DEPTH {
-        return;
-    }
-    match schema {
-        Value::Object(m) => {
-            if let Some(Value::String(r)) = m.get_mut("$ref") {
-                let name = r
-                    .strip_prefix("#/$defs/")
-                    .or_else(|| r.strip_prefix("#/definitions/"));
-                match name {
-                    Some(name) => *r = format!("#/$defs/{prefix}{name}"),
-                    // A reference to the tool's own root, or outside it, cannot be
-                    // resolved once embedded: accept any value there.
-                    None => {
-                        m.remove("$ref");
-                    }
-                }
-            }
-            let is_string = m.get("type").and_then(Value::as_str) == Some("string");
-            let bounded = ["maxLength", "enum", "const", "pattern", "format"]
-                .iter()
-                .any(|k| m.contains_key(*k));
-            if is_string && !bounded {
-                m.insert("maxLength".into(), json!(ARG_STRING_MAX));
-            }
-            for (key, child) in m.iter_mut() {
-                // Values of these keywords are data, not schemas.
-                if matches!(
-                    key.as_str(),
-                    "enum" | "const" | "default" | "examples" | "required"
-                ) {
-                    continue;
-                }
-                rewrite(child, prefix, depth + 1);
-            }
-        }
-        Value::Array(items) => {
-            for item in items {
-                rewrite(item, prefix, depth + 1);
-            }
-        }
-        _ => {}
-    }
 }
 
 #[cfg(test)]

@@ -232,3 +232,17 @@ fn several_calls_are_narrowed_per_call_and_capped() {
     let single = CallSchema::deciding_calls(&[weather()], Narrowing::PerTool, Decide::Direct, 1);
     assert!(!single.allows(crate::turn::Kind::ToolCalls));
 }
+
+#[test]
+fn a_tools_negated_character_class_refuses_the_quote_in_the_narrowed_schema() {
+    let tool = ToolSpec::new(
+        "find",
+        "",
+        json!({"type": "object", "properties": {"city": {"type": "string", "pattern": "^[^,]+, [A-Z]{2}$"}}}),
+    );
+    let schema = CallSchema::for_tools(&[tool], Narrowing::PerTool);
+    let sent =
+        schema.as_value()["oneOf"][0]["properties"]["arguments"]["properties"]["city"]["pattern"]
+            .clone();
+    assert_eq!(sent, json!(r#"^[^"\\,]+, [A-Z]{2}$"#));
+}
