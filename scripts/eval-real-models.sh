@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # The real-model rows of BENCHMARKS.md: Qwen2.5-Coder 0.5B Instruct and Gemma 3 270M on
-# llama-server (4 slots), BFCL simple_python / multiple / irrelevance, N cases per
-# category spread over each file, greedy decoding. Each model runs in two settings:
-#   before  the decision as it was: kind first, every argument the model wrote kept
-#           (--decide direct --keep-invented-arguments)
-#   after   toolloop's defaults (the decision step and argument grounding)
+# llama-server (JOBS slots), BFCL simple_python / multiple / irrelevance, N cases per
+# category spread over each file (or every case with N=all), greedy decoding. Each model
+# runs in these settings:
+#   baseline  another revision's defaults, built in target/baseline, when
+#             TOOLLOOP_EVAL_BASELINE=REV names one (the "before" of a round)
+#   before    this revision without the decision step and the argument checks
+#             (--decide direct --keep-invented-arguments)
+#   after     this revision's defaults
 # plus any extra settings named in TOOLLOOP_EVAL_VARIANTS ("name:flags;name:flags").
-# Everything it needs is fetched and cached by scripts/real-model.sh and
-# scripts/bfcl-data.sh. JSON reports go to target/eval/.
+# TOOLLOOP_EVAL_MODELS picks the models (default "qwen gemma"). Everything it needs is
+# fetched and cached by scripts/real-model.sh and scripts/bfcl-data.sh. JSON reports go
+# to target/eval/ (examples/rescore replays them under later rules).
 #
-#   scripts/eval-real-models.sh [CASES_PER_CATEGORY] [JOBS]      (default 50, 4)
+#   scripts/eval-real-models.sh [CASES_PER_CATEGORY|all] [JOBS]      (default 50, 4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 limit="${1:-50}"
@@ -19,19 +23,33 @@ mkdir -p "$out"
 cargo build --release -q
 data=$(scripts/bfcl-data.sh)
 scripts/real-model.sh build >/dev/null
+baseline_bin=""
+if [ -n "${TOOLLOOP_EVAL_BASELINE:-}" ]; then
+  wt=$(mktemp -d)
+  git worktree add -q --detach "$wt" "$TOOLLOOP_EVAL_BASELINE"
+  CARGO_TARGET_DIR="$PWD/target/baseline" cargo build --release -q --manifest-path "$wt/Cargo.toml"
+  git worktree remove --force "$wt"
+  baseline_bin="$PWD/target/baseline/release/toolloop"
+fi
+limit_flag=(--limit "$limit")
+[ "$limit" = all ] && limit_flag=()
 port=8093
-variants="before:--decide direct --keep-invented-arguments;after:${TOOLLOOP_EVAL_VARIANTS:+;$TOOLLOOP_EVAL_VARIANTS}"
-for model in qwen gemma; do
+variants="${baseline_bin:+baseline:;}before:--decide direct --keep-invented-arguments;after:${TOOLLOOP_EVAL_VARIANTS:+;$TOOLLOOP_EVAL_VARIANTS}"
+for model in ${TOOLLOOP_EVAL_MODELS:-qwen gemma}; do
   pid=$(scripts/real-model.sh serve "$model" "$port" "$jobs")
   IFS=';' read -ra vs <<<"$variants"
   for v in "${vs[@]}"; do
     [ -n "$v" ] || continue
     name="${v%%:*}"; flags="${v#*:}"
+    bin=./target/release/toolloop
+    [ "$name" = baseline ] && bin="$baseline_bin"
     echo "== $model, $name ($flags), $limit cases per category, $jobs at once" >&2
-    # shellcheck disable=SC2086
-    ./target/release/toolloop eval "$data" --limit "$limit" --jobs "$jobs" --backend openai \
-      --base-url "http://127.0.0.1:$port/v1" --model "$model" --timeout 120 \
-      --num-predict 256 $flags --json > "$out/$model-$name.json"
+    for category in simple_python multiple irrelevance; do
+      # shellcheck disable=SC2086
+      "$bin" eval "$data/BFCL_v4_$category.json" "${limit_flag[@]}" --jobs "$jobs" \
+        --backend openai --base-url "http://127.0.0.1:$port/v1" --model "$model" \
+        --timeout 120 --num-predict 256 $flags --json > "$out/$model-$name-$category.json"
+    done
   done
   kill "$pid"; wait "$pid" 2>/dev/null || true
 done
@@ -42,10 +60,13 @@ print("| model | setting | category | cases | accuracy | invalid turns | s/case 
 print("|---|---|---|---|---|---|---|---|")
 for model in ("qwen", "gemma"):
     for name in variants:
-        path = os.path.join(out, f"{model}-{name}.json")
-        if not os.path.exists(path):
-            continue
-        for s in json.load(open(path))["summary"]:
-            print(f"| {model} | {name} | {s['category']} | {s['cases']} | {100*s['accuracy']:.1f}% | "
-                  f"{100*s['invalid_turn_rate']:.1f}% | {s['mean_ms']/1000:.2f} | {s.get('mean_tokens', 0):.1f} |")
+        for category in ("simple_python", "multiple", "irrelevance"):
+            path = os.path.join(out, f"{model}-{name}-{category}.json")
+            if not os.path.exists(path):
+                continue
+            for s in json.load(open(path))["summary"]:
+                if s["category"] == "all":
+                    continue
+                print(f"| {model} | {name} | {s['category']} | {s['cases']} | {100*s['accuracy']:.1f}% | "
+                      f"{100*s['invalid_turn_rate']:.1f}% | {s['mean_ms']/1000:.2f} | {s.get('mean_tokens', 0):.1f} |")
 PY
