@@ -20,6 +20,16 @@ use toolloop::turn::Turn;
 
 mod common;
 
+/// The tests take turns on the server. It runs one slot (`scripts/real-model.sh serve`
+/// without SLOTS), and a request from another test between two turns of a run replaces
+/// that run's cached prompt: the cache test then measures the other test, not toolloop.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERVER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn url() -> String {
     std::env::var("TOOLLOOP_LLAMA_URL").expect("set TOOLLOOP_LLAMA_URL to a llama-server /v1 URL")
 }
@@ -54,6 +64,7 @@ Example: user asks \"How much is 12.5 * 4?\" -> \
 #[test]
 #[ignore = "needs a llama-server: see the module docs"]
 fn schema_constrained_reply_is_valid_and_usage_and_cache_are_read() {
+    let _turn = one_at_a_time();
     let tools = tools();
     let schema = CallSchema::for_tools(&tools, Narrowing::PerTool);
     let mut backend = OpenAi::new(&url(), "qwen", None);
@@ -128,6 +139,7 @@ fn schema_constrained_reply_is_valid_and_usage_and_cache_are_read() {
 #[test]
 #[ignore = "needs a llama-server: see the module docs"]
 fn the_loop_answers_with_a_real_model() {
+    let _turn = one_at_a_time();
     use toolloop::StopKind;
     use toolloop::backend::scripted::Recorder;
 
@@ -249,6 +261,7 @@ fn run_traced_with(
 #[test]
 #[ignore = "needs a llama-server: see the module docs"]
 fn tools_are_called_only_for_questions_that_need_one() {
+    let _turn = one_at_a_time();
     let no_tool = [
         "What is the capital of France?",
         "Who wrote Romeo and Juliet?",
@@ -277,6 +290,7 @@ fn tools_are_called_only_for_questions_that_need_one() {
 #[test]
 #[ignore = "needs a llama-server: see the module docs"]
 fn the_prompt_cache_holds_across_the_turns_of_a_run() {
+    let _turn = one_at_a_time();
     let (out, events) = run_traced("What is the weather in Paris right now?");
     let usages: Vec<toolloop::backend::Usage> = events
         .iter()
@@ -307,6 +321,7 @@ fn the_prompt_cache_holds_across_the_turns_of_a_run() {
 #[test]
 #[ignore = "needs a llama-server: see the module docs"]
 fn the_web_page_shows_a_real_models_run() {
+    let _turn = one_at_a_time();
     use std::sync::Arc;
     use toolloop::web::{Runs, WebServer};
     let make = || -> Result<Box<dyn Backend>, toolloop::OrchestratorError> {
@@ -337,6 +352,7 @@ fn the_web_page_shows_a_real_models_run() {
 #[test]
 #[ignore = "needs a llama-server: see the module docs"]
 fn a_pattern_with_a_negated_class_gets_a_valid_reply() {
+    let _turn = one_at_a_time();
     let tool = ToolSpec::new(
         "restaurant.find_nearby",
         "Locate nearby restaurants based on specific criteria like cuisine type.",
