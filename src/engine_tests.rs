@@ -33,6 +33,24 @@ fn weather() -> ToolSpec {
     )
 }
 
+/// The log-probabilities of a reply whose `kind` the model chose as "tool" with
+/// probability `p` (and "final" for the rest).
+fn kind_logprobs(p: f64) -> Vec<crate::backend::TokenLogprob> {
+    use crate::backend::TokenLogprob;
+    vec![
+        TokenLogprob {
+            token: r#"{"kind":""#.into(),
+            logprob: 0.0,
+            top: vec![],
+        },
+        TokenLogprob {
+            token: "tool".into(),
+            logprob: p.ln(),
+            top: vec![("tool".into(), p.ln()), ("final".into(), (1.0 - p).ln())],
+        },
+    ]
+}
+
 fn engine(max: u32) -> Engine {
     Engine::new(
         vec![Message::system("sys")],
@@ -314,7 +332,6 @@ fn a_prompt_that_filled_the_context_window_is_warned_about() {
 
 #[test]
 fn a_call_the_model_was_unsure_of_is_declined_and_an_answer_asked_for() {
-    use crate::backend::TokenLogprob;
     let mut e = Engine::new(
         vec![Message::system("sys")],
         "what is the capital of France",
@@ -326,20 +343,8 @@ fn a_call_the_model_was_unsure_of_is_declined_and_an_answer_asked_for() {
     );
     e.next_step();
     let before = e.messages().len();
-    let ln = f64::ln;
     let mut unsure = reply(CALL);
-    unsure.logprobs = vec![
-        TokenLogprob {
-            token: r#"{"kind":""#.into(),
-            logprob: 0.0,
-            top: vec![],
-        },
-        TokenLogprob {
-            token: "tool".into(),
-            logprob: ln(0.3),
-            top: vec![("tool".into(), ln(0.3)), ("final".into(), ln(0.6))],
-        },
-    ];
+    unsure.logprobs = kind_logprobs(0.3);
     e.model_replied(&unsure);
     let events = e.drain_events();
     assert!(
@@ -547,7 +552,6 @@ fn a_date_is_called_in_the_layout_its_tool_documents_and_the_trace_says_so() {
 fn a_call_declined_for_its_tool_is_asked_again_among_the_tools_the_question_points_to() {
     // BFCL multiple_109: the model called a tool the question shares no word with; the
     // tool it does point to is offered instead of an answer only.
-    use crate::backend::TokenLogprob;
     let proteins = ToolSpec::new(
         "cellbio.get_proteins",
         "Get the list of proteins in a specific cell compartment.",
@@ -565,21 +569,7 @@ fn a_call_declined_for_its_tool_is_asked_again_among_the_tools_the_question_poin
     );
     e.next_step();
     let mut wrong = reply(CALL);
-    wrong.logprobs = vec![
-        TokenLogprob {
-            token: r#"{"kind":""#.into(),
-            logprob: 0.0,
-            top: vec![],
-        },
-        TokenLogprob {
-            token: "tool".into(),
-            logprob: f64::ln(0.9),
-            top: vec![
-                ("tool".into(), f64::ln(0.9)),
-                ("final".into(), f64::ln(0.1)),
-            ],
-        },
-    ];
+    wrong.logprobs = kind_logprobs(0.9);
     e.model_replied(&wrong);
     let events = e.drain_events();
     assert!(
