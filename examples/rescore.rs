@@ -15,7 +15,7 @@ use std::path::Path;
 
 use serde_json::Value;
 use toolloop::eval::{Call, Case, load, score_calls};
-use toolloop::grounding::{self, Evidence};
+use toolloop::grounding::Evidence;
 use toolloop::turn::Turn;
 use toolloop::{conform, decision, relevance};
 
@@ -39,8 +39,7 @@ fn replayed(case: &Case, text: &str, p_tool: f64, threshold: f64) -> Vec<Call> {
         return Vec::new();
     }
     let said = Evidence::of([case.question.as_str()]);
-    conform::conform(&mut arguments, &spec.input_schema, &said);
-    let (_, invented) = grounding::ground(&mut arguments, Some(spec), &said);
+    let (_, invented) = conform::conform_and_ground(&mut arguments, Some(spec), &said);
     if !invented.is_empty() {
         return Vec::new();
     }

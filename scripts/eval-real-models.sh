@@ -27,8 +27,11 @@ baseline_bin=""
 if [ -n "${TOOLLOOP_EVAL_BASELINE:-}" ]; then
   wt=$(mktemp -d)
   git worktree add -q --detach "$wt" "$TOOLLOOP_EVAL_BASELINE"
-  CARGO_TARGET_DIR="$PWD/target/baseline" cargo build --release -q --manifest-path "$wt/Cargo.toml"
+  built=0
+  CARGO_TARGET_DIR="$PWD/target/baseline" cargo build --release -q --manifest-path "$wt/Cargo.toml" && built=1
+  # Removed whether or not the build worked, so a failed one leaves no worktree behind.
   git worktree remove --force "$wt"
+  [ "$built" = 1 ] || { echo "the baseline $TOOLLOOP_EVAL_BASELINE did not build" >&2; exit 1; }
   baseline_bin="$PWD/target/baseline/release/toolloop"
 fi
 limit_flag=(--limit "$limit")

@@ -28,7 +28,10 @@ use chrono::{Datelike, NaiveDate};
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
-use crate::grounding::Evidence;
+use crate::events::Event;
+use crate::grounding::{self, Evidence};
+use crate::tool_schema::SELF_CONSTRAINING;
+use crate::tools::ToolSpec;
 
 /// One part of a date layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,10 +219,7 @@ pub fn conform(arguments: &mut Map<String, Value>, schema: &Value, said: &Eviden
     let mut changes = Vec::new();
     for (name, value) in arguments.iter_mut() {
         let param = &schema["properties"][name.as_str()];
-        let constrained = ["enum", "const", "pattern", "format"]
-            .iter()
-            .any(|k| param.get(*k).is_some());
-        if constrained {
+        if SELF_CONSTRAINING.iter().any(|k| param.get(*k).is_some()) {
             continue;
         }
         let description = param["description"].as_str().unwrap_or_default();
@@ -243,6 +243,34 @@ pub fn conform(arguments: &mut Map<String, Value>, schema: &Value, said: &Eviden
         }
     }
     changes
+}
+
+/// The step between a model's call and the tool: `arguments` rewritten the way `spec`
+/// documents them ([`conform`], an [`Event::Reformatted`] each), then grounded in `said`
+/// ([`grounding::ground`]). Returns the events and the required arguments nobody gave,
+/// which the caller asks the person for. The engine and `examples/rescore.rs` both call
+/// this, so a replay measures what a run does.
+pub fn conform_and_ground(
+    arguments: &mut Map<String, Value>,
+    spec: Option<&ToolSpec>,
+    said: &Evidence,
+) -> (Vec<Event>, Vec<String>) {
+    let Some(spec) = spec else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut events: Vec<Event> = conform(arguments, &spec.input_schema, said)
+        .into_iter()
+        .map(|c| Event::Reformatted {
+            tool: spec.name.clone(),
+            argument: c.argument,
+            from: c.from,
+            to: c.to,
+            why: c.why.to_string(),
+        })
+        .collect();
+    let (dropped, invented) = grounding::ground(arguments, Some(spec), said);
+    events.extend(dropped);
+    (events, invented)
 }
 
 /// `text` in the layout `description` names, when it is an unambiguous date in another.

@@ -22,19 +22,8 @@ impl Engine {
             let said = grounding::Evidence::of_history(&self.history);
             for (tool, arguments) in &mut calls {
                 let spec = self.specs.iter().find(|s| s.name == *tool);
-                if let Some(spec) = spec {
-                    for c in conform::conform(arguments, &spec.input_schema, &said) {
-                        self.events.push(Event::Reformatted {
-                            tool: tool.clone(),
-                            argument: c.argument,
-                            from: c.from,
-                            to: c.to,
-                            why: c.why.to_string(),
-                        });
-                    }
-                }
-                let (dropped, invented) = grounding::ground(arguments, spec, &said);
-                self.events.extend(dropped);
+                let (events, invented) = conform::conform_and_ground(arguments, spec, &said);
+                self.events.extend(events);
                 if !invented.is_empty() {
                     let tool = tool.clone();
                     return self.ask_instead(thought, tool, invented);

@@ -15,6 +15,10 @@ use crate::tools::ToolSpec;
 /// sets no bound.
 pub const ARG_STRING_MAX: u64 = 1000;
 
+/// The keywords with which a schema bounds its values itself: a string under one gets no
+/// `maxLength` here, and its value is not rewritten by [`crate::conform`].
+pub(crate) const SELF_CONSTRAINING: [&str; 4] = ["enum", "const", "pattern", "format"];
+
 /// How far user-supplied schemas are walked when they are prepared; deeper parts are kept
 /// as they are.
 const WALK_DEPTH: usize = 64;
@@ -145,9 +149,8 @@ fn rewrite(schema: &mut Value, prefix: &str, depth: usize) {
                 *p = quote_safe(p);
             }
             let is_string = m.get("type").and_then(Value::as_str) == Some("string");
-            let bounded = ["maxLength", "enum", "const", "pattern", "format"]
-                .iter()
-                .any(|k| m.contains_key(*k));
+            let bounded =
+                m.contains_key("maxLength") || SELF_CONSTRAINING.iter().any(|k| m.contains_key(*k));
             if is_string && !bounded {
                 m.insert("maxLength".into(), json!(ARG_STRING_MAX));
                 if let Some(pattern) = m.get("description").and_then(city_and_state) {
