@@ -48,6 +48,8 @@ pub struct Evidence {
     percents: Vec<f64>,
     /// The numbers written any other way.
     plain: Vec<f64>,
+    /// The numbers said with a word for their size ("50 million", "$1.2M"), as values.
+    scaled: Vec<f64>,
 }
 
 /// A number as people write it: `12,000`, `-4`, `1.2M`, `40%`, `298K`, `1e-9`.
@@ -79,6 +81,13 @@ impl Evidence {
                     _ => continue,
                 };
                 e.numbers.push(n * scale);
+                // "100 m" is a hundred metres: only a word, or a capital letter against
+                // the digits ("$1.2M"), says for sure that the size is meant.
+                let written = m.get(2).map_or("", |s| s.as_str());
+                if written.len() > 2 || (["M", "B", "K"].contains(&written) && !m[0].contains(' '))
+                {
+                    e.scaled.push(n * scale);
+                }
             }
             for w in words(text) {
                 if let Some(n) = number_word(&w) {
@@ -99,6 +108,21 @@ impl Evidence {
     pub fn said_only_as_percent(&self, n: f64) -> bool {
         let same = |m: &f64| (m - n).abs() <= 1e-9 * m.abs().max(n.abs()).max(1.0);
         self.percents.iter().any(same) && !self.plain.iter().any(same)
+    }
+
+    /// The number the person said with a word for its size that `n` writes with more or
+    /// fewer zeros (`500000000` for "50 million"), when exactly one does. A small model
+    /// spelling out such a number miscounts its zeros (BFCL simple_python 65 and 128).
+    pub fn miscounted(&self, n: f64) -> Option<f64> {
+        if n == 0.0 || self.has_number(n) {
+            return None;
+        }
+        let mut near = self.scaled.iter().copied().filter(|m| {
+            let ratio = (n / m).abs().log10();
+            (ratio - ratio.round()).abs() < 1e-9 && (1.0..=3.0).contains(&ratio.round().abs())
+        });
+        let first = near.next()?;
+        near.all(|m| m == first).then_some(first)
     }
 
     /// A sign is not evidence: "coefficients 2, 3 and -4" and "a loss of 4" both say 4.
@@ -295,7 +319,15 @@ pub fn ungrounded(
     }
     arguments
         .iter()
-        .filter(|(k, v)| !required.contains(&k.as_str()) && !composed(v) && !evidence.grounds(v))
+        .filter(|(k, v)| {
+            let param = &schema["properties"][k.as_str()];
+            let said = if vocabulary(param) {
+                evidence.names_some_of(v)
+            } else {
+                evidence.grounds(v)
+            };
+            !required.contains(&k.as_str()) && !composed(v) && !said
+        })
         .map(|(k, _)| k.clone())
         .collect()
 }
@@ -326,9 +358,9 @@ pub fn invented_required(
         .iter()
         .filter_map(Value::as_str)
         .filter(|k| {
-            arguments.get(*k).is_some_and(|v| {
-                schema["properties"][*k].get("enum").is_none() && !evidence.mentions(v)
-            })
+            arguments
+                .get(*k)
+                .is_some_and(|v| !vocabulary(&schema["properties"][*k]) && !evidence.mentions(v))
         })
         .map(str::to_string)
         .collect()
@@ -347,6 +379,31 @@ impl Evidence {
                 code || composed(v) || ws.iter().any(|w| self.has_word(w) || self.has_kin(w))
             }
             Value::Array(items) => !items.is_empty() && items.iter().all(|i| self.mentions(i)),
+            _ => self.grounds(v),
+        }
+    }
+}
+
+/// Whether a parameter's values come from a list the tool gives (`enum`, or `enum` on an
+/// array's items). Such a value is the tool's word for what the person said, not the
+/// person's own: "goals and assists" gave `["Goals Scored", "Assists Made"]`, "carbs"
+/// gave `"Carbohydrates"` (BFCL simple_python_305, 374), and the model can only pick
+/// from the list, so it is never counted as invented.
+fn vocabulary(param: &Value) -> bool {
+    param.get("enum").is_some() || param["items"].get("enum").is_some()
+}
+
+impl Evidence {
+    /// Whether the person said some word of `v` (of some item, for an array), or a word
+    /// kin to one: the check for a value picked from the tool's own list
+    /// ([`vocabulary`]). Numbers must still be said.
+    fn names_some_of(&self, v: &Value) -> bool {
+        match v {
+            Value::String(s) => words(s).iter().any(|w| self.has_word(w) || self.has_kin(w)),
+            Value::Array(items) => {
+                items.iter().all(|i| i.is_string() || self.grounds(i))
+                    && items.iter().any(|i| self.names_some_of(i))
+            }
             _ => self.grounds(v),
         }
     }
@@ -493,6 +550,36 @@ mod tests {
         let args = json!({"country": "Germany"});
         let said = Evidence::of(["Key war events in German history"]);
         assert!(invented_required(args.as_object().unwrap(), &country, &said).is_empty());
+    }
+
+    #[test]
+    fn a_value_from_the_tools_own_list_needs_only_a_word_said() {
+        // BFCL simple_python_305: dropped because "Scored" and "Made" were never said.
+        let schema = json!({"type": "object", "required": ["player"], "properties": {
+            "player": {"type": "string"},
+            "indicators": {"type": "array", "items": {"type": "string",
+                "enum": ["Goals Scored", "Assists Made", "Saves Made"]}},
+            "unit": {"type": "string", "enum": ["km", "mi"]}}});
+        let said = Evidence::of(["The overall goal and assist of Messi"]);
+        let args = json!({"player": "Messi", "indicators": ["Goals Scored", "Assists Made"], "unit": "km"});
+        assert_eq!(
+            ungrounded(args.as_object().unwrap(), &schema, &said),
+            ["unit"]
+        );
+        let args = json!({"player": "Messi", "indicators": ["Saves Made"]});
+        assert_eq!(
+            ungrounded(args.as_object().unwrap(), &schema, &said),
+            ["indicators"]
+        );
+        // Required, it is never counted as invented: "carbs" gave "Carbohydrates" (374).
+        let schema = json!({"type": "object", "required": ["food", "information"], "properties": {
+            "food": {"type": "string"},
+            "information": {"type": "array", "items": {"type": "string",
+                "enum": ["Protein", "Calories", "Carbohydrates"]}}}});
+        let said = Evidence::of(["Protein, calories and carbs in an avocado"]);
+        let args =
+            json!({"food": "Avocado", "information": ["Protein", "Calories", "Carbohydrates"]});
+        assert!(invented_required(args.as_object().unwrap(), &schema, &said).is_empty());
     }
 
     #[test]
