@@ -291,7 +291,7 @@ pub fn conform(arguments: &mut Map<String, Value>, schema: &Value, said: &Eviden
 
 /// Where a word of a name starts and ends, and the word lower-cased.
 static WORD: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"[[:alnum:]]+").expect("a valid pattern"));
+    LazyLock::new(|| Regex::new(r"[\p{L}\p{N}]+").expect("a valid pattern"));
 
 /// Small words left hanging where a repeat was cut off ("Act of" from "Act of 2013").
 const CONNECTORS: [&str; 9] = ["of", "in", "for", "at", "on", "from", "the", "a", "an"];

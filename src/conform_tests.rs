@@ -150,6 +150,7 @@ fn formulas_short_values_and_whole_names_are_not_cut() {
         json!({"key": "C major", "tonic": "C"}),
         json!({"location": "Golden Gate Park in San Francisco", "near": false}),
         json!({"name": "Plaza Hotel", "rate": 2.5}),
+        json!({"venue": "Café de Flore", "near": "Caf"}),
     ] {
         assert_eq!(stripped(args.clone()), *args.as_object().unwrap(), "{args}");
     }
