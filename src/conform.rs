@@ -308,80 +308,93 @@ const CONNECTORS: [&str; 9] = ["of", "in", "for", "at", "on", "from", "the", "a"
 fn strip_repeats(arguments: &mut Map<String, Value>, schema: &Value) -> Vec<Change> {
     let others: Vec<(String, Vec<String>)> = arguments
         .iter()
-        .flat_map(|(name, v)| {
-            let texts: Vec<String> = match v {
-                Value::String(s) if s.chars().count() >= 3 => vec![s.clone()],
-                Value::Number(n) if n.is_i64() || n.is_u64() => vec![n.to_string()],
-                Value::Bool(true) => vec![name.replace('_', " ")],
-                Value::Array(items) => items
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .filter(|s| s.chars().count() >= 3)
-                    .map(str::to_string)
-                    .collect(),
-                _ => Vec::new(),
-            };
-            texts.into_iter().map(move |t| {
-                let ws = WORD
-                    .find_iter(&t)
-                    .map(|m| m.as_str().to_lowercase())
-                    .collect();
-                (name.clone(), ws)
-            })
-        })
-        .filter(|(_, ws): &(String, Vec<String>)| !ws.is_empty())
+        .flat_map(|(name, v)| repeatable(name, v).into_iter().map(|ws| (name.clone(), ws)))
         .collect();
     let mut changes = Vec::new();
     for (name, value) in arguments.iter_mut() {
         let param = &schema["properties"][name.as_str()];
         let Value::String(text) = value else { continue };
-        if SELF_CONSTRAINING.iter().any(|k| param.get(*k).is_some())
-            || !text
-                .chars()
-                .all(|c| c.is_alphanumeric() || " -',.&".contains(c))
-        {
+        let plain = text
+            .chars()
+            .all(|c| c.is_alphanumeric() || " -',.&".contains(c));
+        if !plain || SELF_CONSTRAINING.iter().any(|k| param.get(*k).is_some()) {
             continue;
         }
-        let spans: Vec<(usize, usize, String)> = WORD
-            .find_iter(text)
-            .map(|m| (m.start(), m.end(), m.as_str().to_lowercase()))
-            .collect();
-        let lower: Vec<&str> = spans.iter().map(|(_, _, w)| w.as_str()).collect();
-        let cut = others
+        let Some((other, rest)) = others
             .iter()
-            .filter(|(o, ws)| o != name && ws.len() < lower.len())
-            .find_map(|(o, ws)| {
-                let n = ws.len();
-                if lower[..n] == ws[..] {
-                    let mut from = n;
-                    while from < lower.len() - 1 && CONNECTORS.contains(&lower[from]) {
-                        from += 1;
-                    }
-                    Some((o, text[spans[from].0..].to_string()))
-                } else if lower[lower.len() - n..] == ws[..] {
-                    let mut to = lower.len() - n;
-                    while to > 1 && CONNECTORS.contains(&lower[to - 1]) {
-                        to -= 1;
-                    }
-                    Some((o, text[..spans[to - 1].1].to_string()))
-                } else {
-                    None
-                }
-            });
-        if let Some((other, rest)) = cut {
-            let rest = rest
-                .trim_matches(|c: char| !c.is_alphanumeric())
-                .to_string();
-            let from = std::mem::replace(value, Value::String(rest.clone()));
-            changes.push(Change {
-                argument: name.clone(),
-                from,
-                to: Value::String(rest),
-                why: Why::Repeats(other.clone()),
-            });
-        }
+            .filter(|(o, _)| o != name)
+            .find_map(|(o, ws)| without_repeat(text, ws).map(|rest| (o, rest)))
+        else {
+            continue;
+        };
+        let from = std::mem::replace(value, Value::String(rest.clone()));
+        changes.push(Change {
+            argument: name.clone(),
+            from,
+            to: Value::String(rest),
+            why: Why::Repeats(other.clone()),
+        });
     }
     changes
+}
+
+/// The words of argument `name`'s value that another name may repeat: a string of three
+/// characters or more, a whole number, each such string of an array, and the name of a
+/// boolean that is true (`organic`).
+fn repeatable(name: &str, v: &Value) -> Vec<Vec<String>> {
+    let texts: Vec<String> = match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Number(n) if n.is_i64() || n.is_u64() => vec![n.to_string()],
+        Value::Bool(true) => vec![name.replace('_', " ")],
+        Value::Array(items) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    };
+    texts
+        .iter()
+        .filter(|t| t.chars().count() >= 3 || v.is_number())
+        .map(|t| {
+            WORD.find_iter(t)
+                .map(|m| m.as_str().to_lowercase())
+                .collect()
+        })
+        .filter(|ws: &Vec<String>| !ws.is_empty())
+        .collect()
+}
+
+/// `text` without `repeat` (lower-cased words) at its start or end, and without the
+/// small words that then hang at the cut; `None` when it has no such repeat or nothing
+/// but small words would be left.
+fn without_repeat(text: &str, repeat: &[String]) -> Option<String> {
+    let spans: Vec<(usize, usize, String)> = WORD
+        .find_iter(text)
+        .map(|m| (m.start(), m.end(), m.as_str().to_lowercase()))
+        .collect();
+    let words: Vec<&str> = spans.iter().map(|(_, _, w)| w.as_str()).collect();
+    let (n, len) = (repeat.len(), words.len());
+    if n >= len {
+        return None;
+    }
+    let (mut from, mut to) = if words[..n] == *repeat {
+        (n, len)
+    } else if words[len - n..] == *repeat {
+        (0, len - n)
+    } else {
+        return None;
+    };
+    if from > 0 {
+        while from < to && CONNECTORS.contains(&words[from]) {
+            from += 1;
+        }
+    } else {
+        while to > from && CONNECTORS.contains(&words[to - 1]) {
+            to -= 1;
+        }
+    }
+    (from < to).then(|| text[spans[from].0..spans[to - 1].1].to_string())
 }
 
 /// The step between a model's call and the tool: `arguments` rewritten the way `spec`
@@ -407,7 +420,7 @@ pub fn conform_and_ground(
             why: c.why.to_string(),
         })
         .collect();
-    let (dropped, invented) = grounding::ground(arguments, Some(spec), said);
+    let (dropped, invented) = grounding::ground(arguments, spec, said);
     events.extend(dropped);
     (events, invented)
 }

@@ -36,6 +36,7 @@ use crate::backend::{Message, Role};
 use crate::events::Event;
 use crate::feedback;
 use crate::relevance::STEMMER;
+use crate::tool_schema;
 use crate::tools::ToolSpec;
 
 /// The words and numbers of the run's evidence, for [`ungrounded`].
@@ -73,19 +74,22 @@ impl Evidence {
                     Some("%" | "percent") => e.percents.push(n),
                     _ => e.plain.push(n),
                 }
-                let scale = match suffix.as_deref() {
-                    Some("%" | "percent") => 0.01,
-                    Some("k" | "thousand") => 1e3,
-                    Some("m" | "million") => 1e6,
-                    Some("b" | "bn" | "billion") => 1e9,
+                // Whether the suffix surely names a size: "100 m" is a hundred metres,
+                // so a lone letter counts only as a capital against the digits ("$1.2M").
+                let written = m.get(2).map_or("", |s| s.as_str());
+                let letter = ["M", "B", "K"].contains(&written) && !m[0].contains(' ');
+                let (scale, size) = match suffix.as_deref() {
+                    Some("%" | "percent") => (0.01, false),
+                    Some("k") => (1e3, letter),
+                    Some("m") => (1e6, letter),
+                    Some("b") => (1e9, letter),
+                    Some("thousand") => (1e3, true),
+                    Some("million") => (1e6, true),
+                    Some("bn" | "billion") => (1e9, true),
                     _ => continue,
                 };
                 e.numbers.push(n * scale);
-                // "100 m" is a hundred metres: only a word, or a capital letter against
-                // the digits ("$1.2M"), says for sure that the size is meant.
-                let written = m.get(2).map_or("", |s| s.as_str());
-                if written.len() > 2 || (["M", "B", "K"].contains(&written) && !m[0].contains(' '))
-                {
+                if size {
                     e.scaled.push(n * scale);
                 }
             }
@@ -319,14 +323,13 @@ pub fn ungrounded(
     }
     arguments
         .iter()
+        .filter(|(k, v)| !required.contains(&k.as_str()) && !composed(v))
         .filter(|(k, v)| {
-            let param = &schema["properties"][k.as_str()];
-            let said = if vocabulary(param) {
-                evidence.names_some_of(v)
+            if vocabulary(&schema["properties"][k.as_str()]) {
+                !evidence.names_some_of(v)
             } else {
-                evidence.grounds(v)
-            };
-            !required.contains(&k.as_str()) && !composed(v) && !said
+                !evidence.grounds(v)
+            }
         })
         .map(|(k, _)| k.clone())
         .collect()
@@ -390,7 +393,7 @@ impl Evidence {
 /// gave `"Carbohydrates"` (BFCL simple_python_305, 374), and the model can only pick
 /// from the list, so it is never counted as invented.
 fn vocabulary(param: &Value) -> bool {
-    param.get("enum").is_some() || param["items"].get("enum").is_some()
+    tool_schema::listed_values(param).next().is_some()
 }
 
 impl Evidence {
@@ -441,12 +444,9 @@ impl Evidence {
 /// which the caller asks the person for.
 pub fn ground(
     arguments: &mut Map<String, Value>,
-    spec: Option<&ToolSpec>,
+    spec: &ToolSpec,
     said: &Evidence,
 ) -> (Option<Event>, Vec<String>) {
-    let Some(spec) = spec else {
-        return (None, Vec::new());
-    };
     let dropped = ungrounded(arguments, &spec.input_schema, said);
     for name in &dropped {
         arguments.shift_remove(name);

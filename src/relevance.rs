@@ -18,6 +18,7 @@ use std::sync::LazyLock;
 use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::Value;
 
+use crate::tool_schema;
 use crate::tools::ToolSpec;
 
 /// The English Snowball stemmer, made once (grounding uses it too).
@@ -132,11 +133,7 @@ fn tool_text(spec: &ToolSpec) -> String {
 /// The string values a parameter (or its items) may take: what the tool speaks to as
 /// much as its description.
 fn enum_values(schema: &Value) -> impl Iterator<Item = &str> {
-    [&schema["enum"], &schema["items"]["enum"]]
-        .into_iter()
-        .filter_map(Value::as_array)
-        .flatten()
-        .filter_map(Value::as_str)
+    tool_schema::listed_values(schema).filter_map(Value::as_str)
 }
 
 /// The share of the question's content words that the tool's own text also has; `None`

@@ -19,6 +19,16 @@ pub const ARG_STRING_MAX: u64 = 1000;
 /// `maxLength` here, and its value is not rewritten by [`crate::conform`].
 pub(crate) const SELF_CONSTRAINING: [&str; 4] = ["enum", "const", "pattern", "format"];
 
+/// The values a parameter lists for itself: its `enum`, or its items' `enum` for an
+/// array. The model can only pick among them, so they are the tool's own words
+/// (relevance counts them as the tool's text; grounding does not ask them to be said).
+pub(crate) fn listed_values(param: &Value) -> impl Iterator<Item = &Value> {
+    [&param["enum"], &param["items"]["enum"]]
+        .into_iter()
+        .filter_map(Value::as_array)
+        .flatten()
+}
+
 /// How far user-supplied schemas are walked when they are prepared; deeper parts are kept
 /// as they are.
 const WALK_DEPTH: usize = 64;
