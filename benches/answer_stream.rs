@@ -5,7 +5,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
-use toolloop::answer_stream::AnswerStream;
+use toolloop::turn::answer_stream::AnswerStream;
 
 fn reply() -> String {
     let answer: String = "The weather in Tokyo is sunny, 18 \u{b0}C; \"light\" wind.\n"

@@ -12,7 +12,7 @@ use toolloop::backend::{
     Backend, BackendError, ChatReply, ChatRequest, StopReason, TextSink, Timings, Usage,
 };
 use toolloop::deadline::Deadline;
-use toolloop::orchestrator::Orchestrator;
+use toolloop::run::orchestrator::Orchestrator;
 use toolloop::tools::closure::FnTools;
 use toolloop::tools::{Catalogue, ToolSpec};
 

@@ -54,12 +54,12 @@ fn bench(c: &mut Criterion) {
             group.bench_with_input(
                 BenchmarkId::new(format!("{name}/to_string"), format!("{mb}MB")),
                 &input,
-                |b, input| b.iter(|| toolloop::repair::repair_to_string(black_box(input))),
+                |b, input| b.iter(|| toolloop::turn::repair::repair_to_string(black_box(input))),
             );
             group.bench_with_input(
                 BenchmarkId::new(format!("{name}/to_value"), format!("{mb}MB")),
                 &input,
-                |b, input| b.iter(|| toolloop::repair::repair(black_box(input))),
+                |b, input| b.iter(|| toolloop::turn::repair::repair(black_box(input))),
             );
         }
     }

@@ -15,13 +15,13 @@ fn main() {
     let input = std::fs::read_to_string(&args[2]).expect("read the corpus");
     let started = Instant::now();
     let out = match args[1].as_str() {
-        "doc" => toolloop::repair::repair_to_string(&input)
+        "doc" => toolloop::turn::repair::repair_to_string(&input)
             .map(|(t, _)| t)
             .unwrap_or_else(|e| format!("ERROR {e}")),
         _ => {
             let mut out = String::with_capacity(input.len() + input.len() / 4);
             for line in input.lines() {
-                match toolloop::repair::repair_to_string(line) {
+                match toolloop::turn::repair::repair_to_string(line) {
                     Ok((t, _)) => out.push_str(&t),
                     Err(e) => out.push_str(&format!("ERROR {e}")),
                 }

@@ -14,10 +14,10 @@
 use std::path::Path;
 
 use serde_json::Value;
+use toolloop::checks::grounding::Evidence;
+use toolloop::checks::{conform, decision, relevance};
 use toolloop::eval::{Call, Case, load, score_calls};
-use toolloop::grounding::Evidence;
 use toolloop::turn::Turn;
-use toolloop::{conform, decision, relevance};
 
 /// The calls today's rules make from a recorded first reply.
 fn replayed(case: &Case, text: &str, p_tool: f64, threshold: f64) -> Vec<Call> {

@@ -14,8 +14,8 @@ use crate::backend::ollama::Ollama;
 use crate::backend::openai::OpenAi;
 use crate::backend::scripted::Recorder;
 use crate::backend::{Backend, BackendError, GenOptions};
-use crate::schema::{Decide, Narrowing};
 use crate::tools::ToolSetup;
+use crate::turn::schema::{Decide, Narrowing};
 
 /// Ollama's own default address (what its client uses for an empty `OLLAMA_HOST`).
 /// `127.0.0.1` rather than seed 003's `localhost`: Ollama listens on IPv4 loopback, and
@@ -87,10 +87,10 @@ pub struct Config {
     /// How the model decides between a tool and an answer (see [`Decide`]).
     pub decide: Decide,
     /// Leave out optional arguments the person never gave, and ask for required ones
-    /// the model invented (see [`crate::grounding`]).
+    /// the model invented (see [`crate::checks::grounding`]).
     pub ground_arguments: bool,
     /// Under [`Decide::Probability`], the least share of probability the model must give
-    /// to calling a tool for the call to go ahead (see [`crate::decision`]).
+    /// to calling a tool for the call to go ahead (see [`crate::checks::decision`]).
     pub tool_threshold: f64,
     /// Invalid replies in a row that are fed back before the run gives up (default 2).
     pub max_invalid_retries: u32,
@@ -202,7 +202,7 @@ impl Config {
     }
 }
 
-/// The engine's limits and policies: what [`crate::engine::Engine`] needs of a
+/// The engine's limits and policies: what [`crate::run::engine::Engine`] needs of a
 /// [`Config`]. Build them with [`Config::limits`]; set fields to drive the engine
 /// directly.
 #[derive(Debug, Clone, PartialEq)]

@@ -60,46 +60,27 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod answer_stream;
 pub mod backend;
-pub mod bfcl;
-pub mod calls;
+pub mod checks;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "sqlite",
+    feature = "web"
+))]
+pub mod cli;
 pub mod config;
-pub mod conform;
 pub mod deadline;
-pub mod decision;
-#[cfg(feature = "server")]
-pub mod demo;
-#[cfg(feature = "cli")]
-pub mod display;
-pub mod ending;
-pub mod engine;
-pub mod error;
 pub mod eval;
-pub mod events;
-pub mod feedback;
-pub mod grounding;
-pub mod guardrails;
 mod http;
-#[cfg(feature = "web")]
-pub mod markdown;
-pub mod orchestrator;
-pub mod outcome;
-pub mod prompt;
-pub mod relevance;
-pub mod repair;
-pub mod repetition;
-pub mod schema;
+pub mod message;
+pub mod run;
 #[cfg(feature = "server")]
 pub mod serve;
-#[cfg(feature = "server")]
-pub mod server;
-pub mod tool_schema;
+pub mod tool_spec;
 pub mod tools;
 pub mod turn;
 pub mod validate;
-#[cfg(feature = "web")]
-pub mod web;
 
 pub use backend::ollama::Ollama;
 pub use backend::openai::OpenAi;
@@ -107,9 +88,9 @@ pub use backend::scripted::Scripted;
 pub use backend::{Backend, BackendError, GenOptions, Message};
 pub use config::{BackendKind, Config};
 pub use deadline::Deadline;
-pub use ending::{Ending, StopKind};
-pub use events::{Event, Observer, Trace, Transcript};
-pub use orchestrator::{
+pub use run::ending::{Ending, StopKind};
+pub use run::events::{Event, Observer, Trace, Transcript};
+pub use run::orchestrator::{
     ClarifyHandler, Conversation, Orchestrator, OrchestratorBuilder, OrchestratorError, Outcome,
     run_loop,
 };

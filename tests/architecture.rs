@@ -1,70 +1,121 @@
-//! The shape of `src/` that `docs/ARCHITECTURE.md` describes, checked: no module imports
-//! one that imports it back (directly or through others), and no file grows past what
-//! one sitting reads.
+//! The shape of `src/` that `docs/ARCHITECTURE.md` describes, checked: the folders follow
+//! a run's path and import only in the allowed direction, no module imports one that
+//! imports it back (directly or through others), no `#[path]` includes, and no file grows
+//! past what one sitting reads.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
 
-/// The library's top-level modules, as `lib.rs` declares them.
-fn modules() -> BTreeSet<String> {
-    let lib = std::fs::read_to_string(Path::new(SRC).join("lib.rs")).unwrap();
-    lib.lines()
-        .filter_map(|l| {
-            let l = l.trim();
-            let rest = l.strip_prefix("pub mod ").or(l.strip_prefix("mod "))?;
-            Some(rest.trim_end_matches(';').to_string())
-        })
-        .collect()
-}
-
-/// Every `.rs` file of a module: `src/NAME.rs` with the parts it includes from
-/// `src/NAME_*.rs`, or everything under `src/NAME/`.
-fn files_of(module: &str) -> Vec<std::path::PathBuf> {
-    let file = Path::new(SRC).join(format!("{module}.rs"));
-    if file.exists() {
-        let prefix = format!("{module}_");
-        let mut files = vec![file];
-        for e in std::fs::read_dir(SRC).unwrap().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with(&prefix) && name.ends_with(".rs") {
-                files.push(e.path());
-            }
-        }
-        return files;
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![Path::new(SRC).join(module)];
+/// Every `.rs` file under `src/`, with its module path (`run::engine::calls`), the
+/// binary's `main.rs` and `lib.rs` left out.
+fn modules() -> BTreeMap<String, PathBuf> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![PathBuf::from(SRC)];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).unwrap().flatten() {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
+                continue;
             }
+            if p.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let rel = p.strip_prefix(SRC).unwrap().with_extension("");
+            let mut parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if parts.last().is_some_and(|l| l == "mod") {
+                parts.pop();
+            }
+            if parts == ["main"] || parts == ["lib"] {
+                continue;
+            }
+            out.insert(parts.join("::"), p);
         }
     }
     out
 }
 
-/// Which top-level modules each module's code names as `crate::NAME` (comments aside).
+/// The code lines of a file: comments, doc comments and `#[cfg(test)]` modules' bodies
+/// are not imports the library makes.
+fn code_lines(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut in_tests = false;
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with("#[cfg(test)]") {
+            in_tests = true;
+        }
+        if in_tests || t.starts_with("//") {
+            continue;
+        }
+        out.push(line);
+    }
+    out
+}
+
+/// The module a path written in `from` names: the longest known module it starts with.
+fn resolve(from: &str, written: &str, mods: &BTreeMap<String, PathBuf>) -> Option<String> {
+    let mut parts: Vec<&str> = written.split("::").collect();
+    let mut base: Vec<&str> = Vec::new();
+    match parts.first() {
+        Some(&"crate") => {
+            parts.remove(0);
+        }
+        Some(&"super") => {
+            base = from.split("::").collect();
+            // A file's own module is `from`; `super` is its parent.
+            while parts.first() == Some(&"super") {
+                parts.remove(0);
+                base.pop();
+            }
+        }
+        _ => return None,
+    }
+    base.extend(parts);
+    while !base.is_empty() {
+        let name = base.join("::");
+        if mods.contains_key(&name) {
+            return Some(name);
+        }
+        base.pop();
+    }
+    None
+}
+
+/// Which modules each module imports (`crate::…` and `super::…` paths in its code).
+/// A folder's `mod.rs` re-exporting its children (`pub use child::…`) aggregates them;
+/// it is not counted as an import.
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let mods = modules();
     let mut g = BTreeMap::new();
-    for m in &mods {
+    for (m, path) in &mods {
+        let text = std::fs::read_to_string(path).unwrap();
         let mut deps = BTreeSet::new();
-        for f in files_of(m) {
-            let text = std::fs::read_to_string(&f).unwrap();
-            for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
-                for part in line.split("crate::").skip(1) {
-                    let name: String = part
+        for line in code_lines(&text) {
+            let t = line.trim_start();
+            if t.starts_with("pub use ") && !t.contains("crate::") && !t.contains("super::") {
+                continue;
+            }
+            for key in ["crate::", "super::"] {
+                for (at, _) in line.match_indices(key) {
+                    let before = line[..at].chars().last();
+                    if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                        continue;
+                    }
+                    let written: String = line[at..]
                         .chars()
-                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
                         .collect();
-                    if name != *m && mods.contains(&name) {
-                        deps.insert(name);
+                    if let Some(d) = resolve(m, written.trim_end_matches(':'), &mods)
+                        && d != *m
+                        && !m.starts_with(&format!("{d}::"))
+                    {
+                        deps.insert(d);
                     }
                 }
             }
@@ -72,6 +123,10 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         g.insert(m.clone(), deps);
     }
     g
+}
+
+fn folder(module: &str) -> &str {
+    module.split("::").next().unwrap()
 }
 
 #[test]
@@ -91,7 +146,7 @@ fn no_module_imports_one_that_imports_it_back() {
             return;
         }
         path.push(m.to_string());
-        for d in &g[m] {
+        for d in g.get(m).into_iter().flatten() {
             visit(d, g, path, done);
         }
         path.pop();
@@ -101,39 +156,118 @@ fn no_module_imports_one_that_imports_it_back() {
     for m in g.keys() {
         visit(m, &g, &mut Vec::new(), &mut done);
     }
-    // The leaves that the ending and validation live in stay leaves.
-    assert!(g["ending"].is_empty(), "ending imports {:?}", g["ending"]);
+}
+
+#[test]
+fn folders_import_only_in_the_direction_of_a_run() {
+    // What each folder must never import.
+    let forbidden: &[(&str, &[&str])] = &[
+        (
+            "turn",
+            &["backend", "tools", "checks", "run", "serve", "eval", "cli"],
+        ),
+        (
+            "checks",
+            &["backend", "tools", "run", "serve", "eval", "cli"],
+        ),
+        ("run", &["serve", "eval", "cli"]),
+        (
+            "backend",
+            &["turn", "checks", "run", "tools", "serve", "eval", "cli"],
+        ),
+        ("tools", &["checks", "run", "serve", "eval", "cli"]),
+        ("serve", &["eval", "cli"]),
+        ("eval", &["serve", "cli"]),
+    ];
+    let mut wrong = Vec::new();
+    for (m, deps) in graph() {
+        for d in deps {
+            let (from, to) = (folder(&m), folder(&d));
+            if from == to {
+                continue;
+            }
+            let banned = forbidden
+                .iter()
+                .find(|(f, _)| *f == from)
+                .is_some_and(|(_, b)| b.contains(&to));
+            if banned || (to == "cli" && from != "cli") {
+                wrong.push(format!("{m} imports {d}"));
+            }
+        }
+    }
     assert!(
-        g["validate"].is_empty(),
-        "validate imports {:?}",
-        g["validate"]
+        wrong.is_empty(),
+        "imports against the direction of a run:\n{}",
+        wrong.join("\n")
     );
 }
 
 #[test]
-fn no_source_file_is_longer_than_one_sitting() {
-    let mut stack = vec![Path::new(SRC).to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("repair.rs") {
-                let lines = std::fs::read_to_string(&p).unwrap().lines().count();
-                assert!(lines <= 620, "{} has {lines} lines", p.display());
-            }
+fn leaves_stay_leaves() {
+    let g = graph();
+    for leaf in [
+        "deadline",
+        "validate",
+        "message",
+        "tool_spec",
+        "run::ending",
+        "tools::mcp::wire",
+    ] {
+        let deps: Vec<_> = g[leaf].iter().filter(|d| folder(d) != "deadline").collect();
+        assert!(deps.is_empty(), "{leaf} imports {deps:?}");
+    }
+}
+
+#[test]
+fn no_file_is_included_by_path() {
+    for path in modules().values() {
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(
+            !text.lines().any(|l| l.trim_start().starts_with("#[path")),
+            "{} includes a file by #[path]: split by concern into ordinary modules",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn each_folder_says_what_it_owns_and_may_import() {
+    for e in std::fs::read_dir(SRC).unwrap().flatten() {
+        let dir = e.path();
+        if !dir.is_dir() {
+            continue;
         }
+        let text = std::fs::read_to_string(dir.join("mod.rs")).unwrap();
+        let doc: String = text
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            doc.contains("import"),
+            "{}/mod.rs does not open with what it owns and what it may import",
+            dir.display()
+        );
+    }
+}
+
+#[test]
+fn no_source_file_is_longer_than_one_sitting() {
+    for path in modules().values() {
+        if path.ends_with("repair.rs") {
+            continue;
+        }
+        let lines = std::fs::read_to_string(path).unwrap().lines().count();
+        assert!(lines <= 620, "{} has {lines} lines", path.display());
     }
 }
 
 #[test]
 fn the_engine_reads_in_one_sitting() {
-    let text = std::fs::read_to_string(Path::new(SRC).join("engine.rs")).unwrap();
+    let text = std::fs::read_to_string(Path::new(SRC).join("run/engine.rs")).unwrap();
     let start = text.find("pub struct Engine").unwrap();
     let body = text.find("impl Engine {").unwrap();
     let end = body + text[body..].find("\n}\n").unwrap();
     let lines = text[start..end].lines().count();
-    // "About 400": the state machine, the decision gate and the grounding hook (which can
-    // turn a call with invented values into a question for the person).
     assert!(lines <= 450, "Engine and its impl take {lines} lines");
 }

@@ -57,7 +57,7 @@ fn stream(lines: &[&str]) -> String {
 
 fn chat(url: &str, deadline: Deadline) -> Result<toolloop::backend::ChatReply, BackendError> {
     let messages = history();
-    let schema = toolloop::schema::call_schema().clone();
+    let schema = toolloop::turn::schema::call_schema().clone();
     let opts = options();
     let req = ChatRequest {
         messages: &messages,
@@ -84,7 +84,7 @@ fn request_body_without_tools_capability_sends_tool_results_as_user_text() {
             {"role": "user", "content": r#"Tool result (get_weather): {"temp":18}"#},
         ],
         "stream": true,
-        "format": toolloop::schema::call_schema(),
+        "format": toolloop::turn::schema::call_schema(),
         "options": {"temperature": 0.0, "num_ctx": 4096, "num_predict": 256, "seed": 7,
                     "top_k": 40, "top_p": 0.9, "stop": ["<end_of_turn>"]},
         "keep_alive": "5m",
@@ -419,7 +419,7 @@ fn log_probabilities_are_asked_for_and_read_from_each_chunk() {
         ]))
         .create();
     let messages = history();
-    let schema = toolloop::schema::call_schema().clone();
+    let schema = toolloop::turn::schema::call_schema().clone();
     let opts = GenOptions {
         top_logprobs: Some(20),
         ..options()
@@ -436,7 +436,7 @@ fn log_probabilities_are_asked_for_and_read_from_each_chunk() {
     chat_mock.assert();
     assert_eq!(reply.logprobs.len(), 2);
     assert_eq!(reply.logprobs[1].top[1], ("tool".to_string(), -1.2));
-    let share = toolloop::decision::tool_share(&reply).unwrap();
+    let share = toolloop::checks::decision::tool_share(&reply).unwrap();
     let expected = (-1.2f64).exp() / ((-1.2f64).exp() + (-0.5f64).exp());
     assert!((share - expected).abs() < 1e-9, "{share}");
 }
@@ -477,8 +477,8 @@ fn a_streamed_final_answer_reaches_the_person_decoded_whatever_the_cuts() {
     let seen = std::sync::Arc::clone(&shown);
     let mut o = toolloop::Orchestrator::builder()
         .backend(Ollama::new(&server.url(), "gemma3:4b"))
-        .observer(move |e: &toolloop::events::Event| {
-            if let toolloop::events::Event::AnswerText { text } = e {
+        .observer(move |e: &toolloop::run::events::Event| {
+            if let toolloop::run::events::Event::AnswerText { text } = e {
                 seen.lock().unwrap().push(text.clone());
             }
         })

@@ -11,10 +11,10 @@ use serde_json::json;
 use toolloop::backend::scripted::{Scripted, ScriptedReply, SeenRequests};
 use toolloop::backend::{Role, StopReason, Usage};
 use toolloop::deadline::Deadline;
-use toolloop::events::{Event, Trace, Transcript};
-use toolloop::guardrails::{Action, Guardrails};
-use toolloop::orchestrator::{Orchestrator, OrchestratorBuilder, OrchestratorError};
-use toolloop::server::{RunningServer, ToolServer};
+use toolloop::run::events::{Event, Trace, Transcript};
+use toolloop::run::guardrails::{Action, Guardrails};
+use toolloop::run::orchestrator::{Orchestrator, OrchestratorBuilder, OrchestratorError};
+use toolloop::serve::tool_server::{RunningServer, ToolServer};
 use toolloop::tools::builtin::{Builtin, BuiltinConfig};
 use toolloop::tools::closure::FnTools;
 use toolloop::tools::http::HttpTools;
@@ -477,7 +477,9 @@ fn trace_and_transcript_record_every_event() {
     ]);
     let mut o = builder(model, &s)
         .observer(Transcript::open(&path).unwrap())
-        .observer(move |e: &Event| toolloop::events::Observer::event(&mut *t.lock().unwrap(), e))
+        .observer(move |e: &Event| {
+            toolloop::run::events::Observer::event(&mut *t.lock().unwrap(), e)
+        })
         .build()
         .unwrap();
     o.run("6 times 7?").unwrap();
@@ -608,7 +610,7 @@ fn run_loop_fails_clearly_when_the_tool_server_is_down() {
         timeout: Duration::from_secs(5),
         ..Default::default()
     };
-    let err = toolloop::orchestrator::run_loop("hi", &config).unwrap_err();
+    let err = toolloop::run::orchestrator::run_loop("hi", &config).unwrap_err();
     assert!(
         err.to_string()
             .contains("tool server at http://127.0.0.1:9 is not reachable"),

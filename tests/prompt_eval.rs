@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use toolloop::backend::openai::OpenAi;
 use toolloop::deadline::Deadline;
-use toolloop::orchestrator::Orchestrator;
+use toolloop::run::orchestrator::Orchestrator;
 use toolloop::tools::Catalogue;
 use toolloop::tools::builtin::{Builtin, BuiltinConfig};
 

@@ -14,9 +14,9 @@ use serde_json::json;
 use toolloop::backend::openai::OpenAi;
 use toolloop::backend::{Backend, ChatRequest, GenOptions, Message};
 use toolloop::deadline::Deadline;
-use toolloop::schema::{CallSchema, Narrowing};
 use toolloop::tools::ToolSpec;
 use toolloop::turn::Turn;
+use toolloop::turn::schema::{CallSchema, Narrowing};
 
 mod common;
 
@@ -232,7 +232,7 @@ fn run_traced_with(
     question: &str,
 ) -> (toolloop::Outcome, Vec<toolloop::Event>) {
     use std::sync::{Arc, Mutex};
-    use toolloop::events::Trace;
+    use toolloop::run::events::Trace;
     let events = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&events);
     let trace = Arc::new(Mutex::new(Trace::collect()));
@@ -243,7 +243,7 @@ fn run_traced_with(
         .timeout(Duration::from_secs(120))
         .observer(move |e: &toolloop::Event| {
             seen.lock().unwrap().push(e.clone());
-            toolloop::events::Observer::event(&mut *t.lock().unwrap(), e)
+            toolloop::run::events::Observer::event(&mut *t.lock().unwrap(), e)
         })
         .build()
         .unwrap();
@@ -323,7 +323,7 @@ fn the_prompt_cache_holds_across_the_turns_of_a_run() {
 fn the_web_page_shows_a_real_models_run() {
     let _turn = one_at_a_time();
     use std::sync::Arc;
-    use toolloop::web::{Runs, WebServer};
+    use toolloop::serve::web::{Runs, WebServer};
     let make = || -> Result<Box<dyn Backend>, toolloop::OrchestratorError> {
         Ok(Box::new(OpenAi::new(&url(), "qwen", None)))
     };
@@ -365,7 +365,7 @@ fn a_pattern_with_a_negated_class_gets_a_valid_reply() {
     );
     let tools = [tool];
     let schema = CallSchema::for_tools(&tools, Narrowing::PerTool);
-    let prompt = toolloop::prompt::build_system_prompt(&tools, None);
+    let prompt = toolloop::turn::prompt::build_system_prompt(&tools, None);
     let messages = [
         Message::system(prompt),
         Message::user(

@@ -3,8 +3,8 @@
 //! go through `repair`, `mode: "turn"` cases through `Turn::parse`.
 
 use serde_json::Value;
-use toolloop::repair::{repair, repair_to_string};
 use toolloop::turn::Turn;
+use toolloop::turn::repair::{repair, repair_to_string};
 
 fn cases() -> Vec<Value> {
     include_str!("data/repair_corpus.jsonl")

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
-use toolloop::repair::{repair, repair_to_string};
+use toolloop::turn::repair::{repair, repair_to_string};
 
 fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![

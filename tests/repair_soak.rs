@@ -98,7 +98,7 @@ fn soak_repair_and_turn_parser() {
     for i in 0..iters {
         let input = mutate(&mut rng, &seeds[i % seeds.len()]);
         let t = Instant::now();
-        if let Ok((json, _)) = toolloop::repair::repair_to_string(&input) {
+        if let Ok((json, _)) = toolloop::turn::repair::repair_to_string(&input) {
             assert!(
                 serde_json::from_str::<serde_json::Value>(&json).is_ok(),
                 "{input:?} -> {json:?}"

@@ -11,11 +11,15 @@ use toolloop::tools::Catalogue;
 use toolloop::tools::builtin::{Builtin, BuiltinConfig};
 use toolloop::{Orchestrator, StopKind};
 
-fn replay(file: &str, question: &str) -> toolloop::orchestrator::Outcome {
+fn replay(file: &str, question: &str) -> toolloop::run::orchestrator::Outcome {
     replay_grounded(file, question, true)
 }
 
-fn replay_grounded(file: &str, question: &str, ground: bool) -> toolloop::orchestrator::Outcome {
+fn replay_grounded(
+    file: &str,
+    question: &str,
+    ground: bool,
+) -> toolloop::run::orchestrator::Outcome {
     let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
     let model = Scripted::from_file(&path).unwrap();
     let builtin = Builtin::new(&BuiltinConfig {
@@ -34,7 +38,7 @@ fn replay_grounded(file: &str, question: &str, ground: bool) -> toolloop::orches
     o.run(question).unwrap()
 }
 
-fn tools_used(out: &toolloop::orchestrator::Outcome) -> Vec<&str> {
+fn tools_used(out: &toolloop::run::orchestrator::Outcome) -> Vec<&str> {
     out.steps.iter().filter_map(|s| s.tool.as_deref()).collect()
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 #[test]
 fn call_schema_file_is_current() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/call_schema.json");
-    let generated = toolloop::schema::call_schema_json();
+    let generated = toolloop::turn::schema::call_schema_json();
     if std::env::var_os("TOOLLOOP_BLESS").is_some() {
         std::fs::write(&path, &generated).unwrap();
     }
@@ -19,7 +19,7 @@ fn call_schema_file_is_current() {
 
 #[test]
 fn call_schema_is_a_one_of_of_four_kinds_with_const() {
-    let schema = toolloop::schema::call_schema();
+    let schema = toolloop::turn::schema::call_schema();
     let variants = schema["oneOf"].as_array().unwrap();
     assert_eq!(variants.len(), 4);
     for (v, kind) in variants

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use toolloop::serve::Bounds;
-use toolloop::server::{RunningServer, ToolServer};
+use toolloop::serve::bounds::Bounds;
+use toolloop::serve::tool_server::{RunningServer, ToolServer};
 use toolloop::tools::ToolSpec;
 use toolloop::tools::closure::FnTools;
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use toolloop::deadline::Deadline;
-use toolloop::server::{RunningServer, ToolServer};
+use toolloop::serve::tool_server::{RunningServer, ToolServer};
 use toolloop::tools::builtin::{Builtin, BuiltinConfig};
 use toolloop::tools::http::HttpTools;
 use toolloop::tools::{ToolError, ToolResult, ToolSource};

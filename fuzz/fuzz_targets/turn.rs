@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use toolloop::schema::{CallSchema, Narrowing};
+use toolloop::turn::schema::{CallSchema, Narrowing};
 use toolloop::tools::ToolSpec;
 
 fn schema() -> &'static CallSchema {

@@ -218,7 +218,7 @@ impl ToolSource for HttpTools {
 fn parse_result(bytes: &[u8], cut: bool, url: &str) -> Result<ToolResult, ToolError> {
     let text = String::from_utf8_lossy(bytes);
     let value = if cut {
-        crate::repair::repair(&text)
+        crate::turn::repair::repair(&text)
             .map(|r| r.value)
             .map_err(|e| ToolError::Protocol {
                 source_name: url.to_string(),

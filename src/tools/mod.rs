@@ -16,8 +16,6 @@ pub mod closure;
 pub mod docs;
 pub mod http;
 pub mod mcp;
-mod mcp_http;
-mod mcp_stdio;
 pub mod sql;
 
 use std::collections::BTreeMap;
@@ -28,50 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::deadline::{Deadline, StopHandle};
-
-/// A tool as the model sees it: a name, what it does, and the JSON Schema of its
-/// arguments.
-///
-/// ```
-/// use toolloop::tools::ToolSpec;
-///
-/// let spec: ToolSpec = serde_json::from_str(
-///     r#"{"name": "get_weather", "description": "Weather for a city",
-///         "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}},
-///                         "required": ["city"]}}"#,
-/// ).unwrap();
-/// assert_eq!(spec.name, "get_weather");
-/// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    /// The unique name the model uses to call the tool.
-    pub name: String,
-    /// What the tool does, shown to the model.
-    #[serde(default)]
-    pub description: String,
-    /// JSON Schema of the arguments object.
-    #[serde(rename = "inputSchema", default = "empty_object_schema")]
-    pub input_schema: Value,
-}
-
-fn empty_object_schema() -> Value {
-    serde_json::json!({"type": "object"})
-}
-
-impl ToolSpec {
-    /// A tool with a name, a description and an input schema.
-    pub fn new(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        input_schema: Value,
-    ) -> Self {
-        ToolSpec {
-            name: name.into(),
-            description: description.into(),
-            input_schema,
-        }
-    }
-}
+pub use crate::tool_spec::ToolSpec;
 
 /// What a tool call gave: seed 003's `ToolResult`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,618 @@
+//! Optional arguments the person never gave are dropped before a call.
+//!
+//! Under the narrowed schema a small model fills every optional parameter with something:
+//! asked for "movies directed by Herbert Ross", Qwen 0.5B added `"genre": "Fantasy"`; on
+//! BFCL most of its wrong calls were right but for an invented optional value
+//! (`"method": "integral"`, `"mission": "Mission 1"`, `"mu0": 9.81`). A value the person
+//! gave appears in what they wrote or in a tool's result; an invented one does not. So an
+//! optional argument whose value appears nowhere in the run's evidence (the person's
+//! messages and the tool results, never the system prompt) is left out, and the tool uses
+//! its own default. Required arguments are never touched: the schema demands them.
+//!
+//! toolloop's own feedback on a refused reply is not evidence: it quotes the model's
+//! values back.
+//!
+//! A required argument cannot be left out, and an invented one is the mark of a call the
+//! question did not ask for: on BFCL `irrelevance` Qwen 0.5B answered "How can I apply
+//! evolutionary algorithms in game AI?" with `evolve_creatures(population_size: 100, …)`
+//! and "What's the latest trend in technology?" with `region: "world"`. When a required
+//! value appears nowhere in the evidence, the call becomes a `clarify` that asks the
+//! person for it ([`invented_required`]): the issue's own rule, "an argument the person
+//! did not give should be left out, or asked for when it is required". Required values
+//! are checked leniently (one word of a string is enough, a two- or three-letter code
+//! counts as said, numbers are read with their units and separators), because a wrong
+//! question costs the person a reply.
+//!
+//! The check is lexical on purpose: it must be cheap, predictable and explainable in the
+//! trace (`[GROUND] dropped ...`). A boolean cannot be checked this way and is kept.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use crate::checks::relevance::STEMMER;
+use crate::message::{Message, Role};
+use crate::run::events::Event;
+use crate::run::feedback;
+use crate::tool_spec::ToolSpec;
+use crate::turn::tool_schema;
+
+/// The words and numbers of the run's evidence, for [`ungrounded`].
+#[derive(Debug, Default, Clone)]
+pub struct Evidence {
+    words: HashSet<String>,
+    stems: HashSet<String>,
+    numbers: Vec<f64>,
+    /// The numbers written as percentages ("8%", "8 percent"), as written (8).
+    percents: Vec<f64>,
+    /// The numbers written any other way.
+    plain: Vec<f64>,
+    /// The numbers said with a word for their size ("50 million", "$1.2M"), as values.
+    scaled: Vec<f64>,
+}
+
+/// A number as people write it: `12,000`, `-4`, `1.2M`, `40%`, `298K`, `1e-9`.
+static NUMBER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?(?:e-?\d+)?)\s*(%|percent\b|k\b|thousand\b|m\b|million\b|bn\b|b\b|billion\b)?")
+        .expect("a valid pattern")
+});
+
+impl Evidence {
+    /// The evidence of these texts.
+    pub fn of<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut e = Evidence::default();
+        for text in texts {
+            for m in NUMBER.captures_iter(text) {
+                let Ok(n) = m[1].replace(',', "").parse::<f64>() else {
+                    continue;
+                };
+                e.numbers.push(n);
+                let suffix = m.get(2).map(|s| s.as_str().to_lowercase());
+                match suffix.as_deref() {
+                    Some("%" | "percent") => e.percents.push(n),
+                    _ => e.plain.push(n),
+                }
+                // Whether the suffix surely names a size: "100 m" is a hundred metres,
+                // so a lone letter counts only as a capital against the digits ("$1.2M").
+                let written = m.get(2).map_or("", |s| s.as_str());
+                let letter = ["M", "B", "K"].contains(&written) && !m[0].contains(' ');
+                let (scale, size) = match suffix.as_deref() {
+                    Some("%" | "percent") => (0.01, false),
+                    Some("k") => (1e3, letter),
+                    Some("m") => (1e6, letter),
+                    Some("b") => (1e9, letter),
+                    Some("thousand") => (1e3, true),
+                    Some("million") => (1e6, true),
+                    Some("bn" | "billion") => (1e9, true),
+                    _ => continue,
+                };
+                e.numbers.push(n * scale);
+                if size {
+                    e.scaled.push(n * scale);
+                }
+            }
+            for w in words(text) {
+                if let Some(n) = number_word(&w) {
+                    e.numbers.push(n);
+                    e.plain.push(n);
+                } else if let Ok(n) = w.parse::<f64>() {
+                    e.numbers.push(n);
+                }
+                e.stems.insert(STEMMER.stem(&w).into_owned());
+                e.words.insert(w);
+            }
+        }
+        e
+    }
+
+    /// Whether the person wrote `n` only as a percentage: "8%" says 8, but "8% over 8
+    /// years" also says a plain 8, and then which one a value means cannot be told.
+    pub fn said_only_as_percent(&self, n: f64) -> bool {
+        let same = |m: &f64| (m - n).abs() <= 1e-9 * m.abs().max(n.abs()).max(1.0);
+        self.percents.iter().any(same) && !self.plain.iter().any(same)
+    }
+
+    /// The number the person said with a word for its size that `n` writes with more or
+    /// fewer zeros (`500000000` for "50 million"), when exactly one does. A small model
+    /// spelling out such a number miscounts its zeros (BFCL simple_python 65 and 128).
+    pub fn miscounted(&self, n: f64) -> Option<f64> {
+        if n == 0.0 || self.has_number(n) {
+            return None;
+        }
+        let mut near = self.scaled.iter().copied().filter(|m| {
+            let ratio = (n / m).abs().log10();
+            (ratio - ratio.round()).abs() < 1e-9 && (1.0..=3.0).contains(&ratio.round().abs())
+        });
+        let first = near.next()?;
+        near.all(|m| m == first).then_some(first)
+    }
+
+    /// A sign is not evidence: "coefficients 2, 3 and -4" and "a loss of 4" both say 4.
+    fn has_number(&self, n: f64) -> bool {
+        let n = n.abs();
+        self.numbers
+            .iter()
+            .any(|m| (m.abs() - n).abs() <= 1e-9 * m.abs().max(n).max(1.0))
+    }
+
+    /// A word with the same first five letters: "Germany" for "German history", which
+    /// the stemmer keeps apart.
+    fn has_kin(&self, w: &str) -> bool {
+        let head = |w: &str| w.char_indices().nth(KIN).map(|(i, _)| w[..i].to_string());
+        head(w).is_some_and(|h| self.words.iter().any(|e| e.starts_with(&h)))
+    }
+
+    /// The word, or another form of it ("tolls" for "toll roads"); a number said in any
+    /// form ("24" for "24h"); a measure written short, its number said and its unit the
+    /// short for a word ("24h" for "24 hour format", "5km" for "5 kilometres").
+    fn has_word(&self, w: &str) -> bool {
+        if self.words.contains(w) || self.stems.contains(STEMMER.stem(w).as_ref()) {
+            return true;
+        }
+        if let Ok(n) = w.parse::<f64>() {
+            return self.has_number(n);
+        }
+        // A word cut short: "mi" for miles, "dict" for "in the form of a dictionary".
+        if w.len() >= 2
+            && w.chars().all(char::is_alphabetic)
+            && self
+                .words
+                .iter()
+                .any(|e| e.len() > w.len() && e.starts_with(w))
+        {
+            return true;
+        }
+        let digits = w.find(|c: char| !(c.is_ascii_digit() || c == '.'));
+        let Some((number, unit)) = digits.map(|i| w.split_at(i)) else {
+            return false;
+        };
+        !number.is_empty()
+            && unit.chars().all(char::is_alphabetic)
+            && number.parse::<f64>().is_ok_and(|n| self.has_number(n))
+            && self.words.iter().any(|e| abbreviates(unit, e))
+    }
+
+    /// Whether `v` is something the evidence says: every word of a string, a number that
+    /// appears, every number of an array and some of its words. Booleans and objects cannot be told apart from
+    /// a default this way and count as said.
+    pub fn grounds(&self, v: &Value) -> bool {
+        match v {
+            Value::String(s) => {
+                // A two-letter code after a name the person said ("Chicago, IL", which
+                // the schema asks for a city and state) qualifies it; it is not a value.
+                let (codes, ws): (Vec<String>, Vec<String>) = words(s)
+                    .into_iter()
+                    .partition(|w| w.len() == 2 && s.contains(&w.to_uppercase()));
+                let named = !ws.is_empty() && ws.iter().all(|w| self.has_word(w));
+                named || (ws.is_empty() && codes.iter().all(|w| self.has_word(w)))
+            }
+            Value::Number(n) => n.as_f64().is_some_and(|n| self.has_number(n)),
+            // Words the person named some of: the model read the list from them, mapping
+            // the rest to the tool's words ("vegetarian and gluten-free" gave `["vegan",
+            // "gluten-free"]`, BFCL multiple_92). Numbers are exact: each must be said
+            // (`years: [1, 2, 3, 4, 5, 6]` was invented from "annually").
+            Value::Array(items) => {
+                let (words, others): (Vec<&Value>, Vec<&Value>) =
+                    items.iter().partition(|i| i.is_string());
+                !items.is_empty()
+                    && others.iter().all(|i| self.grounds(i))
+                    && (words.is_empty() || words.iter().any(|i| self.grounds(i)))
+            }
+            Value::Null => false,
+            Value::Bool(_) | Value::Object(_) => true,
+        }
+    }
+}
+
+/// Whether `short` is a way of writing `word` short: its letters in order, the first
+/// the same ("km" for "kilometres", "h" for "hour").
+fn abbreviates(short: &str, word: &str) -> bool {
+    let mut letters = word.chars();
+    short.chars().next() == word.chars().next() && short.chars().all(|c| letters.any(|w| w == c))
+}
+
+/// The number a word names: "two tickets" gives the model `2` (BFCL's
+/// `num_tickets: 2` was dropped as invented before this).
+fn number_word(w: &str) -> Option<f64> {
+    const SMALL: [&str; 21] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    const TENS: [&str; 7] = [
+        "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+    ];
+    if let Some(i) = SMALL.iter().position(|s| *s == w) {
+        return Some(i as f64);
+    }
+    if let Some(i) = TENS.iter().position(|s| *s == w) {
+        return Some(30.0 + 10.0 * i as f64);
+    }
+    match w {
+        "once" | "single" => Some(1.0),
+        "twice" | "pair" | "couple" | "double" => Some(2.0),
+        "dozen" => Some(12.0),
+        // Periods, as the counts people mean by them: "compounded monthly" is 12 times a
+        // year, "for the next week" is 7 days (BFCL's right answers read them so).
+        "annually" | "yearly" => Some(1.0),
+        "semiannually" | "biannually" => Some(2.0),
+        "quarterly" => Some(4.0),
+        "monthly" => Some(12.0),
+        "weekly" => Some(52.0),
+        "week" => Some(7.0),
+        "fortnight" => Some(14.0),
+        "month" => Some(30.0),
+        "decade" => Some(10.0),
+        "century" => Some(100.0),
+        "hundred" => Some(100.0),
+        "thousand" => Some(1000.0),
+        _ => None,
+    }
+}
+
+/// Lower-cased runs of letters and digits; a decimal point inside a number stays.
+fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        let in_number = c == '.'
+            && cur.chars().last().is_some_and(|p| p.is_ascii_digit())
+            && chars.get(i + 1).is_some_and(|n| n.is_ascii_digit());
+        if c.is_alphanumeric() || in_number {
+            cur.extend(c.to_lowercase());
+        } else if !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// The optional arguments of a call (those not in the schema's `required`) that the
+/// evidence does not ground.
+///
+/// ```
+/// use serde_json::json;
+/// use toolloop::checks::grounding::{Evidence, ungrounded};
+///
+/// let schema = json!({"type": "object", "required": ["city"],
+///     "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}});
+/// let args = json!({"city": "Oslo", "unit": "fahrenheit"});
+/// let said = Evidence::of(["What's the weather in Oslo?"]);
+/// assert_eq!(ungrounded(args.as_object().unwrap(), &schema, &said), ["unit"]);
+/// let said = Evidence::of(["Weather in Oslo, in Fahrenheit please"]);
+/// assert!(ungrounded(args.as_object().unwrap(), &schema, &said).is_empty());
+/// ```
+pub fn ungrounded(
+    arguments: &Map<String, Value>,
+    schema: &Value,
+    evidence: &Evidence,
+) -> Vec<String> {
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    // A tool that marks nothing required (common among MCP servers) leaves the model to
+    // say what it wants; and a long string is the model's own composition (a query, a
+    // message), not a setting it picked.
+    if required.is_empty() {
+        return Vec::new();
+    }
+    arguments
+        .iter()
+        .filter(|(k, v)| !required.contains(&k.as_str()) && !composed(v))
+        .filter(|(k, v)| {
+            if vocabulary(&schema["properties"][k.as_str()]) {
+                !evidence.names_some_of(v)
+            } else {
+                !evidence.grounds(v)
+            }
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// The required arguments of a call whose values nobody gave: a value the model
+/// invented where the schema demands one. Checked leniently (see the module docs); an
+/// `enum` parameter, a boolean, an object and composed text are never counted.
+///
+/// ```
+/// use serde_json::json;
+/// use toolloop::checks::grounding::{Evidence, invented_required};
+///
+/// let schema = json!({"type": "object", "required": ["category", "region"],
+///     "properties": {"category": {"type": "string"}, "region": {"type": "string"}}});
+/// let args = json!({"category": "technology", "region": "world"});
+/// let said = Evidence::of(["What's the latest trend in technology?"]);
+/// assert_eq!(invented_required(args.as_object().unwrap(), &schema, &said), ["region"]);
+/// ```
+pub fn invented_required(
+    arguments: &Map<String, Value>,
+    schema: &Value,
+    evidence: &Evidence,
+) -> Vec<String> {
+    let Some(required) = schema["required"].as_array() else {
+        return Vec::new();
+    };
+    required
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|k| {
+            arguments
+                .get(*k)
+                .is_some_and(|v| !vocabulary(&schema["properties"][*k]) && !evidence.mentions(v))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+impl Evidence {
+    /// The lenient form of [`Evidence::grounds`], for required values: one word of a
+    /// string is enough (`"Los Angeles, CA"`, `"2022-07-10"` for "July 10, 2022"), a
+    /// code of two or three letters counts as said (`"EUR"` for "Euros"), and composed
+    /// text counts as said.
+    fn mentions(&self, v: &Value) -> bool {
+        match v {
+            Value::String(s) => {
+                let ws = words(s);
+                let code = (2..=3).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphabetic());
+                code || composed(v) || ws.iter().any(|w| self.has_word(w) || self.has_kin(w))
+            }
+            Value::Array(items) => !items.is_empty() && items.iter().all(|i| self.mentions(i)),
+            _ => self.grounds(v),
+        }
+    }
+}
+
+/// Whether a parameter's values come from a list the tool gives (`enum`, or `enum` on an
+/// array's items). Such a value is the tool's word for what the person said, not the
+/// person's own: "goals and assists" gave `["Goals Scored", "Assists Made"]`, "carbs"
+/// gave `"Carbohydrates"` (BFCL simple_python_305, 374), and the model can only pick
+/// from the list, so it is never counted as invented.
+fn vocabulary(param: &Value) -> bool {
+    tool_schema::listed_values(param).next().is_some()
+}
+
+impl Evidence {
+    /// Whether the person said some word of `v` (of some item, for an array), or a word
+    /// kin to one: the check for a value picked from the tool's own list
+    /// ([`vocabulary`]). Numbers must still be said.
+    fn names_some_of(&self, v: &Value) -> bool {
+        match v {
+            Value::String(s) => words(s).iter().any(|w| self.has_word(w) || self.has_kin(w)),
+            Value::Array(items) => {
+                items.iter().all(|i| i.is_string() || self.grounds(i))
+                    && items.iter().any(|i| self.names_some_of(i))
+            }
+            _ => self.grounds(v),
+        }
+    }
+}
+
+/// A string of more than [`SETTING_WORDS`] words: text the model wrote, not a value it
+/// chose for a setting.
+fn composed(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| words(s).len() > SETTING_WORDS)
+}
+
+/// How many first letters make two words kin ([`Evidence::has_kin`]).
+const KIN: usize = 5;
+
+/// The most words a string argument has when it is a setting (`"kilometers"`,
+/// `"Mission 1"`, `"Los Angeles, CA"`) rather than composed text.
+const SETTING_WORDS: usize = 4;
+
+impl Evidence {
+    /// The evidence of a run: the person's messages and the tool results in `history`.
+    /// Built once per turn, however many calls the turn carries.
+    pub fn of_history(history: &[Message]) -> Self {
+        Evidence::of(
+            history
+                .iter()
+                .filter(|m| matches!(m.role, Role::User | Role::Tool) && !feedback::is_feedback(m))
+                .map(|m| m.content.as_str()),
+        )
+    }
+}
+
+/// Grounds a call of `spec` in `said` ([`Evidence::of_history`]): removes the optional
+/// arguments nobody gave, and returns the [`Event::Ungrounded`] that names them (when
+/// there were any) with the required arguments nobody gave ([`invented_required`]),
+/// which the caller asks the person for.
+pub fn ground(
+    arguments: &mut Map<String, Value>,
+    spec: &ToolSpec,
+    said: &Evidence,
+) -> (Option<Event>, Vec<String>) {
+    let dropped = ungrounded(arguments, &spec.input_schema, said);
+    for name in &dropped {
+        arguments.shift_remove(name);
+    }
+    let event = (!dropped.is_empty()).then(|| Event::Ungrounded {
+        tool: spec.name.clone(),
+        arguments: dropped,
+    });
+    (
+        event,
+        invented_required(arguments, &spec.input_schema, said),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numbers_match_by_value_and_decimals_stay_whole() {
+        let e = Evidence::of(["Invest 5000 at 4.5% for 3 years"]);
+        assert!(e.grounds(&json!(5000)));
+        assert!(e.grounds(&json!(5000.0)));
+        assert!(e.grounds(&json!(4.5)));
+        assert!(!e.grounds(&json!(5)));
+        assert!(!e.grounds(&json!(9.81)));
+        assert!(Evidence::of(["Get me two tickets"]).grounds(&json!(2)));
+        let periods = Evidence::of(["compounded monthly, movies for the next week"]);
+        assert!(periods.grounds(&json!(12)) && periods.grounds(&json!(7)));
+        assert!(!periods.grounds(&json!(4)));
+    }
+
+    #[test]
+    fn numbers_are_read_as_people_write_them() {
+        let e = Evidence::of([
+            "Revenues of $1.2M, dividends of $200,000, a 5% yield, 298K, charges of 1e-9 and -4",
+        ]);
+        for n in [
+            1_200_000.0,
+            200_000.0,
+            0.05,
+            5.0,
+            298.0,
+            298_000.0,
+            1e-9,
+            -4.0,
+            4.0,
+        ] {
+            assert!(e.grounds(&json!(n)), "{n}");
+        }
+        assert!(!e.grounds(&json!(12)));
+    }
+
+    #[test]
+    fn a_measure_written_short_is_grounded_by_its_number_and_unit() {
+        // BFCL simple_python_376: `display_format: "24h"` was dropped as invented.
+        let e = Evidence::of(["What time is it in London in 24 hour format? Run 5 kilometres."]);
+        assert!(e.grounds(&json!("24h")));
+        assert!(e.grounds(&json!("5km")));
+        assert!(!e.grounds(&json!("12h")));
+        assert!(e.grounds(&json!("kilo")) && e.grounds(&json!("lond")));
+        assert!(!e.grounds(&json!("k")) && !e.grounds(&json!("kg")));
+        assert!(!e.grounds(&json!("24m")));
+        assert!(Evidence::of(["a 24h clock"]).grounds(&json!("24")));
+    }
+
+    #[test]
+    fn another_form_of_a_word_grounds_it() {
+        let e = Evidence::of(["directions avoiding highways and toll roads"]);
+        assert!(e.grounds(&json!(["highways", "tolls"])));
+        assert!(!e.grounds(&json!(["ferries"])));
+    }
+
+    #[test]
+    fn required_values_nobody_gave_are_named_and_said_ones_are_not() {
+        let schema = json!({"type": "object", "required": ["location", "date", "unit", "max_price"],
+            "properties": {"location": {"type": "string"}, "date": {"type": "string"},
+                "unit": {"type": "string", "enum": ["c", "f"]}, "max_price": {"type": "number"}}});
+        let said = Evidence::of(["Find a hotel in Miami on July 10, 2022"]);
+        let args =
+            json!({"location": "Miami, FL", "date": "2022-07-10", "unit": "c", "max_price": 100});
+        assert_eq!(
+            invented_required(args.as_object().unwrap(), &schema, &said),
+            ["max_price"]
+        );
+        let said = Evidence::of(["Find a hotel in Miami in May under 200 dollars"]);
+        let args =
+            json!({"location": "Miami", "date": "2023-05-01", "unit": "c", "max_price": 200});
+        assert_eq!(
+            invented_required(args.as_object().unwrap(), &schema, &said),
+            ["date"]
+        );
+        let codes = json!({"type": "object", "required": ["from", "to"],
+            "properties": {"from": {"type": "string"}, "to": {"type": "string"}}});
+        let args = json!({"from": "EUR", "to": "CAD"});
+        let said = Evidence::of(["Convert 150 Euros to Canadian dollars"]);
+        assert!(invented_required(args.as_object().unwrap(), &codes, &said).is_empty());
+        let country = json!({"type": "object", "required": ["country"],
+            "properties": {"country": {"type": "string"}}});
+        let args = json!({"country": "Germany"});
+        let said = Evidence::of(["Key war events in German history"]);
+        assert!(invented_required(args.as_object().unwrap(), &country, &said).is_empty());
+    }
+
+    #[test]
+    fn a_value_from_the_tools_own_list_needs_only_a_word_said() {
+        // BFCL simple_python_305: dropped because "Scored" and "Made" were never said.
+        let schema = json!({"type": "object", "required": ["player"], "properties": {
+            "player": {"type": "string"},
+            "indicators": {"type": "array", "items": {"type": "string",
+                "enum": ["Goals Scored", "Assists Made", "Saves Made"]}},
+            "unit": {"type": "string", "enum": ["km", "mi"]}}});
+        let said = Evidence::of(["The overall goal and assist of Messi"]);
+        let args = json!({"player": "Messi", "indicators": ["Goals Scored", "Assists Made"], "unit": "km"});
+        assert_eq!(
+            ungrounded(args.as_object().unwrap(), &schema, &said),
+            ["unit"]
+        );
+        let args = json!({"player": "Messi", "indicators": ["Saves Made"]});
+        assert_eq!(
+            ungrounded(args.as_object().unwrap(), &schema, &said),
+            ["indicators"]
+        );
+        // Required, it is never counted as invented: "carbs" gave "Carbohydrates" (374).
+        let schema = json!({"type": "object", "required": ["food", "information"], "properties": {
+            "food": {"type": "string"},
+            "information": {"type": "array", "items": {"type": "string",
+                "enum": ["Protein", "Calories", "Carbohydrates"]}}}});
+        let said = Evidence::of(["Protein, calories and carbs in an avocado"]);
+        let args =
+            json!({"food": "Avocado", "information": ["Protein", "Calories", "Carbohydrates"]});
+        assert!(invented_required(args.as_object().unwrap(), &schema, &said).is_empty());
+    }
+
+    #[test]
+    fn strings_need_every_word_and_arrays_one_element() {
+        let e = Evidence::of([
+            "Find concerts in Los Angeles",
+            "{\"venues\": [\"Hollywood Bowl\"]}",
+        ]);
+        assert!(e.grounds(&json!("los angeles")));
+        assert!(e.grounds(&json!("Hollywood Bowl")));
+        assert!(e.grounds(&json!("Los Angeles, CA")));
+        assert!(!e.grounds(&json!("San Diego, CA")));
+        assert!(!e.grounds(&json!("CA")));
+        assert!(!e.grounds(&json!([])));
+        assert!(e.grounds(&json!(["Los Angeles", "Paris"])));
+        assert!(!e.grounds(&json!(["Paris", "Rome"])));
+        assert!(!Evidence::of(["discounted at 8% annually"]).grounds(&json!([1, 2, 3])));
+        assert!(e.grounds(&json!(true)));
+        assert!(!e.grounds(&Value::Null));
+    }
+
+    #[test]
+    fn composed_text_and_tools_without_required_arguments_are_left_alone() {
+        let said = Evidence::of(["Say something nice"]);
+        let none_required = json!({"type": "object", "properties": {"text": {"type": "string"}}});
+        let args = json!({"text": "hi"});
+        assert!(ungrounded(args.as_object().unwrap(), &none_required, &said).is_empty());
+        let schema = json!({"type": "object", "required": ["to"],
+            "properties": {"to": {"type": "string"}, "body": {"type": "string"}, "tone": {"type": "string"}}});
+        let args = json!({"to": "Ann", "body": "Thank you so much for the lovely flowers", "tone": "warm"});
+        assert_eq!(
+            ungrounded(args.as_object().unwrap(), &schema, &said),
+            ["tone"]
+        );
+    }
+}

@@ -1,0 +1,209 @@
+//! How much of a question a tool's own description speaks to.
+//!
+//! A small model under the narrowed schema calls some tool for nearly every question, and
+//! its own probabilities hardly tell a fitting tool from an unfitting one (on BFCL's
+//! irrelevance cases Qwen 0.5B gave the call 0.58–0.999). What does tell them apart is
+//! whether the question and the tool share a content word: of 200 BFCL questions that no
+//! offered function fits, 112 share none with the function's name, description and
+//! parameters; of 400 questions that one fits, 5 share none (`BENCHMARKS.md`). [`support`]
+//! is that share, over the question's content words, after Snowball stemming.
+//!
+//! It is a signal, not a verdict: "How much is 12.5 * 4?" shares no word with "Exact
+//! arithmetic", so the loop declines a call only when support is low *and* the model
+//! itself was not sure ([`crate::checks::decision`]).
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
+use serde_json::Value;
+
+use crate::tool_spec::ToolSpec;
+use crate::turn::tool_schema;
+
+/// The English Snowball stemmer, made once (grounding uses it too).
+pub(crate) static STEMMER: LazyLock<Stemmer> =
+    LazyLock::new(|| Stemmer::create(Algorithm::English));
+
+/// Words that carry no topic: question words, articles, pronouns, common verbs of asking.
+/// Written out here because the point is the words people use to *ask*, which general
+/// stop-word lists do not all have ("tell", "find", "much").
+const STOP: &[&str] = &[
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been",
+    "being", "but", "by", "can", "could", "did", "do", "does", "each", "for", "from", "get",
+    "give", "had", "has", "have", "he", "her", "here", "his", "how", "i", "if", "in", "into", "is",
+    "it", "its", "just", "know", "let", "like", "many", "me", "more", "much", "my", "need", "of",
+    "on", "or", "our", "please", "she", "should", "show", "so", "some", "tell", "than", "that",
+    "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "us", "want",
+    "was", "we", "were", "what", "when", "where", "which", "who", "whom", "whose", "why", "will",
+    "with", "would", "you", "your",
+];
+
+/// The stemmed content words of `text`: letters only, camelCase and snake_case split,
+/// stop words and one- and two-letter words left out.
+fn words(text: &str, stemmer: &Stemmer) -> HashSet<String> {
+    let mut spaced = String::with_capacity(text.len() + 8);
+    let mut prev_lower = false;
+    for c in text.chars() {
+        if c.is_uppercase() && prev_lower {
+            spaced.push(' ');
+        }
+        prev_lower = c.is_lowercase();
+        spaced.push(c);
+    }
+    spaced
+        .split(|c: char| !c.is_alphabetic())
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() > 2 && !STOP.contains(&w.as_str()))
+        .map(|w| stemmer.stem(&w).into_owned())
+        .collect()
+}
+
+/// The question without the values it names: quoted text ('Guardian Sword+') and
+/// capitalised words inside a sentence (Berkeley, Legend of Zelda). Those are what the
+/// person passes to a tool, not what the tool is about, and a tool's description never
+/// has them; counted, they made a question full of names look unrelated to the tool
+/// that fits it.
+fn topic(question: &str) -> String {
+    let mut out = String::with_capacity(question.len());
+    let mut quote: Option<char> = None;
+    let mut sentence_start = true;
+    for word in question.split_inclusive(char::is_whitespace) {
+        let trimmed = word.trim();
+        let first = trimmed.chars().next();
+        match quote {
+            Some(q) => {
+                if trimmed.ends_with(q)
+                    || trimmed.trim_end_matches(['.', ',', '?', '!']).ends_with(q)
+                {
+                    quote = None;
+                }
+                continue;
+            }
+            None if matches!(first, Some('"' | '\'' | '“')) => {
+                let q = if first == Some('“') {
+                    '”'
+                } else {
+                    first.unwrap_or('"')
+                };
+                let rest = &trimmed[first.map_or(0, char::len_utf8)..];
+                if !rest.trim_end_matches(['.', ',', '?', '!']).ends_with(q) {
+                    quote = Some(q);
+                }
+                continue;
+            }
+            None => {}
+        }
+        let named = !sentence_start && first.is_some_and(char::is_uppercase);
+        if !named {
+            out.push_str(word);
+        }
+        if !trimmed.is_empty() {
+            sentence_start = trimmed.ends_with(['.', '?', '!', ':']);
+        }
+    }
+    out
+}
+
+/// Everything a tool says about itself: its name, description, and each parameter's
+/// name, description and enum values.
+fn tool_text(spec: &ToolSpec) -> String {
+    let mut text = format!(
+        "{} {}",
+        spec.name.replace(['_', '.', '-'], " "),
+        spec.description
+    );
+    if let Some(props) = spec.input_schema["properties"].as_object() {
+        for (name, schema) in props {
+            text.push(' ');
+            text.push_str(&name.replace(['_', '.', '-'], " "));
+            if let Some(d) = schema.get("description").and_then(Value::as_str) {
+                text.push(' ');
+                text.push_str(d);
+            }
+            for value in enum_values(schema) {
+                text.push(' ');
+                text.push_str(value);
+            }
+        }
+    }
+    text
+}
+
+/// The string values a parameter (or its items) may take: what the tool speaks to as
+/// much as its description.
+fn enum_values(schema: &Value) -> impl Iterator<Item = &str> {
+    tool_schema::listed_values(schema).filter_map(Value::as_str)
+}
+
+/// The share of the question's content words that the tool's own text also has; `None`
+/// when the question has no content word (only numbers and symbols, say).
+///
+/// ```
+/// use serde_json::json;
+/// use toolloop::checks::relevance::support;
+/// use toolloop::tools::ToolSpec;
+///
+/// let bmi = ToolSpec::new("determine_body_mass_index", "Calculate body mass index",
+///     json!({"type": "object", "properties": {"weight": {"type": "number"}, "height": {"type": "number"}}}));
+/// assert_eq!(support("What is the capital of France?", &bmi), Some(0.0));
+/// assert!(support("Compute my body mass index: 70 kg, 1.8 m tall", &bmi).unwrap() > 0.5);
+/// assert_eq!(support("12.5 * 4?", &bmi), None);
+/// ```
+pub fn support(question: &str, spec: &ToolSpec) -> Option<f64> {
+    let stemmer = &*STEMMER;
+    let asked = words(&topic(question), stemmer);
+    if asked.is_empty() {
+        return None;
+    }
+    let offered = words(&tool_text(spec), stemmer);
+    Some(asked.intersection(&offered).count() as f64 / asked.len() as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn stemming_and_name_splitting_find_the_shared_topic() {
+        let tool = ToolSpec::new(
+            "getWeatherForecast",
+            "",
+            json!({"type": "object", "properties": {"city_name": {"type": "string"}}}),
+        );
+        assert_eq!(
+            support("Weather forecasts for which cities?", &tool),
+            Some(1.0)
+        );
+        assert_eq!(support("Who painted the Mona Lisa?", &tool), Some(0.0));
+    }
+
+    #[test]
+    fn a_parameters_enum_values_are_part_of_what_the_tool_speaks_to() {
+        // BFCL multiple_92: the fitting tool says "vegan" and "gluten-free" only as the
+        // values its `categories` items may take; without them support was 1 of 7 words.
+        let tool = ToolSpec::new(
+            "walmart.vegan_products",
+            "Get available vegan products at specified Walmart store",
+            json!({"type": "object", "properties": {
+                "location": {"type": "string", "description": "City and state"},
+                "categories": {"type": "array", "items": {"type": "string", "enum": ["vegan", "gluten-free"]}}}}),
+        );
+        let s = support(
+            "Get me a list of available vegetarian and gluten-free foods at the Walmart near Denver.",
+            &tool,
+        )
+        .unwrap();
+        assert!(s >= 0.4, "{s}");
+    }
+
+    #[test]
+    fn names_and_quoted_values_are_not_the_topic() {
+        assert_eq!(
+            topic("What's the power rating of 'Guardian Sword+' in Zelda? Tell me."),
+            "What's the power rating of in Tell me."
+        );
+        assert_eq!(topic("Is \"two words\" here"), "Is here");
+    }
+}

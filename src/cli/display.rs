@@ -1,0 +1,230 @@
+//! What a person sees on stderr while a run goes: a spinner with the elapsed time while
+//! the model thinks (only on a terminal), each tool call and a short result as they
+//! happen (seed 001's `[Tool Call: name]` / `[Tool Result: name]`), warnings, and with
+//! `-v` the full `[LLM]`/`[ACT]`/`[OBSERVE]` trace. Colour only on a terminal and never
+//! when `NO_COLOR` is set. stdout is left to the answer.
+
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::Value;
+
+use crate::run::events::{Event, Observer, Trace};
+
+/// Whether stderr gets colour: a terminal that is not `TERM=dumb`, and `NO_COLOR` unset
+/// (no-color.org).
+pub fn use_color() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
+        && std::io::stderr().is_terminal()
+}
+
+/// The progress display of a run.
+#[derive(Debug)]
+pub struct Progress {
+    spinner: Option<ProgressBar>,
+    color: bool,
+    verbose: bool,
+    terminal: bool,
+    chars: usize,
+}
+
+impl Progress {
+    /// A display on stderr; `verbose` adds the full trace.
+    pub fn new(verbose: bool) -> Self {
+        Progress {
+            spinner: None,
+            color: use_color(),
+            verbose,
+            terminal: std::io::stderr().is_terminal(),
+            chars: 0,
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn line(&self, text: String) {
+        match &self.spinner {
+            Some(s) => s.suspend(|| eprintln!("{text}")),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    fn stop_spinner(&mut self) {
+        if let Some(s) = self.spinner.take() {
+            s.finish_and_clear();
+        }
+    }
+}
+
+fn short(v: &str, n: usize) -> String {
+    crate::http::shorten(&v.replace('\n', " "), n)
+}
+
+impl Observer for Progress {
+    fn event(&mut self, event: &Event) {
+        if self.verbose
+            && !matches!(event, Event::ModelText { .. })
+            && let Some(line) = Trace::line(event)
+        {
+            self.line(self.paint("2", &line));
+        }
+        match event {
+            Event::ModelRequest { iteration, .. } => {
+                self.chars = 0;
+                if self.terminal {
+                    let s = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+                    s.set_style(
+                        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
+                    s.set_message(format!("model is thinking (step {iteration})"));
+                    s.enable_steady_tick(Duration::from_millis(100));
+                    self.spinner = Some(s);
+                }
+            }
+            Event::ModelText { text } => {
+                self.chars += text.chars().count();
+                if let Some(s) = &self.spinner {
+                    s.set_message(format!("model is writing ({} characters)", self.chars));
+                }
+            }
+            Event::ModelReply { .. } | Event::AnswerText { .. } => self.stop_spinner(),
+            Event::AnswerRetracted { reason } if !self.verbose => {
+                self.line(self.paint(
+                    "33",
+                    &format!("[Retry] the answer above is withdrawn: {reason}"),
+                ));
+            }
+            Event::ToolCall {
+                tool, arguments, ..
+            } if !self.verbose => {
+                let head = self.paint("36", &format!("[Tool Call: {tool}]"));
+                let args = short(&Value::Object(arguments.clone()).to_string(), 200);
+                self.line(format!("{head} {args}"));
+            }
+            Event::ToolResult {
+                tool,
+                ok,
+                observation,
+                ..
+            } if !self.verbose => {
+                let head = if *ok {
+                    self.paint("32", &format!("[Tool Result: {tool}]"))
+                } else {
+                    self.paint("31", &format!("[Tool Result: {tool}]"))
+                };
+                self.line(format!("{head} {}", short(observation, 200)));
+            }
+            Event::Repaired { fixes } if !self.verbose => {
+                self.line(self.paint("2", &format!("[Repair] {}", fixes.join(", "))));
+            }
+            Event::Invalid { error, .. } if !self.verbose => {
+                self.line(self.paint(
+                    "33",
+                    &format!("[Retry] the reply was not valid: {}", short(error, 200)),
+                ));
+            }
+            Event::Degraded { tool, reason } if !self.verbose => {
+                self.line(self.paint(
+                    "33",
+                    &format!("[Unavailable: {tool}] {}", short(reason, 200)),
+                ));
+            }
+            Event::Warning { message } if !self.verbose => {
+                self.line(self.paint("33", &format!("[Warning] {message}")));
+            }
+            Event::Stopped { .. } => self.stop_spinner(),
+            _ => {}
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop_spinner();
+    }
+}
+
+/// Writes the final answer to stdout as the model writes it ([`Event::AnswerText`]); a
+/// withdrawn answer ([`Event::AnswerRetracted`]) ends its line, and the answer that
+/// follows starts on a new one. Clones share the same state.
+#[derive(Debug, Clone, Default)]
+pub struct AnswerOut(Arc<Mutex<AnswerState>>);
+
+#[derive(Debug, Default)]
+struct AnswerState {
+    /// Text is on the current line.
+    open: bool,
+    failed: Option<std::io::Error>,
+}
+
+impl AnswerOut {
+    /// Ends the answer's line, if text was written, and reports the first failed write.
+    pub fn finish(&self) -> std::io::Result<()> {
+        let mut state = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = state.failed.take() {
+            return Err(e);
+        }
+        if std::mem::take(&mut state.open) {
+            let mut out = std::io::stdout().lock();
+            writeln!(out).and_then(|_| out.flush())?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, text: &str, open: bool) {
+        let mut state = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if state.failed.is_some() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        match write!(out, "{text}").and_then(|_| out.flush()) {
+            Ok(()) => state.open = open,
+            Err(e) => state.failed = Some(e),
+        }
+    }
+}
+
+impl Observer for AnswerOut {
+    fn event(&mut self, event: &Event) {
+        match event {
+            Event::AnswerText { text } => self.write(text, true),
+            Event::AnswerRetracted { .. } => {
+                let open = self.0.lock().is_ok_and(|s| s.open);
+                if open {
+                    self.write("\n", false);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Prints the tool catalogue: one line per tool, or `{"tools": [...]}` as JSON.
+pub fn print_tools(specs: &[crate::tools::ToolSpec], json: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if json {
+        let text = serde_json::to_string_pretty(&serde_json::json!({ "tools": specs }))
+            .unwrap_or_default();
+        writeln!(out, "{text}")?;
+    } else {
+        for s in specs {
+            let params: Vec<String> = s.input_schema["properties"]
+                .as_object()
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default();
+            writeln!(out, "{}({})  {}", s.name, params.join(", "), s.description)?;
+        }
+    }
+    out.flush()
+}

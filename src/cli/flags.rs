@@ -1,0 +1,432 @@
+//! The command line's flags, parsed by clap: what each subcommand takes, with the
+//! environment fallbacks that are a contract (`OLLAMA_HOST`, `TOOLLOOP_MODEL`,
+//! `TOOLLOOP_TOOLS`, `OPENAI_API_KEY`), and the flag each library setting is called
+//! here ([`with_flags`]). Defaults come from [`Config::default`].
+
+use std::path::PathBuf;
+
+use crate::{BuiltinConfig, Config, ToolSetup};
+use clap::{Args, Parser, Subcommand};
+
+/// Make small local models use tools reliably.
+#[derive(Debug, Parser)]
+#[command(name = "toolloop", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where tools come from.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ToolArgs {
+    /// HTTP tool API base URL (repeatable). When no tool flag is given, TOOLLOOP_TOOLS
+    /// (comma-separated URLs) is used.
+    #[arg(long = "tools", value_name = "URL", value_delimiter = ',', value_parser = parse_url)]
+    pub tools: Vec<String>,
+    /// MCP server: a URL (Streamable HTTP) or a command line (stdio). Repeatable.
+    #[arg(long = "mcp", value_name = "CMD_OR_URL", value_parser = parse_mcp)]
+    pub mcp: Vec<String>,
+    /// Use the built-in tools in-process.
+    #[arg(long)]
+    pub builtin: bool,
+    #[command(flatten)]
+    pub builtin_opts: BuiltinArgs,
+}
+
+/// Options of the built-in tools.
+#[derive(Debug, Args, Clone, Default)]
+pub struct BuiltinArgs {
+    /// SQLite database for the read-only sql_query tool.
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Folder of text/Markdown files for the search_docs tool.
+    #[arg(long, value_name = "DIR")]
+    pub docs: Option<PathBuf>,
+    /// Folder the read_file tool may read under.
+    #[arg(long, value_name = "DIR")]
+    pub files_root: Option<PathBuf>,
+    /// Offer the demo get_weather tool.
+    #[arg(long)]
+    pub demo: bool,
+}
+
+impl BuiltinArgs {
+    pub fn config(&self) -> BuiltinConfig {
+        BuiltinConfig {
+            db: self.db.clone(),
+            docs: self.docs.clone(),
+            files_root: self.files_root.clone(),
+            demo: self.demo,
+        }
+    }
+}
+
+impl ToolArgs {
+    pub fn setup(&self) -> ToolSetup {
+        let uses_builtin_opts = self.builtin_opts.db.is_some()
+            || self.builtin_opts.docs.is_some()
+            || self.builtin_opts.files_root.is_some()
+            || self.builtin_opts.demo;
+        let mut http: Vec<String> = self.tools.clone();
+        // The environment stands in for --tools only when no tool flag is given, so an
+        // exported TOOLLOOP_TOOLS does not clash with an explicit --builtin or --mcp.
+        if http.is_empty()
+            && self.mcp.is_empty()
+            && !self.builtin
+            && !uses_builtin_opts
+            && let Ok(env) = std::env::var("TOOLLOOP_TOOLS")
+        {
+            http = env.split(',').map(str::to_string).collect();
+        }
+        ToolSetup {
+            http: http
+                .into_iter()
+                .map(|u| u.trim().to_string())
+                .filter(|u| !u.is_empty())
+                .collect(),
+            mcp: self.mcp.clone(),
+            builtin: (self.builtin || uses_builtin_opts).then(|| self.builtin_opts.config()),
+        }
+    }
+}
+
+/// A positive, finite number of seconds.
+fn parse_secs(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e7 => Ok(v),
+        _ => Err(format!("expected a positive number of seconds, got {s:?}")),
+    }
+}
+
+/// An `http://` or `https://` URL with a host.
+fn parse_url(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    let ok = (t.starts_with("http://") || t.starts_with("https://"))
+        && t.parse::<ureq::http::Uri>()
+            .is_ok_and(|u| u.host().is_some_and(|h| !h.is_empty()));
+    if ok {
+        Ok(t.to_string())
+    } else {
+        Err(format!(
+            "expected a URL starting with http:// or https://, got {s:?}"
+        ))
+    }
+}
+
+/// Any `OLLAMA_HOST` form that makes a usable address.
+fn parse_ollama_host(s: &str) -> Result<String, String> {
+    parse_url(&crate::backend::ollama::parse_host(s))
+        .map(|_| s.to_string())
+        .map_err(|_| format!("expected an address such as 127.0.0.1:11434, got {s:?}"))
+}
+
+/// An MCP server: a URL (checked as one) or a command line.
+fn parse_mcp(s: &str) -> Result<String, String> {
+    if s.trim().starts_with("http://") || s.trim().starts_with("https://") {
+        parse_url(s)
+    } else if s.trim().is_empty() {
+        Err("the MCP server is empty: give a URL or a command line".into())
+    } else {
+        Ok(s.to_string())
+    }
+}
+
+/// A sampling temperature: finite, from 0 to 5.
+fn parse_temperature(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=5.0).contains(&v) => Ok(v),
+        _ => Err(format!("expected a temperature from 0 to 5, got {s:?}")),
+    }
+}
+
+/// A question with something in it.
+fn parse_question(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        Err("the question is empty".into())
+    } else {
+        Ok(s.to_string())
+    }
+}
+
+/// Which model server to talk to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    /// Ollama's native API.
+    Ollama,
+    /// Any OpenAI-compatible server (llama-server, vLLM, LM Studio, Ollama's /v1).
+    Openai,
+}
+
+/// The model, the server and the run's limits.
+#[derive(Debug, Args, Clone)]
+pub struct ModelArgs {
+    /// Model name.
+    #[arg(long, env = "TOOLLOOP_MODEL", default_value_t = Config::default().model)]
+    pub model: String,
+    /// Model server protocol.
+    #[arg(long, value_enum, default_value = "ollama")]
+    pub backend: BackendKind,
+    /// Ollama's address (any OLLAMA_HOST form).
+    #[arg(long, env = "OLLAMA_HOST", default_value_t = Config::default().ollama_host,
+          value_parser = parse_ollama_host)]
+    pub ollama_host: String,
+    /// Base URL of an OpenAI-compatible server, with --backend openai.
+    #[arg(long, value_name = "URL", default_value_t = Config::default().base_url,
+          value_parser = parse_url)]
+    pub base_url: String,
+    /// Most model turns.
+    #[arg(long, default_value_t = Config::default().max_iterations, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_iterations: u32,
+    /// One deadline for the whole run, in seconds (raise it for slow CPU models).
+    #[arg(long, value_name = "SECS", default_value_t = Config::default().timeout.as_secs_f64(), value_parser = parse_secs)]
+    pub timeout: f64,
+    /// Extra instructions appended to the system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Most tokens per reply (num_predict / max_tokens).
+    #[arg(long, value_name = "N", default_value_t = Config::default().options.num_predict.unwrap_or_default(),
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub num_predict: u32,
+    /// Context window in tokens (Ollama's num_ctx).
+    #[arg(long, value_name = "N", default_value_t = Config::default().options.num_ctx.unwrap_or_default(),
+          value_parser = clap::value_parser!(u32).range(256..))]
+    pub num_ctx: u32,
+    /// Sampling temperature.
+    #[arg(long, default_value_t = Config::default().options.temperature.unwrap_or_default(),
+          value_parser = parse_temperature)]
+    pub temperature: f64,
+    /// Append every event to FILE as one JSON line.
+    #[arg(long, value_name = "FILE")]
+    pub transcript: Option<PathBuf>,
+    /// Save the model's raw replies to FILE, to replay the session offline.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Show the full trace on stderr.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// How the model decides between a tool and an answer: probability (the kind first; a
+    /// call the model was unsure of, or that the question's words do not point to, is
+    /// declined), direct (the kind first, taken as it is) or reason (one short reason
+    /// first, then the kind).
+    #[arg(long, value_enum, default_value = "probability")]
+    pub decide: DecideArg,
+    /// Pass every argument the model wrote: keep optional ones the question never gave,
+    /// and call even when a required value was never given (instead of asking for it).
+    #[arg(long)]
+    pub keep_invented_arguments: bool,
+    /// With --decide probability: the least probability the model must give a tool call.
+    #[arg(long, value_name = "P", default_value_t = Config::default().tool_threshold)]
+    pub tool_threshold: f64,
+    /// The most tool calls one model turn may carry; they run side by side (default 1:
+    /// one call per turn; BFCL's parallel cases were measured with 8).
+    #[arg(long, value_name = "N", default_value_t = Config::default().max_calls_per_turn,
+          value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub max_calls_per_turn: u32,
+}
+
+/// `--decide`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DecideArg {
+    /// The kind is the first thing the model writes.
+    Direct,
+    /// One short reason first, then the kind.
+    Reason,
+    /// The kind first; a call the model gave too little probability is declined.
+    Probability,
+}
+
+impl From<DecideArg> for crate::turn::schema::Decide {
+    fn from(d: DecideArg) -> Self {
+        match d {
+            DecideArg::Direct => crate::turn::schema::Decide::Direct,
+            DecideArg::Reason => crate::turn::schema::Decide::Reason,
+            DecideArg::Probability => crate::turn::schema::Decide::Probability,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Ask one question; the answer goes to stdout.
+    ///
+    /// Example: toolloop ask "What is 12.5 * 4?" --builtin
+    Ask {
+        /// The question; `-` (or none, with stdin not a terminal) reads it from stdin.
+        #[arg(value_parser = parse_question)]
+        query: Option<String>,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        tools: ToolArgs,
+        /// Run without any tools.
+        #[arg(long, conflicts_with_all = ["tools", "mcp", "builtin"])]
+        no_tools: bool,
+        /// Print one JSON object (answer, stop_reason, iterations, steps, usage).
+        #[arg(long)]
+        json: bool,
+    },
+    /// A conversation at the terminal; /tools, /reset, /exit.
+    ///
+    /// Example: toolloop chat --builtin --demo
+    Chat {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        tools: ToolArgs,
+        /// Run without any tools.
+        #[arg(long, conflicts_with_all = ["tools", "mcp", "builtin"])]
+        no_tools: bool,
+    },
+    /// Run the offline demo: no server, no model, about a second.
+    ///
+    /// Example: toolloop demo
+    Demo {
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Show the full trace on stderr.
+        #[arg(short, long)]
+        verbose: bool,
+    },
+    /// Score a model on a BFCL-format tool-calling dataset (file or folder).
+    ///
+    /// Example: toolloop eval ~/.cache/toolloop/bfcl --limit 20 --backend openai
+    Eval {
+        /// A BFCL_*.json file (possible answers in possible_answer/ beside it) or a folder
+        /// of them (scripts/bfcl-data.sh fetches three).
+        path: PathBuf,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// At most N cases per category.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Only this category (e.g. simple_python, multiple, irrelevance).
+        #[arg(long)]
+        category: Option<String>,
+        /// Send no schema: measure what the constraint buys.
+        #[arg(long)]
+        no_constraint: bool,
+        /// Ask the server with its own tool calling (OpenAI `tools`), without toolloop's
+        /// loop: the baseline to compare with. Needs --backend openai.
+        #[arg(long, conflicts_with = "no_constraint")]
+        native_tools: bool,
+        /// Run N cases at once (start the server with N slots, e.g. llama-server -np N).
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..=64))]
+        jobs: u32,
+        /// Print the summary and every case as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the tool catalogue.
+    ///
+    /// Example: toolloop tools --builtin --demo --json
+    Tools {
+        #[command(flatten)]
+        tools: ToolArgs,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve a web page to ask, watch every step live, and answer the model's questions.
+    ///
+    /// Example: toolloop web --builtin --demo   (then open http://127.0.0.1:8700)
+    Web(WebCommand),
+    /// Serve the built-in tools over the HTTP tool API.
+    ///
+    /// Example: toolloop serve-tools --addr 127.0.0.1:5000 --db shop.db --docs ./docs
+    ServeTools {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:5000")]
+        addr: String,
+        #[command(flatten)]
+        opts: BuiltinArgs,
+    },
+    /// Read broken JSON on stdin and print the repaired JSON on stdout.
+    ///
+    /// Example: echo "{'a': 1," | toolloop repair -v
+    Repair {
+        /// Print what was fixed to stderr.
+        #[arg(short, long)]
+        verbose: bool,
+    },
+    /// Print CALL_SCHEMA; with tool flags, the schema narrowed to those tools.
+    ///
+    /// Example: toolloop schema --builtin
+    Schema {
+        #[command(flatten)]
+        tools: ToolArgs,
+    },
+}
+
+/// `toolloop web`: the model and tools as for `ask`, and where to serve.
+#[derive(Debug, Args)]
+pub struct WebCommand {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub tools: ToolArgs,
+    /// Run without any tools.
+    #[arg(long, conflicts_with_all = ["tools", "mcp", "builtin"])]
+    pub no_tools: bool,
+    #[command(flatten)]
+    pub web: WebArgs,
+}
+
+/// Where and how `toolloop web` serves.
+#[derive(Debug, Args)]
+pub struct WebArgs {
+    /// Address to listen on (loopback unless --allow-remote).
+    #[arg(long, default_value = "127.0.0.1:8700")]
+    pub addr: String,
+    /// Allow an address other machines can reach: anyone who can reach it can use the
+    /// model and the tools.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// The most runs in progress at once; more are answered 503.
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_runs: u32,
+}
+
+/// The library's names of settings, as they appear in its messages, and this program's
+/// flag for each.
+pub const FLAGS: [(&str, &str); 11] = [
+    ("`mcp`", "--mcp"),
+    ("`max_iterations`", "--max-iterations"),
+    ("`timeout`", "--timeout"),
+    ("`ollama_host`", "--ollama-host"),
+    ("`base_url`", "--base-url"),
+    ("`model`", "--model"),
+    ("`tools`", "--tools"),
+    ("`builtin`", "--builtin"),
+    ("`db`", "--db"),
+    ("`docs`", "--docs"),
+    ("`files_root`", "--files-root"),
+];
+
+/// A library message with the settings it names written as this program's flags.
+pub fn with_flags(message: impl std::fmt::Display) -> String {
+    FLAGS
+        .iter()
+        .fold(message.to_string(), |m, (setting, flag)| {
+            m.replace(setting, flag)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_settings_become_flags() {
+        assert_eq!(
+            with_flags("no answer within 1s; raise `timeout`"),
+            "no answer within 1s; raise --timeout"
+        );
+        assert_eq!(
+            with_flags("start it with `ollama serve`, or set OLLAMA_HOST / `ollama_host`"),
+            "start it with `ollama serve`, or set OLLAMA_HOST / --ollama-host"
+        );
+    }
+}

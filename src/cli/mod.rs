@@ -1,0 +1,591 @@
+//! The `toolloop` command line: glue over the library. It parses flags into a
+//! [`Config`], calls the library, prints, and exits with the code of the run's ending
+//! ([`crate::run::ending`] holds the codes). Library messages name settings in backticks
+//! (`` `timeout` ``); [`with_flags`] turns them into this program's flags when reporting.
+
+use std::io::{IsTerminal, Read, Write};
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::Observer;
+use crate::cli::display::{AnswerOut, Progress};
+use crate::run::ending::{EXIT_RUNTIME, EXIT_USAGE, Ending};
+use crate::serve::tool_server::ToolServer;
+use crate::tools::builtin::Builtin;
+use crate::turn::repair;
+use crate::turn::schema::{self, CallSchema, Narrowing};
+use crate::{
+    BackendKind as LibBackend, ClarifyHandler, Config, Conversation, Deadline, Orchestrator,
+    OrchestratorError, Outcome, ToolSetup, Transcript, eval,
+};
+mod demo;
+pub mod display;
+mod flags;
+
+use flags::{BackendKind, BuiltinArgs, Cli, Command, ModelArgs, ToolArgs, with_flags};
+
+/// Runs the command line: parses the process arguments, runs the command, and gives
+/// the exit code of how it ended.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match cli.command {
+        Command::Ask {
+            query,
+            model,
+            tools,
+            no_tools,
+            json,
+        } => match question(query) {
+            Ok(q) => run_ask(&q, &model, &tools, no_tools, json),
+            Err(code) => code,
+        },
+        Command::Chat {
+            model,
+            tools,
+            no_tools,
+        } => run_chat(&model, &tools, no_tools),
+        Command::Demo { json, verbose } => run_demo(json, verbose),
+        Command::Eval {
+            path,
+            model,
+            limit,
+            category,
+            no_constraint,
+            native_tools,
+            jobs,
+            json,
+        } => run_eval(
+            &path,
+            &model,
+            (limit, category.as_deref()),
+            (no_constraint, native_tools),
+            jobs as usize,
+            json,
+        ),
+        Command::Repair { verbose } => run_repair(verbose),
+        Command::Schema { tools } => run_schema(&tools),
+        Command::Tools { tools, json } => run_tools(&tools, json),
+        Command::ServeTools { addr, opts } => run_serve(&addr, &opts),
+        Command::Web(w) => run_web(&w.model, &w.tools, w.no_tools, &w.web),
+    }
+}
+
+/// Logging from `RUST_LOG` (default: warnings). The HTTP and TLS layers are capped at
+/// `info` whatever `RUST_LOG` says: at `trace` ureq dumps raw request bytes, headers and
+/// all, and the `Authorization` header carries `OPENAI_API_KEY`.
+fn init_logging() {
+    let mut builder =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    for module in ["ureq", "ureq_proto", "rustls"] {
+        builder.filter_module(module, log::LevelFilter::Info);
+    }
+    builder.init();
+}
+
+/// The settings a command line asks for. With no tool flags the seed's default tool
+/// server is used (`Config::default().tools`), unless `--no-tools`.
+fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
+    let defaults = Config::default();
+    let setup = tools.setup();
+    let tools = match (no_tools, setup.is_empty()) {
+        (true, _) => ToolSetup::default(),
+        (false, true) => defaults.tools.clone(),
+        (false, false) => setup,
+    };
+    let mut config = Config {
+        model: model.model.clone(),
+        backend: match model.backend {
+            BackendKind::Ollama => LibBackend::Ollama,
+            BackendKind::Openai => LibBackend::OpenAi,
+        },
+        ollama_host: model.ollama_host.clone(),
+        base_url: model.base_url.clone(),
+        api_key: std::env::var("OPENAI_API_KEY").ok(),
+        record: model.record.clone(),
+        tools,
+        max_iterations: model.max_iterations,
+        timeout: Duration::from_secs_f64(model.timeout),
+        system: model.system.clone(),
+        decide: model.decide.into(),
+        ground_arguments: !model.keep_invented_arguments,
+        tool_threshold: model.tool_threshold,
+        max_calls_per_turn: model.max_calls_per_turn,
+        ..defaults
+    };
+    config.options.temperature = Some(model.temperature);
+    config.options.num_ctx = Some(model.num_ctx);
+    config.options.num_predict = Some(model.num_predict);
+    config
+}
+
+/// Builds the orchestrator a command line asks for; the tools are connected within what
+/// is left of the run's deadline.
+fn build(
+    model: &ModelArgs,
+    tools: &ToolArgs,
+    no_tools: bool,
+    deadline: Deadline,
+    clarify: Option<Box<dyn ClarifyHandler>>,
+    answer: Option<AnswerOut>,
+) -> Result<Orchestrator, OrchestratorError> {
+    let config = config(model, tools, no_tools);
+    let mut builder = Orchestrator::from_config(&config)?
+        .connect_timeout(deadline.remaining().unwrap_or(config.timeout))
+        .observer(Progress::new(model.verbose));
+    if let Some(a) = answer {
+        builder = builder.observer(a);
+    }
+    if let Some(path) = &model.transcript {
+        let t = Transcript::open(path).map_err(|e| {
+            OrchestratorError::Config(format!("--transcript {}: {e}", path.display()))
+        })?;
+        builder = builder.observer(t);
+    }
+    if let Some(c) = clarify {
+        builder = builder.clarify_handler(c);
+    }
+    builder.build()
+}
+
+/// Asks the person at the terminal: the question on stderr, the answer from stdin.
+fn ask_person(question: &str, missing: &[String]) -> Option<String> {
+    if missing.is_empty() {
+        eprintln!("? {question}");
+    } else {
+        eprintln!("? {question} (missing: {})", missing.join(", "));
+    }
+    eprint!("> ");
+    let mut line = String::new();
+    match std::io::stdin().read_line(&mut line) {
+        Ok(n) if n > 0 => Some(line.trim().to_string()),
+        _ => None,
+    }
+}
+
+/// Writes `text` and a newline to stdout.
+fn print_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}").and_then(|_| out.flush())
+}
+
+/// The exit code once the output is written: a closed pipe (`toolloop tools | head`) ends
+/// the program quietly, as other command-line tools do; any other failed write says so.
+fn output_status(written: std::io::Result<()>, code: u8) -> ExitCode {
+    match written {
+        Ok(()) => ExitCode::from(code),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => fail(format!("cannot write the output: {e}")),
+    }
+}
+
+/// Says on stderr why a run gave no clean answer, with the flag that would help.
+fn explain(o: &Outcome) {
+    let Some(message) = o.ending.message() else {
+        return;
+    };
+    let hint = match o.ending {
+        Ending::MaxIterations { .. } => "; raise --max-iterations or simplify the question",
+        Ending::Timeout { .. } => "; raise --timeout (small models on a CPU are slow)",
+        _ => "",
+    };
+    eprintln!("toolloop: {message}{hint}");
+}
+
+/// Prints an outcome (`--json`, or the end of the answer that was printed as it was
+/// written), explains it, and gives its exit code.
+fn report(outcome: &Outcome, answer: Option<&AnswerOut>) -> ExitCode {
+    let written = match answer {
+        None => print_stdout(&outcome.to_json().to_string()),
+        Some(a) => a.finish(),
+    };
+    explain(outcome);
+    output_status(written, outcome.stop_reason().exit_code())
+}
+
+/// The question of `ask`: the argument, or stdin for `-` or when no argument is given and
+/// stdin is not a terminal (so a question longer than the shell allows can be asked).
+fn question(arg: Option<String>) -> Result<String, ExitCode> {
+    let from_stdin = match arg.as_deref() {
+        Some("-") => true,
+        Some(_) => false,
+        None if !std::io::stdin().is_terminal() => true,
+        None => {
+            return Err(usage(
+                "give a question: toolloop ask \"QUESTION\", or - to read it from stdin",
+            ));
+        }
+    };
+    if !from_stdin {
+        return Ok(arg.unwrap_or_default());
+    }
+    let mut text = String::new();
+    if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+        return Err(fail(format!("cannot read the question from stdin: {e}")));
+    }
+    if text.trim().is_empty() {
+        return Err(usage("the question on stdin is empty"));
+    }
+    Ok(text.trim().to_string())
+}
+
+fn run_ask(
+    query: &str,
+    model: &ModelArgs,
+    tools: &ToolArgs,
+    no_tools: bool,
+    json: bool,
+) -> ExitCode {
+    let deadline = Deadline::after(Duration::from_secs_f64(model.timeout));
+    let clarify: Option<Box<dyn ClarifyHandler>> = std::io::stdin()
+        .is_terminal()
+        .then(|| Box::new(ask_person) as Box<dyn ClarifyHandler>);
+    let answer = (!json).then(AnswerOut::default);
+    let result = build(model, tools, no_tools, deadline, clarify, answer.clone())
+        .and_then(|mut o| o.run_with_deadline(query, &[], deadline));
+    match result {
+        Ok(outcome) => report(&outcome, answer.as_ref()),
+        Err(e) => {
+            if json {
+                let v = serde_json::json!({"error": with_flags(&e), "stop_reason": "error", "steps": e.steps()});
+                let _ = print_stdout(&v.to_string());
+            }
+            eprintln!("toolloop: {}", with_flags(&e));
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Reads the person's lines: with line editing on a terminal, plain lines otherwise.
+enum Input {
+    Editor(Box<rustyline::DefaultEditor>),
+    Plain,
+}
+
+impl Input {
+    fn new() -> Self {
+        if std::io::stdin().is_terminal()
+            && let Ok(e) = rustyline::DefaultEditor::new()
+        {
+            return Input::Editor(Box::new(e));
+        }
+        Input::Plain
+    }
+
+    fn read(&mut self, prompt: &str) -> Option<String> {
+        match self {
+            Input::Editor(e) => match e.readline(prompt) {
+                Ok(line) => {
+                    let _ = e.add_history_entry(line.as_str());
+                    Some(line)
+                }
+                Err(_) => None,
+            },
+            Input::Plain => {
+                eprint!("{prompt}");
+                let mut line = String::new();
+                match std::io::stdin().read_line(&mut line) {
+                    Ok(n) if n > 0 => Some(line.trim_end_matches(['\n', '\r']).to_string()),
+                    _ => None,
+                }
+            }
+        }
+    }
+}
+
+fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
+    let clarify = |question: &str, missing: &[String]| -> Option<String> {
+        if missing.is_empty() {
+            eprintln!("? {question}");
+        } else {
+            eprintln!("? {question} (missing: {})", missing.join(", "));
+        }
+        Input::new().read("answer> ")
+    };
+    let connect = Deadline::after(Duration::from_secs_f64(model.timeout));
+    let answer = AnswerOut::default();
+    let orchestrator = build(
+        model,
+        tools,
+        no_tools,
+        connect,
+        Some(Box::new(clarify)),
+        Some(answer.clone()),
+    )
+    .and_then(|mut o| o.preflight(connect).map(|_| o));
+    let orchestrator = match orchestrator {
+        Ok(o) => o,
+        Err(e) => return fail(with_flags(e)),
+    };
+    let (mut asked, mut failed) = (0, 0);
+    let names = orchestrator.catalogue().names();
+    let mut chat = Conversation::new(orchestrator);
+    let mut input = Input::new();
+    eprintln!(
+        "toolloop chat with {} tools; /tools lists them, /reset forgets, /exit leaves.",
+        names.len()
+    );
+    while let Some(line) = input.read("you> ") {
+        let line = line.trim();
+        match line {
+            "" => continue,
+            "/exit" | "/quit" => break,
+            "/reset" => {
+                chat.reset();
+                eprintln!("(conversation forgotten)");
+                continue;
+            }
+            "/tools" => {
+                for spec in chat.orchestrator().catalogue().specs() {
+                    eprintln!("  {}", crate::turn::prompt::signature(&spec));
+                }
+                continue;
+            }
+            _ if line.starts_with('/') => {
+                eprintln!("unknown command {line}; use /tools, /reset or /exit");
+                continue;
+            }
+            _ => {}
+        }
+        asked += 1;
+        match chat.ask(line) {
+            Ok(outcome) => {
+                if let Err(e) = answer.finish() {
+                    return output_status(Err(e), EXIT_RUNTIME);
+                }
+                explain(&outcome);
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("toolloop: {}", with_flags(e))
+            }
+        }
+    }
+    // A session in which every question failed (the server went away, say) is a failure.
+    if asked > 0 && failed == asked {
+        return ExitCode::from(EXIT_RUNTIME);
+    }
+    ExitCode::SUCCESS
+}
+
+fn run_eval(
+    path: &std::path::Path,
+    model: &ModelArgs,
+    (limit, category): (Option<usize>, Option<&str>),
+    (no_constraint, native_tools): (bool, bool),
+    jobs: usize,
+    json: bool,
+) -> ExitCode {
+    // The data is checked before the model is contacted.
+    let hint = "fetch BFCL data with scripts/bfcl-data.sh";
+    let cases = match eval::load(path)
+        .map_err(|e| format!("{e}; {hint}"))
+        .and_then(|c| {
+            eval::select(c, category, limit).map_err(|e| format!("{e} in {}", path.display()))
+        }) {
+        Ok(c) if c.is_empty() => {
+            return fail(format!("no BFCL case in {}; {hint}", path.display()));
+        }
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let config = config(model, &ToolArgs::default(), true);
+    // The first backend is the one checked; the others are made alike, one per job.
+    let mut backends = Vec::with_capacity(jobs);
+    for _ in 0..jobs.clamp(1, cases.len().max(1)) {
+        match config.backend() {
+            Ok(b) => backends.push(b),
+            Err(e) => return fail(with_flags(e)),
+        }
+    }
+    if let Err(e) = backends[0].preflight(Deadline::after(Duration::from_secs(30))) {
+        return fail(with_flags(e));
+    }
+    if native_tools && config.backend != crate::config::BackendKind::OpenAi {
+        return fail("--native-tools needs --backend openai (an OpenAI-compatible server)");
+    }
+    let run = eval::RunSettings {
+        native: native_tools.then(|| eval::NativeTarget {
+            base_url: config.base_url.trim_end_matches('/').to_string(),
+            model: config.model.clone(),
+        }),
+        options: config.request_options(),
+        max_calls_per_turn: config.max_calls_per_turn,
+        constraint: if no_constraint {
+            eval::Constraint::Off
+        } else {
+            eval::Constraint::Narrowed
+        },
+        timeout: config.timeout,
+        decide: config.decide,
+        ground_arguments: config.ground_arguments,
+        tool_threshold: config.tool_threshold,
+    };
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(cases.len() as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let started = std::time::Instant::now();
+    let results = eval::run_all(backends, &cases, &run, |r| {
+        if model.verbose {
+            bar.suspend(|| {
+                let why = r.reason.as_deref().unwrap_or("");
+                eprintln!("{} {} {why}", if r.pass { "PASS" } else { "FAIL" }, r.id)
+            });
+        }
+        bar.set_message(r.id.clone());
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    let written = if json {
+        print_stdout(&eval::report_json(&results).to_string())
+    } else {
+        print_stdout(eval::table(&eval::summarize(&results)).trim_end())
+    };
+    if written.is_err() {
+        return output_status(written, EXIT_RUNTIME);
+    }
+    let minutes = started.elapsed().as_secs_f64() / 60.0;
+    eprintln!(
+        "toolloop: {} cases in {:.1} min ({:.1} cases per minute, {jobs} at once)",
+        results.len(),
+        minutes,
+        results.len() as f64 / minutes.max(1e-9)
+    );
+    let errors = results.iter().filter(|r| r.error.is_some()).count();
+    if errors > 0 {
+        eprintln!("toolloop: {errors} cases could not run (see --json for why)");
+    }
+    ExitCode::SUCCESS
+}
+
+fn run_demo(json: bool, verbose: bool) -> ExitCode {
+    eprintln!(
+        "toolloop demo: a scripted model and the built-in tools on 127.0.0.1; no server needed."
+    );
+    eprintln!("you> {}", crate::cli::demo::QUESTION);
+    let answer = (!json).then(AnswerOut::default);
+    let (mut progress, mut printer) = (Progress::new(verbose), answer.clone());
+    let observer = move |e: &crate::run::events::Event| {
+        progress.event(e);
+        printer.iter_mut().for_each(|p| p.event(e));
+    };
+    let result = crate::cli::demo::run(
+        Box::new(observer),
+        Box::new(|line| eprintln!("{line}")),
+        150,
+    );
+    match result {
+        Ok(outcome) => report(&outcome, answer.as_ref()),
+        Err(e) => fail(e),
+    }
+}
+
+/// A usage error: a bad flag or value, said, with the usage exit code.
+fn usage(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("toolloop: {message}");
+    ExitCode::from(EXIT_USAGE)
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("toolloop: {message}");
+    ExitCode::from(EXIT_RUNTIME)
+}
+
+fn run_schema(tools: &ToolArgs) -> ExitCode {
+    let setup = tools.setup();
+    if setup.is_empty() {
+        let written = print_stdout(schema::call_schema_json().trim_end());
+        return output_status(written, 0);
+    }
+    match setup.connect(Deadline::after(Duration::from_secs(30))) {
+        Ok(catalogue) => {
+            let narrowed = CallSchema::for_tools(&catalogue.specs(), Narrowing::PerTool);
+            let text = serde_json::to_string_pretty(narrowed.as_value()).unwrap_or_default();
+            output_status(print_stdout(&text), 0)
+        }
+        Err(e) => fail(with_flags(e)),
+    }
+}
+
+fn run_tools(tools: &ToolArgs, json: bool) -> ExitCode {
+    let setup = tools.setup();
+    if setup.is_empty() {
+        return fail("no tools named: use --tools URL, --mcp CMD_OR_URL or --builtin");
+    }
+    match setup.connect(Deadline::after(Duration::from_secs(30))) {
+        Ok(c) => output_status(crate::cli::display::print_tools(&c.specs(), json), 0),
+        Err(e) => fail(with_flags(e)),
+    }
+}
+
+/// Serves the page until the process ends; a failure to start is reported first.
+fn run_web(model: &ModelArgs, tools: &ToolArgs, no_tools: bool, web: &flags::WebArgs) -> ExitCode {
+    let addr = match crate::serve::web::check_address(&web.addr, web.allow_remote) {
+        Ok(a) => a,
+        Err(e) => return usage(e),
+    };
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "toolloop: WARNING: serving on {addr}: anyone who can reach it can use the model and the tools"
+        );
+    }
+    let config = config(model, tools, no_tools);
+    match crate::serve::web::start(config, addr, web.max_runs as usize) {
+        Ok(w) => {
+            eprintln!("toolloop: the page is at {} (Ctrl-C stops)", w.url());
+            w.wait();
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(with_flags(e)),
+    }
+}
+
+fn run_serve(addr: &str, opts: &BuiltinArgs) -> ExitCode {
+    let tools = match Builtin::new(&opts.config()) {
+        Ok(t) => t,
+        Err(e) => return fail(with_flags(e)),
+    };
+    let names: Vec<String> = tools.specs().into_iter().map(|s| s.name).collect();
+    let server = match ToolServer::bind(addr, Box::new(tools)) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    eprintln!(
+        "toolloop: serving {} tools ({}) on {}",
+        names.len(),
+        names.join(", "),
+        server.url()
+    );
+    server.run();
+    ExitCode::SUCCESS
+}
+
+fn run_repair(verbose: bool) -> ExitCode {
+    let mut raw = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut raw) {
+        return fail(format!("cannot read stdin: {e}"));
+    }
+    let text = String::from_utf8_lossy(&raw);
+    if verbose && matches!(text, std::borrow::Cow::Owned(_)) {
+        eprintln!("toolloop: input is not valid UTF-8; invalid bytes became U+FFFD");
+    }
+    match repair::repair_to_string(&text) {
+        Ok((json, fixes)) => {
+            if verbose {
+                for fix in fixes.to_vec() {
+                    eprintln!("fixed: {fix}");
+                }
+            }
+            output_status(print_stdout(&json), 0)
+        }
+        Err(e) => fail(e),
+    }
+}

@@ -1,0 +1,510 @@
+//! The loop as a small state machine that does no I/O (rig's pattern).
+//!
+//! [`Engine::next_step`] says what to do — call the model, call a tool, ask the person, or stop
+//! — and the caller feeds the result back ([`Engine::model_replied`],
+//! [`Engine::tool_returned`], [`Engine::user_answered`]). The blocking driver in
+//! [`crate::run::orchestrator`] is a short loop around it; tests drive it with no model and
+//! no socket.
+//!
+//! The rules it keeps, in the order of seed 003's flow:
+//! - every reply is repaired and checked against the schema; an invalid one goes back to
+//!   the model with the reason, at most `max_invalid_retries` times in a row;
+//! - the schema is narrowed to the tools still available, and on the last iteration (or
+//!   after a call repeated `max_repeats` times) only `final_answer`/`clarify` are allowed;
+//! - a call identical to an earlier one is answered from the earlier result ([`crate::run::memory`]);
+//! - a tool that fails for infrastructure reasons, or reports errors `max_tool_failures`
+//!   times in a row, is declared unavailable and the model is told to answer without it
+//!   (`tool_failure_degraded`);
+//! - the history only grows, so the server's prompt cache is reused, except when it nears
+//!   the context window ([`crate::run::feedback::ContextGuard`]).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::backend::{ChatReply, Message, StopReason, Usage};
+use crate::checks::decision;
+use crate::config::Limits;
+use crate::run::ending::Ending;
+use crate::run::events::Event;
+use crate::run::feedback::{self, ContextGuard};
+use crate::run::memory::{CallKey, Failures, Repeats};
+use crate::tools::ToolSpec;
+use crate::turn::Turn;
+use crate::turn::schema::{CallSchema, Rejection};
+
+/// What the caller should do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Send [`Engine::messages`] to the model with [`Engine::schema`].
+    CallModel,
+    /// Call this tool with these arguments; answer with [`Engine::tool_returned`].
+    CallTool {
+        /// The tool's name.
+        tool: String,
+        /// The arguments, already checked against the narrowed schema.
+        arguments: Map<String, Value>,
+    },
+    /// Call these tools, side by side; answer with [`Engine::tools_returned`], the results
+    /// in the same order.
+    CallTools {
+        /// Each call's tool and arguments, checked like a single call's.
+        calls: Vec<(String, Map<String, Value>)>,
+    },
+    /// Ask the person; answer with [`Engine::user_answered`].
+    AskUser {
+        /// The model's question.
+        question: String,
+        /// The parameters it said are missing.
+        missing_params: Vec<String>,
+    },
+    /// The run is over: see [`Engine::ending`].
+    Done,
+}
+
+/// One action of the model, as recorded in the outcome (seed 002's steps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// The model turn it belongs to (1-based).
+    pub iteration: u32,
+    /// The model's stated reason.
+    pub thought: String,
+    /// The tool called; `None` for an answer or a question.
+    pub tool: Option<String>,
+    /// The arguments of the call.
+    pub arguments: Option<Map<String, Value>>,
+    /// What the model was shown as the result; for an answer or a question, its text.
+    pub observation: String,
+    /// Whether the tool succeeded.
+    pub ok: bool,
+    /// Milliseconds the tool took (0 for a repeat answered from memory).
+    pub ms: u64,
+}
+
+/// A tool and its arguments.
+type Call = (String, Map<String, Value>);
+
+/// One call of the turn being carried out.
+#[derive(Debug)]
+struct Pending {
+    tool: String,
+    arguments: Map<String, Value>,
+    key: CallKey,
+    /// Its entry in the steps.
+    step: usize,
+    /// The answer given without running the tool (a repeat, an unavailable tool), or
+    /// the tool's result once it ran.
+    answered: Option<(String, bool)>,
+    ran: bool,
+}
+
+/// Where the run is.
+#[derive(Debug)]
+enum State {
+    /// The model is to be asked next (or the iterations are used up).
+    Thinking,
+    /// The calls of a turn are waiting for their results.
+    Calling { calls: Vec<Pending> },
+    /// A question is waiting for the person.
+    Asking {
+        question: String,
+        missing_params: Vec<String>,
+    },
+    /// Over.
+    Done(Ending),
+}
+
+/// The loop's state.
+#[derive(Debug)]
+pub struct Engine {
+    limits: Limits,
+    state: State,
+    specs: Vec<ToolSpec>,
+    unavailable: BTreeSet<String>,
+    schema: CallSchema,
+    answer_schema: CallSchema,
+    /// Set when the model keeps repeating a call: from then on only an answer is allowed.
+    forced_answer: bool,
+    /// Set when a call was declined ([`crate::checks::decision`]): the next reply chooses among
+    /// the tools that fit the question better, or answers when there are none.
+    shortlist: Option<CallSchema>,
+    guard: ContextGuard,
+    history: Vec<Message>,
+    run_start: usize,
+    iterations: u32,
+    invalid_streak: u32,
+    repeats: Repeats,
+    failures: Failures,
+    steps: Vec<StepRecord>,
+    events: Vec<Event>,
+    usage: Usage,
+}
+
+impl Engine {
+    /// A run over `history` (which holds the system prompt and any earlier turns) for
+    /// `query`, with the tools in `specs`.
+    pub fn new(history: Vec<Message>, query: &str, specs: Vec<ToolSpec>, limits: Limits) -> Self {
+        let schema = CallSchema::deciding_calls(
+            &specs,
+            limits.narrowing,
+            limits.decide,
+            limits.max_calls_per_turn,
+        );
+        Self::with_schema(history, query, specs, limits, schema)
+    }
+
+    /// Like [`Engine::new`], with the schema for `specs` already built (it is the same for
+    /// every run over one catalogue, and building it compiles validators).
+    pub fn with_schema(
+        mut history: Vec<Message>,
+        query: &str,
+        specs: Vec<ToolSpec>,
+        limits: Limits,
+        schema: CallSchema,
+    ) -> Self {
+        let run_start = history.len();
+        let decide = limits.decide;
+        history.push(Message::user(query));
+        Engine {
+            guard: ContextGuard::new(limits.num_ctx),
+            limits,
+            state: State::Thinking,
+            specs,
+            unavailable: BTreeSet::new(),
+            schema,
+            answer_schema: CallSchema::answer_only_deciding(decide),
+            forced_answer: false,
+            shortlist: None,
+            history,
+            run_start,
+            iterations: 0,
+            invalid_streak: 0,
+            repeats: Repeats::default(),
+            failures: Failures::default(),
+            steps: Vec::new(),
+            events: Vec::new(),
+            usage: Usage::default(),
+        }
+    }
+
+    /// What to do now.
+    pub fn next_step(&mut self) -> Step {
+        match &self.state {
+            State::Done(_) => Step::Done,
+            State::Calling { calls } => {
+                let mut run: Vec<Call> = calls
+                    .iter()
+                    .filter(|c| c.answered.is_none())
+                    .map(|c| (c.tool.clone(), c.arguments.clone()))
+                    .collect();
+                match run.len() {
+                    1 => {
+                        let (tool, arguments) = run.remove(0);
+                        Step::CallTool { tool, arguments }
+                    }
+                    _ => Step::CallTools { calls: run },
+                }
+            }
+            State::Asking {
+                question,
+                missing_params,
+            } => Step::AskUser {
+                question: question.clone(),
+                missing_params: missing_params.clone(),
+            },
+            State::Thinking if self.iterations >= self.limits.max_iterations => {
+                self.state = State::Done(Ending::MaxIterations {
+                    iterations: self.iterations,
+                });
+                Step::Done
+            }
+            State::Thinking => {
+                if let Some(message) = self.guard.fit(&mut self.history) {
+                    self.events.push(Event::Warning { message });
+                }
+                self.events.push(Event::ModelRequest {
+                    iteration: self.iterations + 1,
+                    messages: self.history.len(),
+                    answer_only: self.answer_only(),
+                });
+                Step::CallModel
+            }
+        }
+    }
+
+    fn answer_only(&self) -> bool {
+        self.forced_answer || self.iterations + 1 >= self.limits.max_iterations
+    }
+
+    /// The schema for the next model request.
+    pub fn schema(&self) -> &CallSchema {
+        match &self.shortlist {
+            _ if self.answer_only() => &self.answer_schema,
+            Some(shortlist) => shortlist,
+            None => &self.schema,
+        }
+    }
+
+    /// The history to send.
+    pub fn messages(&self) -> &[Message] {
+        &self.history
+    }
+
+    /// Feeds the model's reply back.
+    pub fn model_replied(&mut self, reply: &ChatReply) {
+        self.usage.add(&reply.usage);
+        self.events.push(Event::ModelReply {
+            text: reply.text.clone(),
+            stop: reply.stop,
+            usage: reply.usage,
+            ms: reply.timings.total.as_millis() as u64,
+        });
+        if let Some(message) = self.guard.check(&reply.usage) {
+            self.events.push(Event::Warning { message });
+        }
+        let parsed = match Turn::parse(&reply.text) {
+            Ok(p) => p,
+            Err(e) => return self.invalid(&reply.text, reply.stop, Rejection::NotATurn(e)),
+        };
+        if !parsed.fixes.is_empty() {
+            let fixes = parsed
+                .fixes
+                .to_vec()
+                .iter()
+                .map(|f| f.to_string())
+                .collect();
+            self.events.push(Event::Repaired { fixes });
+        }
+        if let Err(rejection) = self.schema().check(&parsed.turn) {
+            // A valid call on the last iteration is not a format error: the iterations
+            // are used up (seed 003's MaxIterationsReached).
+            let last = self.iterations + 1 >= self.limits.max_iterations;
+            if last && !self.forced_answer && self.schema.check(&parsed.turn).is_ok() {
+                self.iterations += 1;
+                let iterations = self.iterations;
+                self.state = State::Done(Ending::MaxIterations { iterations });
+            } else {
+                self.invalid(&reply.text, reply.stop, rejection);
+            }
+            return;
+        }
+        // A turn of several calls is judged by its first: the model's probability is
+        // read once, at the kind, for all of them.
+        let first = match &parsed.turn {
+            Turn::ToolCall { tool, .. } => Some(tool),
+            Turn::ToolCalls { calls, .. } => calls.first().map(|c| &c.tool),
+            _ => None,
+        };
+        if let (Some(tool), false) = (first, self.answer_only()) {
+            let question = &self.history[self.run_start].content;
+            let judged = decision::judge(reply, tool, &self.specs, question, &self.limits);
+            if let Some((event, instead)) = judged {
+                self.events.push(event);
+                if let Some(names) = instead {
+                    let keep = |name: &str| names.iter().any(|n| n == name);
+                    self.shortlist = Some(schema_of(&self.specs, keep, &self.limits));
+                    return;
+                }
+            }
+        }
+        self.invalid_streak = 0;
+        self.shortlist = None;
+        self.iterations += 1;
+        let turn = parsed.turn;
+        // The model's own text when it needed no repair: the server's prompt cache holds
+        // exactly those tokens, so the next request reuses them. A repaired reply goes
+        // back in the canonical form, which shows the model the format it should use.
+        let text = if parsed.fixes.is_empty() {
+            reply.text.clone()
+        } else {
+            self.limits.decide.canonical(&turn)
+        };
+        self.history.push(Message::assistant(text));
+        match turn {
+            Turn::FinalAnswer { thought, content } => {
+                let truncated = reply.stop == StopReason::Length;
+                if truncated {
+                    self.events.push(Event::Warning {
+                        message: "the answer was cut at the token limit; raise num_predict".into(),
+                    });
+                }
+                self.record(thought, None, content.clone(), true);
+                self.state = State::Done(Ending::Answer {
+                    content,
+                    degraded: !self.unavailable.is_empty(),
+                    truncated,
+                });
+            }
+            Turn::Clarify {
+                thought,
+                question,
+                missing_params,
+            } => self.ask(thought, question, missing_params),
+            Turn::ToolCall {
+                thought,
+                tool,
+                arguments,
+            } => self.tool_calls(thought, vec![(tool, arguments)]),
+            Turn::ToolCalls { thought, calls } => {
+                let calls = calls.into_iter().map(|c| (c.tool, c.arguments)).collect();
+                self.tool_calls(thought, calls)
+            }
+        }
+    }
+
+    fn ask(&mut self, thought: String, question: String, missing_params: Vec<String>) {
+        self.record(thought, None, question.clone(), true);
+        self.events.push(Event::Clarify {
+            question: question.clone(),
+            missing_params: missing_params.clone(),
+        });
+        self.state = State::Asking {
+            question,
+            missing_params,
+        };
+    }
+
+    /// A call with invented required values becomes the question for them; the history
+    /// shows the question, so the model resumes from it with the person's answer.
+    fn ask_instead(&mut self, thought: String, tool: String, invented: Vec<String>) {
+        let question = feedback::ask_for(&tool, &invented);
+        self.events.push(Event::Invented {
+            tool,
+            arguments: invented.clone(),
+        });
+        let turn = Turn::Clarify {
+            thought: thought.clone(),
+            question: question.clone(),
+            missing_params: invented.clone(),
+        };
+        if let Some(last) = self.history.last_mut() {
+            *last = Message::assistant(self.limits.decide.canonical(&turn));
+        }
+        self.ask(thought, question, invented);
+    }
+
+    fn record(&mut self, thought: String, call: Option<Call>, observation: String, ok: bool) {
+        let (tool, arguments) = call.unzip();
+        let iteration = self.iterations;
+        self.steps.push(StepRecord {
+            iteration,
+            thought,
+            tool,
+            arguments,
+            observation,
+            ok,
+            ms: 0,
+        });
+    }
+
+    /// Feeds the person's answer to a clarifying question back; `None` (nobody to ask,
+    /// or no answer) ends the run with the question.
+    pub fn user_answered(&mut self, answer: Option<String>) {
+        let State::Asking {
+            question,
+            missing_params,
+        } = std::mem::replace(&mut self.state, State::Thinking)
+        else {
+            return;
+        };
+        match answer {
+            Some(a) => {
+                self.events.push(Event::ClarifyAnswer { answer: a.clone() });
+                self.history.push(Message::user(a));
+            }
+            None => {
+                self.state = State::Done(Ending::Clarify {
+                    question,
+                    missing_params,
+                })
+            }
+        }
+    }
+
+    /// The deadline (a run limit of `limit`) passed: end the run, unless it already ended.
+    pub fn timed_out(&mut self, limit: Duration) {
+        if !matches!(self.state, State::Done(_)) {
+            self.state = State::Done(Ending::Timeout {
+                limit_ms: limit.as_millis() as u64,
+            });
+        }
+    }
+
+    /// The person stopped the run.
+    pub fn cancelled(&mut self) {
+        if !matches!(self.state, State::Done(_)) {
+            self.state = State::Done(Ending::Cancelled);
+        }
+    }
+
+    /// A guardrail stopped the run.
+    pub fn block(&mut self, reason: String) {
+        self.state = State::Done(Ending::Blocked { reason });
+    }
+
+    fn invalid(&mut self, raw: &str, stop: StopReason, rejection: Rejection) {
+        self.invalid_streak += 1;
+        let error = rejection.to_string();
+        self.events.push(Event::Invalid {
+            error: error.clone(),
+            attempt: self.invalid_streak,
+        });
+        if self.invalid_streak > self.limits.max_invalid_retries {
+            self.state = State::Done(Ending::InvalidReplies { detail: error });
+        } else {
+            self.history
+                .extend(feedback::invalid_reply(raw, stop, &error));
+        }
+    }
+
+    /// Events since the last call, in order.
+    pub fn drain_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// How the run ended, once [`Step::Done`].
+    pub fn ending(&self) -> Option<&Ending> {
+        match &self.state {
+            State::Done(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Model turns used.
+    pub fn iterations(&self) -> u32 {
+        self.iterations
+    }
+
+    /// The steps so far.
+    pub fn steps(&self) -> &[StepRecord] {
+        &self.steps
+    }
+
+    /// Token usage so far.
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// The whole history and the index where this run's part begins.
+    pub fn into_history(self) -> (Vec<Message>, usize) {
+        (self.history, self.run_start)
+    }
+}
+
+/// The schema narrowed to the tools `keep` names.
+fn schema_of(specs: &[ToolSpec], keep: impl Fn(&str) -> bool, limits: &Limits) -> CallSchema {
+    let kept: Vec<ToolSpec> = specs.iter().filter(|s| keep(&s.name)).cloned().collect();
+    CallSchema::deciding_calls(
+        &kept,
+        limits.narrowing,
+        limits.decide,
+        limits.max_calls_per_turn,
+    )
+}
+
+mod calls;
+
+#[cfg(test)]
+mod tests;

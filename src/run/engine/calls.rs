@@ -1,0 +1,172 @@
+//! The calls of one model turn, for the engine: grounding, answers from memory,
+//! results in the order of the calls. A part of [`crate::run::engine`] in a file of its own
+//! so that the state machine itself reads in one sitting.
+
+use std::time::Duration;
+
+use super::{Call, Engine, Pending, State, schema_of};
+use crate::backend::Message;
+use crate::checks::conform;
+use crate::checks::grounding;
+use crate::run::events::Event;
+use crate::run::feedback;
+use crate::run::memory::CallKey;
+use crate::tools::{ToolError, ToolResult};
+
+impl Engine {
+    /// The calls of one turn: grounded, then each answered from memory (a repeat, an
+    /// unavailable tool) or left to run. The results go into the history in the order of
+    /// the calls once all are in.
+    pub(super) fn tool_calls(&mut self, thought: String, mut calls: Vec<Call>) {
+        if self.limits.ground_arguments {
+            let said = grounding::Evidence::of_history(&self.history);
+            for (tool, arguments) in &mut calls {
+                let spec = self.specs.iter().find(|s| s.name == *tool);
+                let (events, invented) = conform::conform_and_ground(arguments, spec, &said);
+                self.events.extend(events);
+                if !invented.is_empty() {
+                    let tool = tool.clone();
+                    return self.ask_instead(thought, tool, invented);
+                }
+            }
+        }
+        let mut pending = Vec::with_capacity(calls.len());
+        for (tool, arguments) in calls {
+            self.events.push(Event::ToolCall {
+                iteration: self.iterations,
+                thought: thought.clone(),
+                tool: tool.clone(),
+                arguments: arguments.clone(),
+            });
+            let key = CallKey::new(&tool, &arguments);
+            let answered = if let Some((count, earlier)) = self.repeats.repeat(&key) {
+                self.events.push(Event::Repeat {
+                    tool: tool.clone(),
+                    count,
+                });
+                self.forced_answer |= count >= self.limits.max_repeats;
+                Some((feedback::repeated_call(&tool, earlier), true))
+            } else if self.unavailable.contains(&tool) {
+                Some((feedback::unavailable(&tool), false))
+            } else {
+                None
+            };
+            let call = Some((tool.clone(), arguments.clone()));
+            self.record(thought.clone(), call, String::new(), false);
+            pending.push(Pending {
+                tool,
+                arguments,
+                key,
+                step: self.steps.len() - 1,
+                answered,
+                ran: false,
+            });
+        }
+        if pending.iter().all(|p| p.answered.is_some()) {
+            return self.settle(pending);
+        }
+        self.state = State::Calling { calls: pending };
+    }
+
+    /// Feeds a tool's result back (the turn's one call to run). `Err` of the
+    /// infrastructure kind makes the tool unavailable for the rest of the run.
+    pub fn tool_returned(&mut self, result: Result<ToolResult, ToolError>, took: Duration) {
+        self.tools_returned(vec![(result, took)]);
+    }
+
+    /// Feeds the results of [`super::Step::CallTools`] back, in the order of its calls.
+    pub fn tools_returned(&mut self, results: Vec<(Result<ToolResult, ToolError>, Duration)>) {
+        let State::Calling { mut calls } = std::mem::replace(&mut self.state, State::Thinking)
+        else {
+            return;
+        };
+        let mut results = results.into_iter();
+        for call in calls.iter_mut().filter(|c| c.answered.is_none()) {
+            let (result, took) = results.next().unwrap_or((
+                Err(ToolError::Config(
+                    "no result came back for this call".into(),
+                )),
+                Duration::ZERO,
+            ));
+            let ms = took.as_millis() as u64;
+            let (observation, ok) = self.result_of(&call.tool, &call.key, result);
+            if let Some(step) = self.steps.get_mut(call.step) {
+                step.observation = observation.clone();
+                step.ok = ok;
+                step.ms = ms;
+            }
+            self.events.push(Event::ToolResult {
+                tool: call.tool.clone(),
+                ok,
+                observation: observation.clone(),
+                ms,
+            });
+            call.answered = Some((observation, ok));
+            call.ran = true;
+        }
+        self.settle(calls);
+    }
+
+    /// The observation of one result, with the tool's failures counted; a tool that
+    /// failed too often (or whose infrastructure failed) becomes unavailable.
+    fn result_of(
+        &mut self,
+        tool: &str,
+        key: &CallKey,
+        result: Result<ToolResult, ToolError>,
+    ) -> (String, bool) {
+        let (observation, ok, degrade) = match result {
+            Ok(r) if r.ok => {
+                let text = r.to_model_text(self.limits.result_cap);
+                self.failures.succeeded(tool);
+                self.repeats.record(key.clone(), text.clone());
+                (text, true, None)
+            }
+            Ok(r) => {
+                let failures = self.failures.failed(tool);
+                let degrade = (failures >= self.limits.max_tool_failures)
+                    .then(|| format!("it failed {failures} times in a row"));
+                (r.to_model_text(self.limits.result_cap), false, degrade)
+            }
+            Err(e) => {
+                let (text, degrade) =
+                    feedback::tool_error(e, self.specs.iter().find(|s| s.name == tool));
+                (text, false, degrade)
+            }
+        };
+        let Some(reason) = degrade else {
+            return (observation, ok);
+        };
+        self.unavailable.insert(tool.to_string());
+        let unavailable = &self.unavailable;
+        self.schema = schema_of(&self.specs, |n| !unavailable.contains(n), &self.limits);
+        self.events.push(Event::Degraded {
+            tool: tool.to_string(),
+            reason,
+        });
+        (feedback::degraded(tool, &observation), ok)
+    }
+
+    /// Every call of the turn has its result: into the history in the order of the calls,
+    /// each marked with its call when there were several.
+    fn settle(&mut self, calls: Vec<Pending>) {
+        let n = calls.len();
+        for (i, call) in calls.into_iter().enumerate() {
+            let (observation, ok) = call.answered.unwrap_or_default();
+            if let (false, Some(step)) = (call.ran, self.steps.get_mut(call.step)) {
+                // Answered without running: the step shows what the model was told.
+                step.observation = observation.clone();
+                step.ok = ok;
+                self.events.push(Event::ToolResult {
+                    tool: call.tool.clone(),
+                    ok,
+                    observation: observation.clone(),
+                    ms: 0,
+                });
+            }
+            let text = feedback::call_result(i + 1, n, &call.tool, &observation);
+            self.history.push(Message::tool(&call.tool, text));
+        }
+        self.state = State::Thinking;
+    }
+}

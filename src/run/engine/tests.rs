@@ -1,0 +1,604 @@
+//! Unit tests of the engine: each drives it step by step, with no model and no socket.
+
+use super::*;
+use crate::backend::Timings;
+use crate::tools::{ToolError, ToolResult};
+use serde_json::json;
+
+fn reply(text: &str) -> ChatReply {
+    ChatReply {
+        text: text.into(),
+        stop: StopReason::Finished,
+        usage: Usage::default(),
+        timings: Timings::default(),
+        logprobs: Vec::new(),
+    }
+}
+
+fn calc() -> ToolSpec {
+    ToolSpec::new(
+        "calculator",
+        "math",
+        json!({"type": "object", "properties": {"expression": {"type": "string"}},
+               "required": ["expression"]}),
+    )
+}
+
+fn weather() -> ToolSpec {
+    ToolSpec::new(
+        "get_weather",
+        "Current weather for a city",
+        json!({"type": "object", "properties": {"city": {"type": "string"}},
+               "required": ["city"]}),
+    )
+}
+
+/// The log-probabilities of a reply whose `kind` the model chose as "tool" with
+/// probability `p` (and "final" for the rest).
+fn kind_logprobs(p: f64) -> Vec<crate::backend::TokenLogprob> {
+    use crate::backend::TokenLogprob;
+    vec![
+        TokenLogprob {
+            token: r#"{"kind":""#.into(),
+            logprob: 0.0,
+            top: vec![],
+        },
+        TokenLogprob {
+            token: "tool".into(),
+            logprob: p.ln(),
+            top: vec![("tool".into(), p.ln()), ("final".into(), (1.0 - p).ln())],
+        },
+    ]
+}
+
+fn engine(max: u32) -> Engine {
+    Engine::new(
+        vec![Message::system("sys")],
+        "what is 2+2",
+        vec![calc()],
+        Limits {
+            max_iterations: max,
+            ..Limits::default()
+        },
+    )
+}
+
+fn engine_with_ctx(num_ctx: u32) -> Engine {
+    Engine::new(
+        vec![Message::system("sys")],
+        "what is 2+2",
+        vec![calc()],
+        Limits {
+            num_ctx: Some(num_ctx),
+            ..Limits::default()
+        },
+    )
+}
+
+const CALL: &str =
+    r#"{"kind":"tool_call","thought":"math","tool":"calculator","arguments":{"expression":"2+2"}}"#;
+const ANSWER: &str = r#"{"kind":"final_answer","thought":"done","content":"4"}"#;
+
+#[test]
+fn call_then_answer() {
+    let mut e = engine(10);
+    assert_eq!(e.next_step(), Step::CallModel);
+    e.model_replied(&reply(CALL));
+    assert_eq!(
+        e.next_step(),
+        Step::CallTool {
+            tool: "calculator".into(),
+            arguments: json!({"expression": "2+2"}).as_object().unwrap().clone()
+        }
+    );
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::from_millis(3));
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert_eq!(e.messages().last().unwrap().content, "4");
+    e.model_replied(&reply(ANSWER));
+    assert_eq!(e.next_step(), Step::Done);
+    assert!(
+        matches!(e.ending(), Some(Ending::Answer { content, degraded: false, .. }) if content == "4")
+    );
+    assert_eq!(e.iterations(), 2);
+    assert_eq!(e.steps()[0].observation, "4");
+    assert_eq!(e.steps()[0].ms, 3);
+}
+
+#[test]
+fn invalid_replies_are_fed_back_then_give_up() {
+    let mut e = engine(10);
+    for attempt in 1..=2 {
+        assert_eq!(e.next_step(), Step::CallModel);
+        e.model_replied(&reply("I think it is 4"));
+        let last = e.messages().last().unwrap();
+        assert!(
+            last.content.starts_with("Your last reply was not valid"),
+            "{attempt}"
+        );
+    }
+    assert_eq!(e.next_step(), Step::CallModel);
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","tool":"nope","arguments":{}}"#,
+    ));
+    assert_eq!(e.next_step(), Step::Done);
+    match e.ending() {
+        Some(Ending::InvalidReplies { detail: error }) => {
+            assert!(error.contains("unknown tool \"nope\""), "{error}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(e.iterations(), 0);
+}
+
+#[test]
+fn last_iteration_allows_only_an_answer() {
+    let mut e = engine(2);
+    e.next_step();
+    assert!(e.schema().allows(crate::turn::Kind::ToolCall));
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+}
+
+#[test]
+fn identical_calls_reuse_the_result_and_the_third_repeat_forces_an_answer() {
+    let mut e = engine(10);
+    e.next_step();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    for n in 1..=3 {
+        assert_eq!(e.next_step(), Step::CallModel, "repeat {n}");
+        assert!(e.schema().allows(crate::turn::Kind::ToolCall));
+        e.model_replied(&reply(CALL));
+        assert!(
+            e.messages()
+                .last()
+                .unwrap()
+                .content
+                .contains("You already called")
+        );
+    }
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+}
+
+#[test]
+fn infrastructure_failure_degrades_the_tool() {
+    let mut e = engine(10);
+    e.next_step();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(
+        Err(ToolError::Unreachable {
+            url: "http://x".into(),
+            mcp: false,
+        }),
+        Duration::ZERO,
+    );
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(
+        !e.schema().allows(crate::turn::Kind::ToolCall),
+        "no tool left"
+    );
+    assert!(
+        e.messages()
+            .last()
+            .unwrap()
+            .content
+            .contains("unavailable now")
+    );
+    e.model_replied(&reply(ANSWER));
+    assert!(matches!(
+        e.ending(),
+        Some(Ending::Answer { degraded: true, .. })
+    ));
+}
+
+#[test]
+fn clarify_without_answer_ends_the_run() {
+    let mut e = engine(10);
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"clarify","thought":"","question":"Which city?","missing_params":["city"]}"#,
+    ));
+    assert_eq!(
+        e.next_step(),
+        Step::AskUser {
+            question: "Which city?".into(),
+            missing_params: vec!["city".into()]
+        }
+    );
+    e.user_answered(None);
+    assert_eq!(e.next_step(), Step::Done);
+    assert!(matches!(e.ending(), Some(Ending::Clarify { .. })));
+}
+
+#[test]
+fn history_is_append_only_and_starts_with_the_prompt() {
+    let mut e = engine(10);
+    e.next_step();
+    let before: Vec<Message> = e.messages().to_vec();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    e.next_step();
+    assert_eq!(&e.messages()[..before.len()], &before[..]);
+    let (history, start) = e.into_history();
+    assert_eq!(start, 1);
+    assert_eq!(history[1].content, "what is 2+2");
+}
+
+#[test]
+fn max_iterations() {
+    let mut e = engine(1);
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"clarify","thought":"","question":"?","missing_params":[]}"#,
+    ));
+    e.next_step();
+    e.user_answered(Some("more".into()));
+    assert_eq!(e.next_step(), Step::Done);
+    assert_eq!(e.ending(), Some(&Ending::MaxIterations { iterations: 1 }));
+}
+
+#[test]
+fn old_tool_results_are_shortened_near_the_context_window() {
+    let mut e = engine_with_ctx(1000);
+    e.next_step();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("x".repeat(3000))), Duration::ZERO);
+    e.next_step();
+    assert!(
+        e.messages()[3]
+            .content
+            .ends_with("[shortened to fit the context window]")
+    );
+    assert_eq!(e.messages()[1].content, "what is 2+2");
+}
+
+#[test]
+fn a_call_with_a_required_value_nobody_gave_becomes_a_question() {
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "what's the weather like?",
+        vec![weather()],
+        Limits::default(),
+    );
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"London"}}"#,
+    ));
+    let Step::AskUser {
+        question,
+        missing_params,
+    } = e.next_step()
+    else {
+        panic!("expected a question, got {:?}", e.next_step());
+    };
+    assert_eq!(
+        question,
+        "What city should I use? (get_weather needs it, and you did not say.)"
+    );
+    assert_eq!(missing_params, ["city"]);
+    assert!(e.messages().last().unwrap().content.contains("\"clarify\""));
+    e.user_answered(Some("Paris".into()));
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Paris"}}"#,
+    ));
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+}
+
+#[test]
+fn a_prompt_that_filled_the_context_window_is_warned_about() {
+    let mut e = engine_with_ctx(1000);
+    let warnings = |e: &mut Engine| {
+        e.drain_events()
+            .into_iter()
+            .filter_map(|ev| match ev {
+                Event::Warning { message } => Some(message),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    e.next_step();
+    let mut r = reply(CALL);
+    r.usage.prompt_tokens = 900;
+    r.usage.completion_tokens = 20;
+    e.model_replied(&r);
+    assert!(warnings(&mut e).is_empty());
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    e.next_step();
+    // Ollama reports what it evaluated after silently dropping the oldest messages:
+    // a prompt at the window's size is the sign.
+    let mut r = reply(ANSWER);
+    r.usage.prompt_tokens = 990;
+    r.usage.completion_tokens = 10;
+    e.model_replied(&r);
+    let w = warnings(&mut e);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("filled the context window (1000 tokens)"),
+        "{}",
+        w[0]
+    );
+    assert!(w[0].contains("raise num_ctx"));
+}
+
+#[test]
+fn a_call_the_model_was_unsure_of_is_declined_and_an_answer_asked_for() {
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "what is the capital of France",
+        vec![calc()],
+        Limits {
+            tool_threshold: Some(0.5),
+            ..Limits::default()
+        },
+    );
+    e.next_step();
+    let before = e.messages().len();
+    let mut unsure = reply(CALL);
+    unsure.logprobs = kind_logprobs(0.3);
+    e.model_replied(&unsure);
+    let events = e.drain_events();
+    assert!(
+        events
+            .iter()
+            .any(|ev| matches!(ev, Event::Decision { declined: true, .. })),
+        "{events:?}"
+    );
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+    assert_eq!(
+        e.messages().len(),
+        before,
+        "the declined call is not in the history"
+    );
+    assert_eq!(e.iterations(), 0);
+    e.model_replied(&reply(ANSWER));
+    assert!(matches!(e.ending(), Some(Ending::Answer { .. })));
+}
+
+#[test]
+fn optional_arguments_nobody_gave_are_left_out() {
+    let spec = ToolSpec::new(
+        "weather",
+        "",
+        json!({"type": "object", "required": ["city"],
+               "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}}),
+    );
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "Weather in Oslo?",
+        vec![spec],
+        Limits::default(),
+    );
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","thought":"","tool":"weather","arguments":{"city":"Oslo","unit":"kelvin"}}"#,
+    ));
+    assert_eq!(
+        e.next_step(),
+        Step::CallTool {
+            tool: "weather".into(),
+            arguments: json!({"city": "Oslo"}).as_object().unwrap().clone()
+        }
+    );
+    assert!(
+        e.drain_events()
+            .iter()
+            .any(|ev| matches!(ev, Event::Ungrounded { arguments, .. } if arguments == &["unit"]))
+    );
+}
+
+#[test]
+fn feedback_that_quotes_an_invented_value_does_not_ground_it() {
+    let spec = ToolSpec::new(
+        "weather",
+        "",
+        json!({"type": "object", "required": ["city"],
+               "properties": {"city": {"type": "string"},
+                              "unit": {"type": "string", "enum": ["c", "f"]}}}),
+    );
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "Weather in Oslo?",
+        vec![spec],
+        Limits::default(),
+    );
+    let kelvin = r#"{"kind":"tool_call","thought":"","tool":"weather","arguments":{"city":"Oslo","unit":"kelvin"}}"#;
+    e.next_step();
+    e.model_replied(&reply(kelvin));
+    assert!(
+        e.messages().last().unwrap().content.contains("kelvin"),
+        "the feedback quotes it"
+    );
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","thought":"","tool":"weather","arguments":{"city":"Oslo","unit":"f"}}"#,
+    ));
+    assert_eq!(
+        e.next_step(),
+        Step::CallTool {
+            tool: "weather".into(),
+            arguments: json!({"city": "Oslo"}).as_object().unwrap().clone()
+        }
+    );
+}
+
+/// An engine whose turns may carry several calls.
+fn several_calls_engine() -> Engine {
+    Engine::new(
+        vec![Message::system("sys")],
+        "what is 2+2 and 3+3",
+        vec![calc()],
+        Limits {
+            max_calls_per_turn: 8,
+            ..Limits::default()
+        },
+    )
+}
+
+const TWO_SUMS: &str = r#"{"kind":"tool_calls","thought":"both","calls":[
+    {"tool":"calculator","arguments":{"expression":"2+2"}},
+    {"tool":"calculator","arguments":{"expression":"3+3"}}]}"#;
+
+#[test]
+fn several_calls_run_together_and_come_back_in_order_each_marked() {
+    let mut e = several_calls_engine();
+    e.next_step();
+    e.model_replied(&reply(TWO_SUMS));
+    let Step::CallTools { calls } = e.next_step() else {
+        panic!("expected two calls");
+    };
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].1["expression"], "3+3");
+    e.tools_returned(vec![
+        (Ok(ToolResult::ok("4")), Duration::from_millis(5)),
+        (Err(ToolError::Config("down".into())), Duration::ZERO),
+    ]);
+    let tail: Vec<&str> = e.messages()[e.messages().len() - 2..]
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(tail[0], "[call 1 of 2: calculator] 4");
+    assert!(
+        tail[1].starts_with("[call 2 of 2: calculator] "),
+        "{}",
+        tail[1]
+    );
+    assert_eq!(e.steps().len(), 2);
+    assert!(e.steps()[0].ok && !e.steps()[1].ok);
+    assert_eq!(e.steps()[0].ms, 5);
+    assert_eq!(e.next_step(), Step::CallModel);
+}
+
+#[test]
+fn a_repeated_call_in_a_turn_is_answered_from_memory_and_the_rest_runs() {
+    let mut e = several_calls_engine();
+    e.next_step();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    e.next_step();
+    e.model_replied(&reply(TWO_SUMS));
+    // Only the new call runs, as a single call.
+    assert_eq!(
+        e.next_step(),
+        Step::CallTool {
+            tool: "calculator".into(),
+            arguments: json!({"expression": "3+3"}).as_object().unwrap().clone(),
+        }
+    );
+    e.tool_returned(Ok(ToolResult::ok("6")), Duration::ZERO);
+    let n = e.messages().len();
+    assert!(
+        e.messages()[n - 2]
+            .content
+            .contains("You already called calculator")
+    );
+    assert_eq!(e.messages()[n - 1].content, "[call 2 of 2: calculator] 6");
+}
+
+#[test]
+fn a_date_is_called_in_the_layout_its_tool_documents_and_the_trace_says_so() {
+    let spec = ToolSpec::new(
+        "uv_index",
+        "UV index forecast",
+        json!({"type": "object", "required": ["location", "date"], "properties": {
+            "location": {"type": "string"},
+            "date": {"type": "string", "description": "The date, in the format mm-dd-yyyy."}}}),
+    );
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "UV index for Tokyo on June 1 2023?",
+        vec![spec],
+        Limits::default(),
+    );
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","thought":"","tool":"uv_index","arguments":{"location":"Tokyo","date":"2023-06-01"}}"#,
+    ));
+    assert_eq!(
+        e.next_step(),
+        Step::CallTool {
+            tool: "uv_index".into(),
+            arguments: json!({"location": "Tokyo", "date": "06-01-2023"})
+                .as_object()
+                .unwrap()
+                .clone()
+        }
+    );
+    let trace: Vec<String> = e
+        .drain_events()
+        .iter()
+        .filter_map(crate::run::events::Trace::line)
+        .collect();
+    assert!(
+        trace
+            .iter()
+            .any(|t| t.contains(r#"date "2023-06-01" written "06-01-2023" (the layout"#)),
+        "{trace:?}"
+    );
+}
+
+#[test]
+fn a_call_declined_for_its_tool_is_asked_again_among_the_tools_the_question_points_to() {
+    // BFCL multiple_109: the model called a tool the question shares no word with; the
+    // tool it does point to is offered instead of an answer only.
+    let proteins = ToolSpec::new(
+        "cellbio.get_proteins",
+        "Get the list of proteins in a specific cell compartment.",
+        json!({"type": "object", "properties": {"cell_compartment": {"type": "string"}},
+               "required": ["cell_compartment"]}),
+    );
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "What are the names of proteins found in the plasma membrane?",
+        vec![calc(), proteins],
+        Limits {
+            tool_threshold: Some(0.5),
+            ..Limits::default()
+        },
+    );
+    e.next_step();
+    let mut wrong = reply(CALL);
+    wrong.logprobs = kind_logprobs(0.9);
+    e.model_replied(&wrong);
+    let events = e.drain_events();
+    assert!(
+        events.iter().any(
+            |ev| matches!(ev, Event::Decision { declined: true, instead, .. }
+            if instead == &["cellbio.get_proteins"])
+        ),
+        "{events:?}"
+    );
+    assert_eq!(e.next_step(), Step::CallModel);
+    let call = |tool: &str, args: &str| {
+        Turn::parse(&format!(
+            r#"{{"kind":"tool_call","thought":"","tool":"{tool}","arguments":{args}}}"#
+        ))
+        .unwrap()
+        .turn
+    };
+    assert!(
+        e.schema()
+            .check(&call("calculator", r#"{"expression":"1"}"#))
+            .is_err()
+    );
+    assert!(
+        e.schema()
+            .check(&call(
+                "cellbio.get_proteins",
+                r#"{"cell_compartment":"plasma membrane"}"#
+            ))
+            .is_ok()
+    );
+    assert!(e.schema().allows(crate::turn::Kind::FinalAnswer));
+}

@@ -1,0 +1,447 @@
+//! What happens during a run, as events: for the `-v` trace, the `--transcript` file, a
+//! progress display, or a library user's own observer.
+//!
+//! Every event is one JSON object (`{"event": "tool_call", ...}`). The transcript writes
+//! each as one line and flushes it at once, so a run killed at any point leaves every
+//! completed event on disk; a reader skips a cut last line.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::backend::{StopReason, Usage};
+
+/// One thing that happened in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// The run began.
+    RunStarted {
+        /// The person's question.
+        query: String,
+        /// The model backend.
+        model: String,
+        /// The tool names.
+        tools: Vec<String>,
+    },
+    /// A request goes to the model.
+    ModelRequest {
+        /// The iteration (1-based).
+        iteration: u32,
+        /// How many messages the history holds.
+        messages: usize,
+        /// Whether only `final_answer`/`clarify` are allowed.
+        answer_only: bool,
+    },
+    /// A piece of the reply as it streams in.
+    ModelText {
+        /// The text.
+        text: String,
+    },
+    /// The model's whole reply.
+    ModelReply {
+        /// The raw text.
+        text: String,
+        /// Why generation stopped.
+        stop: StopReason,
+        /// Token counts.
+        usage: Usage,
+        /// Milliseconds the request took.
+        ms: u64,
+    },
+    /// The reply needed repairs.
+    Repaired {
+        /// What was fixed.
+        fixes: Vec<String>,
+    },
+    /// The reply was rejected and the model is asked again.
+    Invalid {
+        /// Why, as told to the model.
+        error: String,
+        /// The how-many-th consecutive invalid reply.
+        attempt: u32,
+    },
+    /// The model calls a tool.
+    ToolCall {
+        /// The iteration.
+        iteration: u32,
+        /// The model's reasoning.
+        thought: String,
+        /// The tool.
+        tool: String,
+        /// The arguments.
+        arguments: Map<String, Value>,
+    },
+    /// A tool answered (or a repeated call was answered from the earlier result).
+    ToolResult {
+        /// The tool.
+        tool: String,
+        /// Whether it succeeded.
+        ok: bool,
+        /// The text the model sees.
+        observation: String,
+        /// Milliseconds the call took.
+        ms: u64,
+    },
+    /// A piece of the final answer's text, decoded as the model writes it
+    /// ([`crate::turn::answer_stream`]). Only for a reply that says it is a final answer; the
+    /// pieces since the last [`Event::AnswerRetracted`] add up to the answer the run ends
+    /// with.
+    AnswerText {
+        /// The new text.
+        text: String,
+    },
+    /// The answer text shown so far is not the answer: the reply failed validation (the
+    /// model is asked again), or the answer was blocked. What follows starts again.
+    AnswerRetracted {
+        /// Why.
+        reason: String,
+    },
+    /// The reply repeated itself while it streamed: the generation was stopped and the
+    /// reply cut after what came before the loop ([`crate::turn::repetition`]).
+    Repetition {
+        /// The word pair that repeated.
+        phrase: String,
+        /// Bytes of the reply kept.
+        kept: usize,
+    },
+    /// Optional arguments the person never gave were left out of a call
+    /// ([`crate::checks::grounding`]).
+    Ungrounded {
+        /// The tool.
+        tool: String,
+        /// The arguments left out.
+        arguments: Vec<String>,
+    },
+    /// An argument was rewritten the way its tool documents it: a date into the layout
+    /// its description names, a percentage into a fraction ([`crate::checks::conform`]).
+    Reformatted {
+        /// The tool.
+        tool: String,
+        /// The argument.
+        argument: String,
+        /// The value the model wrote.
+        from: Value,
+        /// The value the tool is called with.
+        to: Value,
+        /// Why, in words.
+        why: String,
+    },
+    /// Required arguments whose values nobody gave: the call was not made and the person
+    /// is asked for them instead ([`crate::checks::grounding::invented_required`]).
+    Invented {
+        /// The tool.
+        tool: String,
+        /// The arguments asked for.
+        arguments: Vec<String>,
+    },
+    /// The model's own probability of calling a tool, read at its choice of kind
+    /// ([`crate::checks::decision`]).
+    Decision {
+        /// The tool it called.
+        tool: String,
+        /// The share of probability it gave to calling a tool.
+        p_tool: f64,
+        /// The share of the question's words the tool's own text has
+        /// ([`crate::checks::relevance`]); none when the question has no content word.
+        support: Option<f64>,
+        /// Whether the call was declined: the model is asked again.
+        declined: bool,
+        /// When declined for another tool that fits the question's words better: the
+        /// tools the model may choose from now. Empty: only an answer is asked for.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        instead: Vec<String>,
+    },
+    /// A call identical to an earlier one was not executed again.
+    Repeat {
+        /// The tool.
+        tool: String,
+        /// How many times it has been repeated.
+        count: u32,
+    },
+    /// A tool was declared unavailable after failing.
+    Degraded {
+        /// The tool.
+        tool: String,
+        /// Why.
+        reason: String,
+    },
+    /// The model asks the person.
+    Clarify {
+        /// The question.
+        question: String,
+        /// The missing parameters.
+        missing_params: Vec<String>,
+    },
+    /// The person answered a clarifying question.
+    ClarifyAnswer {
+        /// The answer.
+        answer: String,
+    },
+    /// Something a person should know.
+    Warning {
+        /// The message.
+        message: String,
+    },
+    /// The run ended.
+    Stopped {
+        /// Why.
+        stop_reason: crate::run::ending::StopKind,
+        /// The answer, if any.
+        answer: Option<String>,
+        /// Iterations used.
+        iterations: u32,
+        /// Milliseconds the run took.
+        ms: u64,
+    },
+}
+
+/// Sees every event of a run.
+pub trait Observer: Send {
+    /// Called for each event, in order.
+    fn event(&mut self, event: &Event);
+}
+
+impl<F: FnMut(&Event) + Send> Observer for F {
+    fn event(&mut self, event: &Event) {
+        self(event)
+    }
+}
+
+impl Observer for Box<dyn Observer> {
+    fn event(&mut self, event: &Event) {
+        (**self).event(event)
+    }
+}
+
+/// Writes the human trace of seed 004 to stderr: `[LLM]`, `[REPAIR]`, `[RETRY]`, `[ACT]`,
+/// `[OBSERVE]`, `[DONE]` lines.
+#[derive(Debug, Default)]
+pub struct Trace {
+    out: Vec<String>,
+    to_stderr: bool,
+}
+
+impl Trace {
+    /// A trace printed to stderr.
+    pub fn stderr() -> Self {
+        Trace {
+            out: Vec::new(),
+            to_stderr: true,
+        }
+    }
+
+    /// A trace collected in memory (for tests): see [`Trace::lines`].
+    pub fn collect() -> Self {
+        Trace::default()
+    }
+
+    /// The lines collected so far.
+    pub fn lines(&self) -> &[String] {
+        &self.out
+    }
+
+    /// The trace line for an event, if it has one.
+    pub fn line(event: &Event) -> Option<String> {
+        let short = |s: &str| crate::http::shorten(&s.replace('\n', " "), 200);
+        Some(match event {
+            Event::ModelRequest {
+                iteration,
+                messages,
+                answer_only,
+            } => format!(
+                "[LLM] iteration {iteration}: {messages} messages{}",
+                if *answer_only { ", answer only" } else { "" }
+            ),
+            Event::ModelReply {
+                text,
+                stop,
+                usage,
+                ms,
+            } => format!(
+                "[LLM] reply in {ms} ms ({} prompt{} / {} generated tokens{}): {}",
+                usage.prompt_tokens,
+                usage
+                    .cached_prompt_tokens
+                    .map(|c| format!(", {c} cached"))
+                    .unwrap_or_default(),
+                usage.completion_tokens,
+                if *stop == StopReason::Length {
+                    ", cut at the token limit"
+                } else {
+                    ""
+                },
+                short(text)
+            ),
+            Event::Repaired { fixes } => format!("[REPAIR] {}", fixes.join(", ")),
+            Event::Invalid { error, attempt } => format!("[RETRY] {attempt}: {}", short(error)),
+            Event::ToolCall {
+                tool,
+                arguments,
+                thought,
+                ..
+            } => format!(
+                "[ACT] {tool} {}{}",
+                Value::Object(arguments.clone()),
+                if thought.is_empty() {
+                    String::new()
+                } else {
+                    format!("  ({})", short(thought))
+                }
+            ),
+            Event::ToolResult {
+                tool,
+                ok,
+                observation,
+                ms,
+            } => format!(
+                "[OBSERVE] {tool} {} in {ms} ms: {}",
+                if *ok { "ok" } else { "failed" },
+                short(observation)
+            ),
+            Event::AnswerText { .. } => return None,
+            Event::AnswerRetracted { reason } => {
+                format!("[ANSWER] the answer shown so far is withdrawn: {reason}")
+            }
+            Event::Repetition { phrase, kept } => format!(
+                "[REPEAT] the reply kept repeating \"{phrase}\"; stopped, {kept} bytes kept"
+            ),
+            Event::Ungrounded { tool, arguments } => format!(
+                "[GROUND] {tool}: left out {} (not given by the person)",
+                arguments.join(", ")
+            ),
+            Event::Reformatted {
+                tool,
+                argument,
+                from,
+                to,
+                why,
+            } => format!("[GROUND] {tool}: {argument} {from} written {to} ({why})"),
+            Event::Invented { tool, arguments } => format!(
+                "[GROUND] {tool}: {} not given by the person; asking for it instead of calling",
+                arguments.join(", ")
+            ),
+            Event::Decision {
+                tool,
+                p_tool,
+                support,
+                declined,
+                instead,
+            } => format!(
+                "[DECIDE] {tool}: p(tool) = {p_tool:.3}, support {}{}",
+                support.map_or("-".to_string(), |s| format!("{s:.2}")),
+                match (declined, instead.is_empty()) {
+                    (false, _) => String::new(),
+                    (true, true) => ": declined, asking for an answer instead".into(),
+                    (true, false) =>
+                        format!(": declined, asking again among {}", instead.join(", ")),
+                }
+            ),
+            Event::Repeat { tool, count } => {
+                format!("[OBSERVE] {tool}: repeated call #{count}, earlier result reused")
+            }
+            Event::Degraded { tool, reason } => {
+                format!("[OBSERVE] {tool} is unavailable: {}", short(reason))
+            }
+            Event::Clarify { question, .. } => format!("[CLARIFY] {}", short(question)),
+            Event::ClarifyAnswer { answer } => format!("[CLARIFY] answer: {}", short(answer)),
+            Event::Warning { message } => format!("[WARN] {message}"),
+            Event::Stopped {
+                stop_reason,
+                iterations,
+                ms,
+                ..
+            } => format!("[DONE] {stop_reason} after {iterations} iterations in {ms} ms"),
+            Event::RunStarted { model, tools, .. } => {
+                format!("[START] {model}; tools: {}", tools.join(", "))
+            }
+            Event::ModelText { .. } => return None,
+        })
+    }
+}
+
+impl Observer for Trace {
+    fn event(&mut self, event: &Event) {
+        if let Some(line) = Trace::line(event) {
+            if self.to_stderr {
+                eprintln!("{line}");
+            } else {
+                self.out.push(line);
+            }
+        }
+    }
+}
+
+/// Appends every event to a file as one JSON line (with `t_ms` since the run began),
+/// flushed as it happens. Streamed text chunks are left out: the whole reply is there.
+#[derive(Debug)]
+pub struct Transcript {
+    file: File,
+    started: Instant,
+    failed: bool,
+}
+
+impl Transcript {
+    /// Opens (appending) or creates the file.
+    pub fn open(path: impl AsRef<Path>) -> std::io::Result<Self> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(Transcript {
+            file,
+            started: Instant::now(),
+            failed: false,
+        })
+    }
+
+    /// Reads a transcript back: every complete line that parses; a cut or broken line is
+    /// skipped with a warning, so a file from a killed run still reads.
+    pub fn read(path: impl AsRef<Path>) -> std::io::Result<Vec<Value>> {
+        let text = std::fs::read(path.as_ref())?;
+        let text = String::from_utf8_lossy(&text);
+        let mut out = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str(line) {
+                Ok(v) => out.push(v),
+                Err(_) => log::warn!(
+                    "{}: skipping line {} (incomplete or not JSON)",
+                    path.as_ref().display(),
+                    n + 1
+                ),
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Observer for Transcript {
+    fn event(&mut self, event: &Event) {
+        if self.failed || matches!(event, Event::ModelText { .. } | Event::AnswerText { .. }) {
+            return;
+        }
+        let mut v = serde_json::to_value(event).unwrap_or(Value::Null);
+        if let Value::Object(m) = &mut v {
+            m.insert(
+                "t_ms".into(),
+                Value::from(self.started.elapsed().as_millis() as u64),
+            );
+        }
+        let mut line = serde_json::to_string(&v).unwrap_or_default();
+        line.push('\n');
+        // One write per line: a kill between writes leaves whole lines only.
+        if let Err(e) = self
+            .file
+            .write_all(line.as_bytes())
+            .and_then(|_| self.file.flush())
+        {
+            log::error!("transcript: {e}; no more events are written");
+            self.failed = true;
+        }
+    }
+}

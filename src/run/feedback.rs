@@ -1,0 +1,168 @@
+//! What the loop tells the model, other than the tools' own results, and the guard that
+//! keeps the history inside the context window.
+//!
+//! Every sentence the model reads from toolloop itself is here, so a change to any of them
+//! is one place to measure (`BENCHMARKS.md` records what each wording did with the real
+//! models). The style follows smolagents: a mistake of the model goes back to it as an
+//! observation that says what was wrong and what is valid, and the model retries.
+//!
+//! The context guard exists because Ollama silently drops the oldest messages when the
+//! prompt exceeds `num_ctx` (`docs/ARCHITECTURE.md`, "facts that decide the design"): the
+//! person's question can vanish without an error. So the history is measured before each
+//! request and old tool results are shortened first, and a reply whose prompt filled the
+//! window is reported as a warning.
+
+use crate::backend::{Message, Role, StopReason, Usage};
+use crate::http::shorten;
+use crate::tools::{ToolError, ToolSpec};
+
+/// The notice appended to the earlier result when the model repeats a call.
+pub fn repeated_call(tool: &str, earlier: &str) -> String {
+    format!(
+        "{earlier}\n(You already called {tool} with these arguments; this is the same \
+         result. Use it to answer.)"
+    )
+}
+
+/// A result as the model reads it: as it is for a turn of one call, marked with its
+/// call ("[call 2 of 3: get_weather]") when the turn had several.
+pub fn call_result(index: usize, of: usize, tool: &str, observation: &str) -> String {
+    if of <= 1 {
+        observation.to_string()
+    } else {
+        format!("[call {index} of {of}: {tool}] {observation}")
+    }
+}
+
+/// The observation for a call of a tool that was declared unavailable.
+pub fn unavailable(tool: &str) -> String {
+    format!("error: {tool} is unavailable. Answer directly without it.")
+}
+
+/// The observation that declares a tool unavailable after it failed.
+pub fn degraded(tool: &str, observation: &str) -> String {
+    format!("{observation}\n{tool} is unavailable now. Answer directly without it.")
+}
+
+/// The question put to the person for required arguments the model invented
+/// ([`crate::checks::grounding::invented_required`]): the parameters in words, and the tool.
+pub fn ask_for(tool: &str, parameters: &[String]) -> String {
+    let names: Vec<String> = parameters.iter().map(|p| p.replace('_', " ")).collect();
+    let listed = match names.as_slice() {
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+        [] => "more".to_string(),
+    };
+    let it = if names.len() == 1 { "it" } else { "them" };
+    format!("What {listed} should I use? ({tool} needs {it}, and you did not say.)")
+}
+
+/// The observation for a call of a tool the catalogue does not have.
+pub fn unknown_tool(name: &str, available: &[String]) -> String {
+    format!(
+        "error: unknown tool \"{name}\". Available tools: {}",
+        available.join(", ")
+    )
+}
+
+/// The observation for arguments the tool's schema refused, with the tool's signature.
+pub fn invalid_arguments(message: &str, expected: &str) -> String {
+    format!("error: invalid arguments: {message}. Expected: {expected}")
+}
+
+/// What the model is told when a call failed in the tool layer, and the reason to
+/// declare the tool unavailable: a refusal of the model's call (an unknown tool, arguments
+/// that fail the schema, with the tool's signature) is for the model to correct; any
+/// other failure is the infrastructure's, and the tool is not tried again.
+pub fn tool_error(error: ToolError, spec: Option<&ToolSpec>) -> (String, Option<String>) {
+    match error {
+        ToolError::UnknownTool { name, available } => (unknown_tool(&name, &available), None),
+        ToolError::InvalidArguments { message, .. } => {
+            let expected = spec.map(crate::turn::prompt::signature).unwrap_or_default();
+            (invalid_arguments(&message, &expected), None)
+        }
+        e => (format!("error: {e}"), Some(e.to_string())),
+    }
+}
+
+/// How the message that explains a refused reply begins.
+const INVALID_REPLY: &str = "Your last reply was not valid: ";
+
+/// Whether a user-role message is toolloop's own feedback on a refused reply rather than
+/// something the person said: it quotes the model's values back ("`kelvin` is not one
+/// of …"), so it must not count as the person giving them.
+pub fn is_feedback(m: &Message) -> bool {
+    m.role == Role::User && m.content.starts_with(INVALID_REPLY)
+}
+
+/// The two messages that follow an invalid reply: what the model said (shortened) and
+/// why it was refused.
+pub fn invalid_reply(raw: &str, stop: StopReason, reason: &str) -> [Message; 2] {
+    let cut = if stop == StopReason::Length {
+        " Your reply was cut off at the token limit: keep \"thought\" short."
+    } else {
+        ""
+    };
+    [
+        Message::assistant(shorten(raw.trim(), 500)),
+        Message::user(format!(
+            "{INVALID_REPLY}{reason}.{cut} Reply with exactly one JSON object."
+        )),
+    ]
+}
+
+/// Keeps the history inside the context window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextGuard {
+    num_ctx: Option<u32>,
+}
+
+impl ContextGuard {
+    /// A guard for a window of `num_ctx` tokens; `None` guards nothing.
+    pub fn new(num_ctx: Option<u32>) -> Self {
+        ContextGuard { num_ctx }
+    }
+
+    /// Shortens the oldest tool results when the history nears the window, and says how
+    /// many it shortened. The system prompt and the person's words are never touched.
+    pub fn fit(&self, history: &mut [Message]) -> Option<String> {
+        let ctx = self.num_ctx?;
+        // About 3 characters a token for mixed JSON and prose, with room for the reply.
+        let budget = (ctx as usize).saturating_mul(3) * 4 / 5;
+        let size = |h: &[Message]| h.iter().map(|m| m.content.len() + 16).sum::<usize>();
+        let mut total = size(history);
+        let mut shortened = 0;
+        for m in history.iter_mut() {
+            if total <= budget {
+                break;
+            }
+            if m.role == Role::Tool && m.content.len() > 300 {
+                let before = m.content.len();
+                m.content = format!(
+                    "{}…[shortened to fit the context window]",
+                    shorten(&m.content, 200)
+                );
+                total = total - before + m.content.len();
+                shortened += 1;
+            }
+        }
+        (shortened > 0).then(|| {
+            format!(
+                "the history neared the context window: {shortened} old tool results were shortened"
+            )
+        })
+    }
+
+    /// A warning when a reply's prompt and completion reached the window: Ollama reports
+    /// what it evaluated after silently dropping the oldest messages, so a prompt at the
+    /// window's size is the sign.
+    pub fn check(&self, usage: &Usage) -> Option<String> {
+        let ctx = self.num_ctx?;
+        (usage.prompt_tokens + usage.completion_tokens >= u64::from(ctx)).then(|| {
+            format!(
+                "the prompt filled the context window ({ctx} tokens): the server may have \
+                 dropped the oldest messages; raise num_ctx"
+            )
+        })
+    }
+}

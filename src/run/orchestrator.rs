@@ -1,0 +1,606 @@
+//! The blocking driver around [`crate::run::engine::Engine`], and the public API: seed 003's
+//! one-call [`run_loop`], the [`Orchestrator`] built with [`OrchestratorBuilder`] for the
+//! full form, and a [`Conversation`] that keeps history across turns.
+//!
+//! The driver is seed 003's flow diagram: ask the engine what to do, do it (model, tool,
+//! person) within what is left of the deadline, feed the result back, until done. How the
+//! run ended is the engine's [`Ending`]; this module only adds the output guardrail and
+//! the `stopped` event.
+
+use std::time::{Duration, Instant};
+
+use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message};
+use crate::config::Config;
+use crate::deadline::{Deadline, StopHandle};
+use crate::run::ending::Ending;
+use crate::run::engine::{Engine, Step};
+pub use crate::run::error::OrchestratorError;
+use crate::run::events::{Event, Observer};
+use crate::run::guardrails::{Guardrails, Verdict};
+pub use crate::run::outcome::Outcome;
+use crate::tools::closure::{FnTool, FnTools};
+use crate::tools::{Catalogue, ToolSetup, ToolSource, ToolSpec};
+use crate::turn::answer_stream::AnswerStream;
+use crate::turn::prompt::system_prompt;
+use crate::turn::repetition::watched_chat;
+use crate::turn::schema::{CallSchema, Decide, Narrowing};
+
+/// Answers the model's clarifying questions (the command line asks the person at the
+/// terminal). Any `FnMut(&str, &[String]) -> Option<String>` is one.
+pub trait ClarifyHandler: Send {
+    /// Returns the answer, or `None` when there is none.
+    fn ask(&mut self, question: &str, missing_params: &[String]) -> Option<String>;
+}
+
+impl<F: FnMut(&str, &[String]) -> Option<String> + Send> ClarifyHandler for F {
+    fn ask(&mut self, question: &str, missing_params: &[String]) -> Option<String> {
+        self(question, missing_params)
+    }
+}
+
+impl ClarifyHandler for Box<dyn ClarifyHandler> {
+    fn ask(&mut self, question: &str, missing_params: &[String]) -> Option<String> {
+        (**self).ask(question, missing_params)
+    }
+}
+
+/// Seed 003's one call: asks the configured model, with the configured tools, and
+/// returns the answer.
+///
+/// ```no_run
+/// use toolloop::{run_loop, Config};
+///
+/// let answer = run_loop("What is the weather in Tokyo?", &Config::default())?;
+/// println!("{answer}");
+/// # Ok::<(), toolloop::OrchestratorError>(())
+/// ```
+pub fn run_loop(query: &str, config: &Config) -> Result<String, OrchestratorError> {
+    Orchestrator::from_config(config)?
+        .build()?
+        .run(query)?
+        .into_answer()
+}
+
+/// Builds an [`Orchestrator`]. Every setter sets one thing, so their order does not
+/// matter; tool sources are connected by [`OrchestratorBuilder::build`].
+pub struct OrchestratorBuilder {
+    backend: Option<Box<dyn Backend>>,
+    config: Config,
+    catalogue: Catalogue,
+    sources: Vec<Box<dyn ToolSource>>,
+    closures: FnTools,
+    observers: Vec<Box<dyn Observer>>,
+    clarify: Option<Box<dyn ClarifyHandler>>,
+    guardrails: Guardrails,
+    preflight: bool,
+    stop: StopHandle,
+    shared: Option<std::sync::Arc<Catalogue>>,
+}
+
+impl OrchestratorBuilder {
+    /// The model backend (required). A `Box<dyn Backend>` is one too.
+    pub fn backend(mut self, backend: impl Backend + 'static) -> Self {
+        self.backend = Some(Box::new(backend));
+        self
+    }
+
+    /// A Rust function as a tool (see [`FnTool`]).
+    pub fn tool(mut self, tool: FnTool) -> Self {
+        self.closures.push(tool);
+        self
+    }
+
+    /// HTTP tool APIs, MCP servers and the built-in tools, connected by `build`.
+    pub fn tools(mut self, setup: ToolSetup) -> Self {
+        self.config.tools = setup;
+        self
+    }
+
+    /// Any other source of tools, listed by `build`.
+    pub fn source(mut self, source: impl ToolSource + 'static) -> Self {
+        self.sources.push(Box::new(source));
+        self
+    }
+
+    /// Tools already connected, to which the others are added.
+    pub fn catalogue(mut self, catalogue: Catalogue) -> Self {
+        self.catalogue = catalogue;
+        self
+    }
+
+    /// Tools connected once and shared by several orchestrators (a web server's
+    /// conversations): no other tools may be added to them.
+    pub fn shared_catalogue(mut self, catalogue: std::sync::Arc<Catalogue>) -> Self {
+        self.shared = Some(catalogue);
+        self
+    }
+
+    /// Every setting of `config` at once (limits, options, the decision, the tools it
+    /// names); its backend is not made from it: give one with
+    /// [`OrchestratorBuilder::backend`].
+    pub fn settings(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The most model turns (default 10).
+    pub fn max_iterations(mut self, n: u32) -> Self {
+        self.config.max_iterations = n;
+        self
+    }
+
+    /// One deadline for each run (default 30 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.config.timeout = timeout;
+        self
+    }
+
+    /// The longest connecting the tool sources may take (default 10 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Generation options; `num_ctx` is also the window the history is kept in.
+    pub fn options(mut self, options: GenOptions) -> Self {
+        self.config.options = options;
+        self
+    }
+
+    /// How the schema is narrowed to the catalogue (default: one variant per tool).
+    pub fn narrowing(mut self, narrowing: Narrowing) -> Self {
+        self.config.narrowing = narrowing;
+        self
+    }
+
+    /// How the model decides between a tool and an answer (see [`Decide`]).
+    pub fn decide(mut self, decide: Decide) -> Self {
+        self.config.decide = decide;
+        self
+    }
+
+    /// The most tool calls one model turn may carry; they run side by side (default 1).
+    pub fn max_calls_per_turn(mut self, n: u32) -> Self {
+        self.config.max_calls_per_turn = n;
+        self
+    }
+
+    /// Whether arguments nobody gave are left out (optional ones) or asked for (required
+    /// ones) before a call: on by default (see [`crate::checks::grounding`]).
+    pub fn ground_arguments(mut self, on: bool) -> Self {
+        self.config.ground_arguments = on;
+        self
+    }
+
+    /// Extra instructions appended to the system prompt.
+    pub fn system(mut self, text: impl Into<String>) -> Self {
+        self.config.system = Some(text.into());
+        self
+    }
+
+    /// Sees every event; several observers see them in the order they were added.
+    pub fn observer(mut self, observer: impl Observer + 'static) -> Self {
+        self.observers.push(Box::new(observer));
+        self
+    }
+
+    /// Answers clarifying questions; without one, a question ends the run.
+    pub fn clarify_handler(mut self, handler: impl ClarifyHandler + 'static) -> Self {
+        self.clarify = Some(Box::new(handler));
+        self
+    }
+
+    /// Guardrails on the query and the answer.
+    pub fn guardrails(mut self, guardrails: Guardrails) -> Self {
+        self.guardrails = guardrails;
+        self
+    }
+
+    /// What stops a run from another thread (see [`StopHandle`]); one is made otherwise,
+    /// and [`Orchestrator::stop_handle`] gives it.
+    pub fn stop_handle(mut self, stop: StopHandle) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// Whether to check the server and model before the first run (default true).
+    pub fn preflight(mut self, on: bool) -> Self {
+        self.preflight = on;
+        self
+    }
+
+    /// Connects the tool sources (within the connect timeout) and builds the
+    /// orchestrator; a backend is required.
+    pub fn build(self) -> Result<Orchestrator, OrchestratorError> {
+        let backend = self
+            .backend
+            .ok_or_else(|| OrchestratorError::Config("no model backend was given".into()))?;
+        if self.config.max_iterations == 0 {
+            return Err(OrchestratorError::Config(
+                "max_iterations must be at least 1".into(),
+            ));
+        }
+        let more =
+            !self.config.tools.is_empty() || !self.sources.is_empty() || !self.closures.is_empty();
+        let catalogue = match self.shared {
+            Some(_) if more => {
+                return Err(OrchestratorError::Config(
+                    "a shared catalogue cannot take more tools".into(),
+                ));
+            }
+            Some(shared) => shared,
+            None => {
+                let deadline = Deadline::after(self.config.connect_timeout);
+                let mut catalogue = self.catalogue;
+                self.config
+                    .tools
+                    .connect_into(&mut catalogue, deadline)
+                    .map_err(OrchestratorError::tools)?;
+                for source in self.sources {
+                    catalogue
+                        .add_source(source, deadline)
+                        .map_err(OrchestratorError::tools)?;
+                }
+                if !self.closures.is_empty() {
+                    catalogue
+                        .add_source(Box::new(self.closures), deadline)
+                        .map_err(OrchestratorError::tools)?;
+                }
+                std::sync::Arc::new(catalogue)
+            }
+        };
+        let specs = catalogue.specs();
+        let decide = self.config.decide;
+        let prompt = system_prompt(
+            &specs,
+            self.config.system.as_deref(),
+            decide,
+            self.config.max_calls_per_turn,
+        );
+        let schema = CallSchema::deciding_calls(
+            &specs,
+            self.config.narrowing,
+            decide,
+            self.config.max_calls_per_turn,
+        );
+        Ok(Orchestrator {
+            backend,
+            options: self.config.request_options(),
+            specs,
+            schema,
+            catalogue,
+            config: self.config,
+            observers: self.observers,
+            clarify: self.clarify,
+            guardrails: self.guardrails,
+            prompt,
+            preflight_done: !self.preflight,
+            stop: self.stop,
+        })
+    }
+}
+
+/// A model, its tools and the run's policies, ready to answer questions.
+///
+/// ```
+/// use toolloop::{Orchestrator, Scripted, StopKind};
+///
+/// let model = Scripted::new([r#"{"kind": "final_answer", "thought": "", "content": "Hello!"}"#]);
+/// let mut o = Orchestrator::builder().backend(model).build()?;
+/// let outcome = o.run("Say hello")?;
+/// assert_eq!(outcome.answer(), Some("Hello!"));
+/// assert_eq!(outcome.stop_reason(), StopKind::Completed);
+/// # Ok::<(), toolloop::OrchestratorError>(())
+/// ```
+pub struct Orchestrator {
+    backend: Box<dyn Backend>,
+    /// What each request is sent with ([`Config::request_options`]).
+    options: GenOptions,
+    specs: Vec<ToolSpec>,
+    schema: CallSchema,
+    catalogue: std::sync::Arc<Catalogue>,
+    config: Config,
+    observers: Vec<Box<dyn Observer>>,
+    clarify: Option<Box<dyn ClarifyHandler>>,
+    guardrails: Guardrails,
+    prompt: String,
+    preflight_done: bool,
+    stop: StopHandle,
+}
+
+impl Orchestrator {
+    /// A builder with the defaults of [`Config`] and no tools.
+    pub fn builder() -> OrchestratorBuilder {
+        OrchestratorBuilder {
+            backend: None,
+            config: Config {
+                tools: ToolSetup::default(),
+                ..Config::default()
+            },
+            catalogue: Catalogue::new(),
+            sources: Vec::new(),
+            closures: FnTools::new(),
+            observers: Vec::new(),
+            clarify: None,
+            guardrails: Guardrails::default(),
+            preflight: true,
+            stop: StopHandle::default(),
+            shared: None,
+        }
+    }
+
+    /// A builder for everything `config` names: its backend, its tools, its limits.
+    pub fn from_config(config: &Config) -> Result<OrchestratorBuilder, OrchestratorError> {
+        let backend = config
+            .backend()
+            .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
+        Ok(OrchestratorBuilder {
+            backend: Some(backend),
+            config: config.clone(),
+            ..Orchestrator::builder()
+        })
+    }
+
+    /// Checks now that the model server is up and has the model (otherwise done before
+    /// the first run), so a conversation can say so before the person types.
+    pub fn preflight(&mut self, deadline: Deadline) -> Result<(), OrchestratorError> {
+        if !self.preflight_done {
+            self.backend
+                .preflight(deadline)
+                .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
+            self.preflight_done = true;
+        }
+        Ok(())
+    }
+
+    /// The system prompt every run starts from.
+    pub fn system_prompt(&self) -> &str {
+        &self.prompt
+    }
+
+    /// The tools.
+    pub fn catalogue(&self) -> &Catalogue {
+        &self.catalogue
+    }
+
+    /// Stops the run in progress (and every later one: make a new orchestrator, or give
+    /// each run its own handle with [`OrchestratorBuilder::stop_handle`]).
+    pub fn stop_handle(&self) -> StopHandle {
+        self.stop.clone()
+    }
+
+    /// The settings runs use.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Answers one question from a fresh history, within the configured timeout.
+    pub fn run(&mut self, query: &str) -> Result<Outcome, OrchestratorError> {
+        let deadline = Deadline::after(self.config.timeout);
+        self.run_with_deadline(query, &[], deadline)
+    }
+
+    /// Answers one question after `earlier` turns (without the system prompt), within
+    /// `deadline`. A model's ending (an answer, a question, a limit) is `Ok`; a failure
+    /// of the model server or the tools is `Err`.
+    pub fn run_with_deadline(
+        &mut self,
+        query: &str,
+        earlier: &[Message],
+        deadline: Deadline,
+    ) -> Result<Outcome, OrchestratorError> {
+        let started = Instant::now();
+        let mut history = Vec::with_capacity(earlier.len() + 8);
+        history.push(Message::system(self.prompt.clone()));
+        history.extend_from_slice(earlier);
+        let mut engine = Engine::with_schema(
+            history,
+            query,
+            self.specs.clone(),
+            self.config.limits(),
+            self.schema.clone(),
+        );
+        self.emit(&Event::RunStarted {
+            query: query.to_string(),
+            model: self.backend.describe(),
+            tools: self.catalogue.names(),
+        });
+        match self.guardrails.check_input(query) {
+            Verdict::Pass => {}
+            Verdict::Warn(w) => self.emit(&Event::Warning { message: w }),
+            Verdict::Block(reason) => engine.block(reason),
+        }
+        if !self.preflight_done && engine.ending().is_none() {
+            self.backend
+                .preflight(deadline)
+                .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
+            self.preflight_done = true;
+        }
+        let limit = deadline.span().unwrap_or(self.config.timeout);
+        loop {
+            if self.stop.is_stopped() {
+                engine.cancelled();
+            }
+            let step = engine.next_step();
+            self.flush(&mut engine);
+            match step {
+                Step::Done => break,
+                Step::CallModel if deadline.is_expired() => engine.timed_out(limit),
+                Step::CallModel => {
+                    let request = ChatRequest {
+                        messages: engine.messages(),
+                        schema: Some(engine.schema().as_value()),
+                        options: &self.options,
+                    };
+                    let observers = &mut self.observers;
+                    let mut answer = AnswerStream::default();
+                    let mut shown = String::new();
+                    let stream_answer = !self.guardrails.may_block_output();
+                    let stop = &self.stop;
+                    let sink = |text: &str| {
+                        let mut events = vec![Event::ModelText {
+                            text: text.to_string(),
+                        }];
+                        let piece = answer.feed(text);
+                        if stream_answer && !piece.is_empty() {
+                            shown.push_str(&piece);
+                            events.push(Event::AnswerText { text: piece });
+                        }
+                        for e in &events {
+                            observers.iter_mut().for_each(|o| o.event(e));
+                        }
+                        match stop.is_stopped() {
+                            true => std::ops::ControlFlow::Break(()),
+                            false => std::ops::ControlFlow::Continue(()),
+                        }
+                    };
+                    match watched_chat(&mut self.backend, &request, deadline, sink) {
+                        // A reply cut by the stop button is not read: repaired, half an
+                        // answer would pass for the answer.
+                        Ok(_) if self.stop.is_stopped() => engine.cancelled(),
+                        Ok((reply, found)) => {
+                            if let Some(l) = found {
+                                self.emit(&Event::Repetition {
+                                    phrase: l.phrase,
+                                    kept: reply.text.len(),
+                                });
+                            }
+                            engine.model_replied(&reply);
+                            self.flush(&mut engine);
+                            self.settle_answer(&engine, &shown);
+                        }
+                        Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
+                        Err(e) => {
+                            self.flush(&mut engine);
+                            return Err(OrchestratorError::backend(e, engine.steps().to_vec()));
+                        }
+                    }
+                }
+                Step::CallTool { tool, arguments } => {
+                    let call = [(tool, arguments)];
+                    let results = self.catalogue.call_all_or_stop(&call, deadline, &self.stop);
+                    // Recorded even when the deadline passed during the call, so the
+                    // step shows how long it took and why it failed.
+                    engine.tools_returned(results);
+                    if deadline.is_expired() {
+                        engine.timed_out(limit);
+                    }
+                }
+                Step::CallTools { calls } => {
+                    let results = self
+                        .catalogue
+                        .call_all_or_stop(&calls, deadline, &self.stop);
+                    engine.tools_returned(results);
+                    if deadline.is_expired() {
+                        engine.timed_out(limit);
+                    }
+                }
+                Step::AskUser {
+                    question,
+                    missing_params,
+                } => {
+                    let answer = self
+                        .clarify
+                        .as_mut()
+                        .and_then(|h| h.ask(&question, &missing_params))
+                        .filter(|a| !a.trim().is_empty());
+                    match self.stop.is_stopped() {
+                        true => engine.cancelled(),
+                        false => engine.user_answered(answer),
+                    }
+                }
+            }
+        }
+        Ok(self.finish(engine, started))
+    }
+
+    fn emit(&mut self, event: &Event) {
+        self.observers.iter_mut().for_each(|o| o.event(event));
+    }
+
+    /// After each reply: makes the answer text shown as it streamed add up to the answer
+    /// the engine took (an answer the stream could not decode, a repaired one, is given
+    /// whole), or withdraws it when the reply was refused, so the person is never left
+    /// with half an answer and no word why.
+    fn settle_answer(&mut self, engine: &Engine, shown: &str) {
+        if self.guardrails.may_block_output() {
+            return;
+        }
+        let answer = match engine.ending() {
+            Some(Ending::Answer { content, .. }) => content.as_str(),
+            _ if shown.is_empty() => return,
+            _ => {
+                let reason = "the reply was not a valid answer; the model is asked again";
+                return self.emit(&Event::AnswerRetracted {
+                    reason: reason.into(),
+                });
+            }
+        };
+        match answer.strip_prefix(shown) {
+            Some("") => {}
+            Some(rest) => self.emit(&Event::AnswerText {
+                text: rest.to_string(),
+            }),
+            None => {
+                self.emit(&Event::AnswerRetracted {
+                    reason: "the repaired answer differs from the text shown".into(),
+                });
+                self.emit(&Event::AnswerText {
+                    text: answer.to_string(),
+                });
+            }
+        }
+    }
+
+    fn flush(&mut self, engine: &mut Engine) {
+        for e in engine.drain_events() {
+            self.emit(&e);
+        }
+    }
+
+    /// The outcome of a finished engine, after the output guardrail, with the `stopped`
+    /// event.
+    fn finish(&mut self, mut engine: Engine, started: Instant) -> Outcome {
+        self.flush(&mut engine);
+        let iterations = engine.iterations();
+        let mut ending = engine
+            .ending()
+            .cloned()
+            .unwrap_or(Ending::MaxIterations { iterations });
+        if let Some(answer) = ending.answer() {
+            match self.guardrails.check_output(answer) {
+                Verdict::Pass => {}
+                Verdict::Warn(message) => self.emit(&Event::Warning { message }),
+                Verdict::Block(reason) => ending = Ending::Blocked { reason },
+            }
+            // Held back while it was written (a guardrail could block it): shown now.
+            if let (Some(text), true) = (ending.answer(), self.guardrails.may_block_output()) {
+                self.emit(&Event::AnswerText {
+                    text: text.to_string(),
+                });
+            }
+        }
+        let elapsed = started.elapsed();
+        self.emit(&Event::Stopped {
+            stop_reason: ending.kind(),
+            answer: ending.answer().map(str::to_string),
+            iterations,
+            ms: elapsed.as_millis() as u64,
+        });
+        let steps = engine.steps().to_vec();
+        let usage = engine.usage();
+        let (history, delta_start) = engine.into_history();
+        Outcome {
+            ending,
+            steps,
+            iterations,
+            history,
+            delta_start,
+            usage,
+            elapsed,
+        }
+    }
+}
+
+mod conversation;
+pub use conversation::Conversation;

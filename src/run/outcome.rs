@@ -1,0 +1,105 @@
+//! What a run gave: its [`Ending`], the steps, the history and the usage, and the forms a
+//! caller wants of it — the answer or seed 003's error ([`Outcome::into_answer`]), and
+//! the `--json` object ([`Outcome::to_json`]).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::backend::{Message, Usage};
+use crate::run::ending::{Ending, StopKind, seconds};
+use crate::run::engine::StepRecord;
+use crate::run::error::OrchestratorError;
+
+/// What a run gave: how it ended, and everything that happened on the way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// How the run ended: the answer, or why there is none.
+    pub ending: Ending,
+    /// Every action of the model.
+    pub steps: Vec<StepRecord>,
+    /// Model turns used.
+    pub iterations: u32,
+    /// The whole history, system prompt first.
+    pub history: Vec<Message>,
+    /// Where this run's part of the history begins (seed 000's `history_delta` is
+    /// `history[delta_start..]`).
+    pub delta_start: usize,
+    /// Token usage summed over the run.
+    pub usage: Usage,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    /// The answer, when the model gave one.
+    pub fn answer(&self) -> Option<&str> {
+        self.ending.answer()
+    }
+
+    /// Why the run stopped.
+    pub fn stop_reason(&self) -> StopKind {
+        self.ending.kind()
+    }
+
+    /// The part of the history this run added.
+    pub fn history_delta(&self) -> &[Message] {
+        &self.history[self.delta_start.min(self.history.len())..]
+    }
+
+    /// The answer, or the error seed 003 raises for each other ending.
+    pub fn into_answer(self) -> Result<String, OrchestratorError> {
+        let steps = self.steps;
+        Err(match self.ending {
+            Ending::Answer { content, .. } => return Ok(content),
+            Ending::Clarify {
+                question,
+                missing_params,
+            } => OrchestratorError::ClarificationNeeded {
+                question,
+                missing_params,
+                steps,
+            },
+            Ending::MaxIterations { iterations } => {
+                OrchestratorError::MaxIterationsReached { iterations, steps }
+            }
+            Ending::Timeout { limit_ms } => OrchestratorError::Timeout {
+                after: seconds(limit_ms),
+                steps,
+            },
+            Ending::Blocked { reason } => OrchestratorError::Blocked { reason, steps },
+            Ending::InvalidReplies { detail } => {
+                OrchestratorError::InvalidResponseFormat { detail, steps }
+            }
+            Ending::Cancelled => OrchestratorError::Cancelled { steps },
+        })
+    }
+
+    /// The outcome as the command line's `--json` prints it: `answer`, `stop_reason`,
+    /// `iterations`, `steps`, `usage`, `ms`, and what the ending carries (`question` and
+    /// `missing_params`, `blocked_reason`, or `error`).
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "answer": self.answer(),
+            "stop_reason": self.stop_reason(),
+            "iterations": self.iterations,
+            "steps": self.steps,
+            "usage": self.usage,
+            "ms": self.elapsed.as_millis() as u64,
+        });
+        match &self.ending {
+            Ending::Clarify {
+                question,
+                missing_params,
+            } => {
+                v["question"] = json!(question);
+                v["missing_params"] = json!(missing_params);
+            }
+            Ending::Blocked { reason } => v["blocked_reason"] = json!(reason),
+            Ending::InvalidReplies { .. } => v["error"] = json!(self.ending.message()),
+            _ => {}
+        }
+        v
+    }
+}

@@ -1,0 +1,305 @@
+//! The final answer's text, decoded from the model's reply while it streams.
+//!
+//! The model writes a JSON turn; the person wants the answer, not the JSON, and on a CPU
+//! a 200-token answer takes five to eight seconds to write. [`AnswerStream`] reads the
+//! reply piece by piece and gives back the decoded text of the top-level `content` string
+//! once `kind` says `final_answer` (before that it holds the text back: with `thought`
+//! first, `content` could come before `kind`, and a `tool_call` or a `clarify` prints
+//! nothing).
+//!
+//! It is a small state machine over characters, so the work for each piece is
+//! proportional to the piece: it never re-parses what came before, whatever the escape
+//! sequences or multi-byte characters split across pieces. Whether the whole reply is a
+//! valid turn is decided afterwards by the repairer and the schema, as for any reply; the
+//! caller compares what was shown with the answer that results
+//! ([`crate::run::orchestrator`]).
+
+/// Where the scanner is inside the JSON text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum At {
+    /// Outside any string.
+    Structure,
+    /// Inside a string; `escape` after a backslash; `hex` collects a `\u` escape.
+    Str,
+    Escape,
+    Hex,
+}
+
+/// What the string being read is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// A key of the top-level object.
+    Key,
+    /// The value of the top-level `kind`.
+    Kind,
+    /// The value of the top-level `content`.
+    Content,
+    /// Anything else.
+    Other,
+}
+
+/// Decodes the answer text out of a streamed reply.
+///
+/// ```
+/// use toolloop::turn::answer_stream::AnswerStream;
+///
+/// let mut s = AnswerStream::default();
+/// let mut shown = String::new();
+/// for piece in [r#"{"kind": "final_an"#, r#"swer", "thought": "", "content": "Caf"#, r#"\u00e9 \"ok\""}"#] {
+///     shown.push_str(&s.feed(piece));
+/// }
+/// assert_eq!(shown, "Café \"ok\"");
+///
+/// let mut call = AnswerStream::default();
+/// assert_eq!(call.feed(r#"{"kind": "tool_call", "content": "no"}"#), "");
+/// ```
+#[derive(Debug)]
+pub struct AnswerStream {
+    at: At,
+    role: Role,
+    depth: u32,
+    /// At depth 1, whether the next string is a key (after `{` or `,`) or a value.
+    expect_key: bool,
+    key: String,
+    kind: String,
+    /// Decoded content not shown yet (while the kind is unknown).
+    held: String,
+    hex: String,
+    /// A high surrogate waiting for its low half.
+    high: Option<u16>,
+    /// `Some(true)` once the kind is `final_answer`, `Some(false)` once it is another.
+    is_answer: Option<bool>,
+    shown: usize,
+}
+
+impl Default for AnswerStream {
+    fn default() -> Self {
+        AnswerStream {
+            at: At::Structure,
+            role: Role::Other,
+            depth: 0,
+            expect_key: false,
+            key: String::new(),
+            kind: String::new(),
+            held: String::new(),
+            hex: String::new(),
+            high: None,
+            is_answer: None,
+            shown: 0,
+        }
+    }
+}
+
+/// The longest key or kind kept: longer ones are not `kind` or `content` anyway.
+const SHORT: usize = 32;
+
+impl AnswerStream {
+    /// Takes the next piece of the reply; the answer text it completes (often empty).
+    pub fn feed(&mut self, piece: &str) -> String {
+        let mut out = String::new();
+        for c in piece.chars() {
+            self.step(c, &mut out);
+        }
+        if self.is_answer == Some(true) && !self.held.is_empty() {
+            out.insert_str(0, &std::mem::take(&mut self.held));
+        }
+        self.shown += out.len();
+        out
+    }
+
+    /// Bytes of answer text given out so far.
+    pub fn shown(&self) -> usize {
+        self.shown
+    }
+
+    /// Whether the reply has said it is a final answer.
+    pub fn is_answer(&self) -> bool {
+        self.is_answer == Some(true)
+    }
+
+    fn text(&mut self, c: char, out: &mut String) {
+        match self.role {
+            Role::Key if self.key.len() < SHORT => self.key.push(c),
+            Role::Kind if self.kind.len() < SHORT => self.kind.push(c),
+            Role::Content => match self.is_answer {
+                Some(true) => out.push(c),
+                None => self.held.push(c),
+                Some(false) => {}
+            },
+            _ => {}
+        }
+    }
+
+    fn step(&mut self, c: char, out: &mut String) {
+        match self.at {
+            At::Structure => self.structure(c),
+            At::Str => match c {
+                '"' => self.end_string(),
+                '\\' => self.at = At::Escape,
+                c => {
+                    self.flush_high(out);
+                    self.text(c, out);
+                }
+            },
+            At::Escape => {
+                self.at = At::Str;
+                let decoded = match c {
+                    'n' => '\n',
+                    't' => '\t',
+                    'r' => '\r',
+                    'b' => '\u{8}',
+                    'f' => '\u{c}',
+                    'u' => {
+                        self.at = At::Hex;
+                        self.hex.clear();
+                        return;
+                    }
+                    other => other,
+                };
+                self.flush_high(out);
+                self.text(decoded, out);
+            }
+            At::Hex => {
+                self.hex.push(c);
+                if self.hex.len() < 4 {
+                    return;
+                }
+                self.at = At::Str;
+                let Ok(unit) = u16::from_str_radix(&self.hex, 16) else {
+                    return;
+                };
+                match (self.high.take(), unit) {
+                    (None, 0xD800..=0xDBFF) => self.high = Some(unit),
+                    (Some(h), 0xDC00..=0xDFFF) => {
+                        let cp =
+                            0x10000 + ((u32::from(h) - 0xD800) << 10) + (u32::from(unit) - 0xDC00);
+                        self.text(char::from_u32(cp).unwrap_or('\u{FFFD}'), out);
+                    }
+                    (high, unit) => {
+                        if high.is_some() {
+                            self.text('\u{FFFD}', out);
+                        }
+                        let c = char::from_u32(u32::from(unit)).unwrap_or('\u{FFFD}');
+                        self.text(c, out);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A lone high surrogate followed by anything but its low half.
+    fn flush_high(&mut self, out: &mut String) {
+        if self.high.take().is_some() {
+            self.text('\u{FFFD}', out);
+        }
+    }
+
+    fn structure(&mut self, c: char) {
+        match c {
+            '{' | '[' => {
+                self.depth += 1;
+                self.expect_key = self.depth == 1 && c == '{';
+            }
+            '}' | ']' => {
+                self.depth = self.depth.saturating_sub(1);
+                self.expect_key = false;
+            }
+            ',' if self.depth == 1 => self.expect_key = true,
+            ':' if self.depth == 1 => self.expect_key = false,
+            '"' => {
+                self.at = At::Str;
+                self.role = match (self.depth, self.expect_key, self.key.as_str()) {
+                    (1, true, _) => {
+                        self.key.clear();
+                        Role::Key
+                    }
+                    (1, false, "kind") => {
+                        self.kind.clear();
+                        Role::Kind
+                    }
+                    (1, false, "content") => Role::Content,
+                    _ => Role::Other,
+                };
+            }
+            _ => {}
+        }
+    }
+
+    fn end_string(&mut self) {
+        self.at = At::Structure;
+        if self.role == Role::Kind {
+            let answer = self.kind == "final_answer";
+            self.is_answer = Some(answer);
+            if !answer {
+                self.held.clear();
+            }
+        }
+        if self.role != Role::Key && self.depth == 1 {
+            self.key.clear();
+        }
+        self.role = Role::Other;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(pieces: &[&str]) -> String {
+        let mut s = AnswerStream::default();
+        pieces.iter().map(|p| s.feed(p)).collect()
+    }
+
+    /// Every way of cutting the reply in two gives the same text.
+    fn every_cut(reply: &str, want: &str) {
+        let chars: Vec<(usize, char)> = reply.char_indices().collect();
+        for (i, _) in chars {
+            assert_eq!(all(&[&reply[..i], &reply[i..]]), want, "cut at {i}");
+        }
+        let one_by_one: Vec<String> = reply.chars().map(String::from).collect();
+        let refs: Vec<&str> = one_by_one.iter().map(String::as_str).collect();
+        assert_eq!(all(&refs), want);
+    }
+
+    #[test]
+    fn escapes_and_multibyte_characters_split_anywhere() {
+        every_cut(
+            r#"{"kind": "final_answer", "thought": "a \"b\" c", "content": "Tokyo: 18 °C\n\"sunny\" \u00e9 \ud83d\ude00 日本 \\ end"}"#,
+            "Tokyo: 18 °C\n\"sunny\" é 😀 日本 \\ end",
+        );
+    }
+
+    #[test]
+    fn content_before_kind_is_held_until_the_kind_is_known() {
+        every_cut(
+            r#"{"thought": "x", "content": "held", "kind": "final_answer"}"#,
+            "held",
+        );
+        assert_eq!(
+            all(&[r#"{"content": "secret", "kind": "clarify", "question": "?"}"#]),
+            ""
+        );
+    }
+
+    #[test]
+    fn nested_content_keys_and_other_kinds_show_nothing() {
+        assert_eq!(
+            all(&[
+                r#"{"kind": "tool_call", "tool": "t", "arguments": {"content": "no", "kind": "final_answer"}}"#
+            ]),
+            ""
+        );
+        assert_eq!(
+            all(&[r#"{"kind": "final_answer", "meta": {"content": "no"}, "content": "yes"}"#]),
+            "yes"
+        );
+    }
+
+    #[test]
+    fn a_lone_surrogate_becomes_a_replacement_character() {
+        assert_eq!(
+            all(&[r#"{"kind": "final_answer", "content": "a\ud83db"}"#]),
+            "a\u{FFFD}b"
+        );
+    }
+}

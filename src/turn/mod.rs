@@ -1,0 +1,15 @@
+//! One model turn: what the model is asked (the call schema, the prompt, each tool's
+//! argument schema made safe for the grammar) and what its reply becomes (repaired JSON,
+//! a [`Turn`], the answer's text as it streams, a loop noticed in the stream).
+//!
+//! Pure: imports no backend, tool, check or run; only the leaf modules.
+
+pub mod answer_stream;
+pub mod prompt;
+pub mod repair;
+pub mod repetition;
+mod reply;
+pub mod schema;
+pub mod tool_schema;
+
+pub use reply::*;

@@ -1,0 +1,327 @@
+//! The system prompt (seed 003's `build_system_prompt`).
+//!
+//! Ollama does not show the `format` schema to the model, so the prompt must describe the
+//! protocol. With a 0.5B model the prompt decides more than anything else (`BENCHMARKS.md`):
+//! a bare "reply with JSON of these kinds" made it copy placeholders and never call a
+//! tool; listing the two kinds, one sentence on when to use a tool, the numbered tool list
+//! and one example written as `user asks "..." -> {...}` made it call the right tools.
+//! Adding a `clarify` line and "if no tool fits, answer directly" dropped tool calls to
+//! zero, so neither is here: the schema still allows `clarify`. Each tool's parameters
+//! follow its line with their descriptions: without them Qwen wrote `"SPX"` where the tool
+//! listed "S&P 500", `"major"` for a scale's key and ISO dates where the tool asked for
+//! another layout; with them BFCL `multiple` went from 76% to 84% (`BENCHMARKS.md`).
+//! Change this text only with a measurement before and after (`toolloop eval`).
+//!
+//! The prompt is built once per run and never changes, so the server's prompt cache is
+//! reused from one iteration to the next.
+
+use serde_json::Value;
+
+use crate::tool_spec::ToolSpec;
+use crate::turn::schema::Decide;
+
+/// Builds the system prompt for a catalogue. `extra` (the `--system` text) is appended.
+///
+/// ```
+/// use serde_json::json;
+/// use toolloop::turn::prompt::build_system_prompt;
+/// use toolloop::tools::ToolSpec;
+///
+/// let tools = [ToolSpec::new("calculator", "Exact arithmetic", json!({
+///     "type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]
+/// }))];
+/// let prompt = build_system_prompt(&tools, None);
+/// assert!(prompt.contains("1. calculator(expression: string) - Exact arithmetic"));
+/// assert!(prompt.contains(r#"user asks "How much is 12.5 * 4?" -> "#));
+/// ```
+pub fn build_system_prompt(tools: &[ToolSpec], extra: Option<&str>) -> String {
+    build_system_prompt_for(tools, extra, Decide::Direct)
+}
+
+/// [`build_system_prompt`] for a way of deciding: under [`Decide::Reason`] the kinds are
+/// written `thought` first, the rule says when a tool is *not* the way, and a second
+/// example answers directly with its reason.
+pub fn build_system_prompt_for(tools: &[ToolSpec], extra: Option<&str>, decide: Decide) -> String {
+    system_prompt(tools, extra, decide, 1)
+}
+
+/// [`build_system_prompt_for`] where a turn may carry up to `max_calls` calls: the
+/// `tool_calls` kind is written out too (a model that is not shown it never uses it,
+/// `BENCHMARKS.md`).
+pub fn system_prompt(
+    tools: &[ToolSpec],
+    extra: Option<&str>,
+    decide: Decide,
+    max_calls: u32,
+) -> String {
+    let several = max_calls > 1 && !tools.is_empty();
+    if decide == Decide::Reason && !tools.is_empty() {
+        let mut p = reasoned(tools, extra);
+        if several {
+            p = p.replacen(
+                REASONED_ANSWER,
+                &format!("{REASONED_CALLS}{REASONED_ANSWER}"),
+                1,
+            );
+        }
+        return p;
+    }
+    let mut p = String::new();
+    p.push_str(
+        "You are a helpful assistant. Reply with exactly one JSON object and nothing else.\n\n",
+    );
+    if tools.is_empty() {
+        p.push_str("Reply in this form:\n");
+        p.push_str(
+            "{\"kind\": \"final_answer\", \"content\": \"<the answer for the user>\", \"thought\": \"<brief reasoning>\"}\n",
+        );
+    } else {
+        p.push_str("Kinds of reply:\n");
+        p.push_str(
+            "- {\"kind\": \"tool_call\", \"thought\": \"<brief reasoning>\", \"tool\": \"<tool name>\", \"arguments\": {...}}\n",
+        );
+        if several {
+            p.push_str(&format!(
+                "- {{\"kind\": \"tool_calls\", \"thought\": \"<brief reasoning>\", \"calls\": [{{\"tool\": \"<tool name>\", \"arguments\": {{...}}}}, ...]}} (up to {max_calls} calls at once, when the user asks for several things)\n"
+            ));
+        }
+        p.push_str(
+            "- {\"kind\": \"final_answer\", \"content\": \"<the answer for the user>\", \"thought\": \"<brief reasoning>\"}\n\n",
+        );
+        p.push_str(
+            "Use a tool whenever it gives a more reliable answer: live data, exact arithmetic. \
+             When a tool result arrives, answer from it.\n\n",
+        );
+        p.push_str("Tools:\n");
+        tool_list(&mut p, tools);
+        p.push('\n');
+        p.push_str(&example(tools));
+        p.push('\n');
+    }
+    push_extra(&mut p, extra);
+    p
+}
+
+const REASONED_ANSWER: &str = "- {\"thought\": \"<which listed tool does what the user asks, or none>\", \"kind\": \"final_answer\"";
+const REASONED_CALLS: &str = "- {\"thought\": \"<which listed tools do what the user asks>\", \"kind\": \"tool_calls\", \"calls\": [{\"tool\": \"<tool name>\", \"arguments\": {...}}, ...]}\n";
+
+fn reasoned(tools: &[ToolSpec], extra: Option<&str>) -> String {
+    let mut p = String::from(
+        "You are a helpful assistant. Reply with exactly one JSON object and nothing else.\n\n\
+         Kinds of reply:\n\
+         - {\"thought\": \"<which listed tool does what the user asks, or none>\", \"kind\": \"tool_call\", \"tool\": \"<tool name>\", \"arguments\": {...}}\n\
+         - {\"thought\": \"<which listed tool does what the user asks, or none>\", \"kind\": \"final_answer\", \"content\": \"<the answer for the user>\"}\n\n\
+         Call a tool only when a listed tool does exactly what the user asks; if none does, \
+         answer directly. Give a tool only the arguments the user stated. When a tool result \
+         arrives, answer from it.\n\nTools:\n",
+    );
+    tool_list(&mut p, tools);
+    p.push_str(
+        "\nExamples:\nuser asks \"How much is 12.5 * 4?\" -> {\"thought\": \"calculator does \
+         exact arithmetic\", \"kind\": \"tool_call\", \"tool\": \"calculator\", \"arguments\": \
+         {\"expression\": \"12.5 * 4\"}}\nuser asks \"Who wrote Hamlet?\" -> {\"thought\": \"no \
+         listed tool finds authors\", \"kind\": \"final_answer\", \"content\": \"William \
+         Shakespeare.\"}\n",
+    );
+    if !tools.iter().any(|t| t.name == "calculator") {
+        p.push_str("(calculator is only an example: call the tools listed above.)\n");
+    }
+    push_extra(&mut p, extra);
+    p
+}
+
+fn tool_list(p: &mut String, tools: &[ToolSpec]) {
+    for (i, t) in tools.iter().enumerate() {
+        p.push_str(&format!("{}. {}", i + 1, signature(t)));
+        let desc = t.description.trim();
+        if !desc.is_empty() {
+            p.push_str(" - ");
+            p.push_str(&desc.replace('\n', " "));
+        }
+        p.push('\n');
+        param_lines(p, t);
+    }
+}
+
+/// The longest parameter description the prompt carries, in characters: BFCL's are 43
+/// at the median and 123 at the 99th percentile, so this cuts only an outlier (an MCP
+/// server's page of prose, say) that would cost every request its reading time.
+const PARAM_DESCRIPTION_MAX: usize = 200;
+
+/// One line per parameter that has a description: `   name: description`. The model
+/// never sees the schema, and what it needs to fill a value well is often only there:
+/// a layout ("in the format of MM-DD-YYYY"), the values a tool knows ("Supported indexes
+/// are 'S&P 500', 'Dow Jones'"), or a default that makes the argument unnecessary.
+fn param_lines(p: &mut String, t: &ToolSpec) {
+    let Some(props) = t.input_schema["properties"].as_object() else {
+        return;
+    };
+    for (name, s) in props {
+        let Some(d) = s.get("description").and_then(Value::as_str) else {
+            continue;
+        };
+        let d = d.trim().replace('\n', " ");
+        if d.is_empty() {
+            continue;
+        }
+        let cut = crate::http::shorten(&d, PARAM_DESCRIPTION_MAX);
+        p.push_str(&format!("   {name}: {cut}\n"));
+    }
+}
+
+fn push_extra(p: &mut String, extra: Option<&str>) {
+    if let Some(extra) = extra.map(str::trim).filter(|e| !e.is_empty()) {
+        p.push('\n');
+        p.push_str(extra);
+        p.push('\n');
+    }
+}
+
+/// `name(arg: type, other?: type)`: required arguments plain, optional ones with `?`.
+pub fn signature(t: &ToolSpec) -> String {
+    let required: Vec<&str> = t.input_schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let params: Vec<String> = t.input_schema["properties"]
+        .as_object()
+        .map(|props| {
+            props
+                .iter()
+                .map(|(name, s)| {
+                    let opt = if required.contains(&name.as_str()) {
+                        ""
+                    } else {
+                        "?"
+                    };
+                    format!("{name}{opt}: {}", type_name(s))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{}({})", t.name, params.join(", "))
+}
+
+fn type_name(s: &Value) -> String {
+    if let Some(values) = s["enum"].as_array() {
+        let names: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+        return names.join(" | ");
+    }
+    match &s["type"] {
+        Value::String(t) if t == "array" => format!("{}[]", type_name(&s["items"])),
+        Value::String(t) => t.clone(),
+        Value::Array(ts) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" | "),
+        _ => "any".to_string(),
+    }
+}
+
+/// One example call, always the measured calculator one. For a catalogue without a
+/// calculator it is marked as only an example: an example built from a real tool's schema
+/// had its made-up values copied into real calls ("some species", Gemma 3 270M on BFCL).
+fn example(tools: &[ToolSpec]) -> String {
+    let calc = "Example: user asks \"How much is 12.5 * 4?\" -> {\"kind\": \"tool_call\", \
+                \"thought\": \"exact product\", \"tool\": \"calculator\", \
+                \"arguments\": {\"expression\": \"12.5 * 4\"}}\n";
+    if tools.iter().any(|t| t.name == "calculator") {
+        return calc.to_string();
+    }
+    format!("{calc}(calculator is only an example: call the tools listed above.)\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn several_calls_are_written_out_only_when_a_turn_may_carry_them() {
+        let tools = [ToolSpec::new(
+            "calculator",
+            "Exact arithmetic",
+            serde_json::json!({"type": "object"}),
+        )];
+        for decide in [Decide::Probability, Decide::Reason] {
+            let p = system_prompt(&tools, None, decide, 8);
+            assert!(p.contains("\"kind\": \"tool_calls\""), "{p}");
+            let one = system_prompt(&tools, None, decide, 1);
+            assert!(!one.contains("tool_calls"), "{one}");
+        }
+        assert!(!system_prompt(&[], None, Decide::Probability, 8).contains("tool_calls"));
+    }
+
+    #[test]
+    fn each_parameter_with_a_description_gets_a_line_under_its_tool() {
+        let t = ToolSpec::new(
+            "lawsuit_search",
+            "Search for lawsuits",
+            json!({"type": "object", "properties": {
+                "company": {"type": "string", "description": "The company related to the lawsuit."},
+                "start_date": {"type": "string", "description": "Start of the range in the format of MM-DD-YYYY."},
+                "quiet": {"type": "boolean"},
+                "notes": {"type": "string", "description": "x".repeat(500)}},
+                "required": ["company"]}),
+        );
+        let p = build_system_prompt(&[t], None);
+        assert!(
+            p.contains(
+                "1. lawsuit_search(company: string, start_date?: string, quiet?: boolean, notes?: string) - Search for lawsuits\n   company: The company related to the lawsuit.\n   start_date: Start of the range in the format of MM-DD-YYYY.\n   notes: "
+            ),
+            "{p}"
+        );
+        assert!(!p.contains("quiet:"), "{p}");
+        assert!(
+            p.contains(&format!("   notes: {}…\n", "x".repeat(200))),
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn optional_arguments_and_types_are_marked() {
+        let t = ToolSpec::new(
+            "search",
+            "Find",
+            json!({"type": "object", "properties": {
+                "q": {"type": "string"}, "limit": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "mode": {"enum": ["fast", "full"]}}, "required": ["q"]}),
+        );
+        assert_eq!(
+            signature(&t),
+            "search(q: string, limit?: integer, tags?: string[], mode?: \"fast\" | \"full\")"
+        );
+    }
+
+    #[test]
+    fn example_without_a_calculator_is_marked_and_copies_nothing_from_the_tools() {
+        let t = ToolSpec::new(
+            "get_weather",
+            "Weather",
+            json!({"type": "object", "properties": {"city": {"type": "string", "default": "Paris"}},
+                   "required": ["city"]}),
+        );
+        let p = build_system_prompt(&[t], Some("Answer in French."));
+        assert!(
+            p.contains(
+                r#"-> {"kind": "tool_call", "thought": "exact product", "tool": "calculator""#
+            ),
+            "{p}"
+        );
+        assert!(
+            p.contains("(calculator is only an example: call the tools listed above.)"),
+            "{p}"
+        );
+        assert!(!p.contains("Paris"), "{p}");
+        assert!(p.ends_with("Answer in French.\n"));
+    }
+
+    #[test]
+    fn without_tools_only_the_answer_form_is_described() {
+        let p = build_system_prompt(&[], None);
+        assert!(!p.contains("tool_call"));
+        assert!(p.contains("final_answer"));
+    }
+}

@@ -1,0 +1,241 @@
+//! Noticing a reply that repeats itself while it streams.
+//!
+//! A small model sometimes loops until the token limit: "The Godfather, The Godfather II,
+//! … The Godfather XV" (512 tokens, 24 s), or an array argument of
+//! `"heating systems", "heating systems", …` to the end of `num_predict`. Every token after
+//! the loop starts is time the person waits for nothing. So the streamed text is watched:
+//! once one pair of words fills a large share of the last words, the generation is stopped
+//! and the text is cut after the first of those pairs (what came before the loop is kept;
+//! the repairer closes what the cut left open).
+//!
+//! The measure is word pairs, not exact repetition, because the loops are not exact (the
+//! numerals of the Godfather list change); it looks only at a fixed window of recent words,
+//! so each new piece costs the same however long the reply is.
+
+use std::collections::HashMap;
+use std::ops::{ControlFlow, Range};
+
+use crate::backend::{Backend, BackendError, ChatReply, ChatRequest};
+use crate::deadline::Deadline;
+
+/// How many recent words are looked at.
+pub const WINDOW: usize = 64;
+/// How many times in a row one word pair must occur to count as a loop.
+pub const REPEATS: usize = 12;
+/// The most words from one occurrence of the pair to the next in a loop: the pair and
+/// one word that changes ("The Godfather XIV, The Godfather XV").
+pub const PERIOD: usize = 3;
+
+/// Watches a streamed reply for a loop.
+///
+/// ```
+/// use toolloop::turn::repetition::Repetition;
+///
+/// let mut watch = Repetition::default();
+/// let mut stopped = None;
+/// let head = r#"{"materials": ["bed", "floor""#;
+/// assert!(watch.feed(head).is_none());
+/// for _ in 0..40 {
+///     if let Some(loop_) = watch.feed(r#", "heating systems""#) {
+///         stopped = Some(loop_);
+///         break;
+///     }
+/// }
+/// let loop_ = stopped.expect("the loop is noticed");
+/// assert_eq!(loop_.phrase, "heating systems");
+/// assert_eq!(&watch.text()[..loop_.keep], r#"{"materials": ["bed", "floor", "heating systems"#);
+/// ```
+#[derive(Debug, Default)]
+pub struct Repetition {
+    text: String,
+    /// Where each word seen so far starts and ends, up to the last complete word.
+    words: Vec<Range<usize>>,
+    /// How far `text` has been split into words.
+    scanned: usize,
+    tripped: bool,
+}
+
+/// A loop found in the reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loop {
+    /// The word pair that repeats, lower-cased.
+    pub phrase: String,
+    /// How many bytes of the reply to keep: up to the end of the pair's first occurrence
+    /// in the window.
+    pub keep: usize,
+}
+
+impl Repetition {
+    /// Adds a piece of the reply; a loop the first time one is found.
+    pub fn feed(&mut self, piece: &str) -> Option<Loop> {
+        if self.tripped {
+            return None;
+        }
+        self.text.push_str(piece);
+        let before = self.words.len();
+        self.scan();
+        if self.words.len() == before || self.words.len() < 2 * REPEATS {
+            return None;
+        }
+        let found = self.check();
+        self.tripped = found.is_some();
+        found
+    }
+
+    /// The text received so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Splits the new text into words, leaving a word that may continue in the next piece.
+    fn scan(&mut self) {
+        let mut start = None;
+        let mut end = self.scanned;
+        for (i, c) in self.text[self.scanned..].char_indices() {
+            let at = self.scanned + i;
+            if c.is_alphanumeric() {
+                start.get_or_insert(at);
+            } else {
+                if let Some(s) = start.take() {
+                    self.words.push(s..at);
+                }
+                end = at + c.len_utf8();
+            }
+        }
+        self.scanned = end;
+        // Only the window is ever looked at again.
+        if self.words.len() > 4 * WINDOW {
+            self.words.drain(..self.words.len() - WINDOW);
+        }
+    }
+
+    fn check(&self) -> Option<Loop> {
+        let window = &self.words[self.words.len().saturating_sub(WINDOW)..];
+        let word = |r: &Range<usize>| self.text[r.clone()].to_lowercase();
+        let mut at: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        for (i, pair) in window.windows(2).enumerate() {
+            at.entry((word(&pair[0]), word(&pair[1])))
+                .or_default()
+                .push(i);
+        }
+        at.into_iter()
+            .filter_map(|(pair, places)| Some((pair, close_run(&places)?)))
+            .min_by_key(|(_, first)| *first)
+            .map(|((a, b), first)| Loop {
+                phrase: format!("{a} {b}"),
+                keep: window[first + 1].end,
+            })
+    }
+}
+
+/// Where a run of [`REPEATS`] occurrences starts whose neighbours are at most
+/// [`PERIOD`] words apart. A loop repeats the same few words; a template list
+/// ("day 1: 11 C, day 2: 12 C, …") repeats a pair too, but with its own words between.
+fn close_run(places: &[usize]) -> Option<usize> {
+    let mut start = *places.first()?;
+    let mut run = 1;
+    for w in places.windows(2) {
+        if w[1] - w[0] <= PERIOD {
+            run += 1;
+        } else {
+            start = w[1];
+            run = 1;
+        }
+        if run >= REPEATS {
+            return Some(start);
+        }
+    }
+    None
+}
+
+/// Sends one request with the stream watched: each piece of text goes to `on_text`, and
+/// a loop stops the generation and cuts the reply after what came before it. The loop
+/// found, if any, comes back with the reply. `on_text` may stop the generation too
+/// (a person pressed stop).
+pub fn watched_chat(
+    backend: &mut dyn Backend,
+    request: &ChatRequest<'_>,
+    deadline: Deadline,
+    mut on_text: impl FnMut(&str) -> ControlFlow<()>,
+) -> Result<(ChatReply, Option<Loop>), BackendError> {
+    let mut watch = Repetition::default();
+    let mut found = None;
+    let mut sink = |piece: &str| {
+        on_text(piece)?;
+        match watch.feed(piece) {
+            Some(l) => {
+                found = Some(l);
+                ControlFlow::Break(())
+            }
+            None => ControlFlow::Continue(()),
+        }
+    };
+    let mut reply = backend.chat(request, deadline, &mut sink)?;
+    if let Some(l) = &found
+        && reply.text.is_char_boundary(l.keep)
+    {
+        reply.text.truncate(l.keep);
+    }
+    Ok((reply, found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(pieces: &[&str]) -> Option<(Loop, String)> {
+        let mut w = Repetition::default();
+        for p in pieces {
+            if let Some(l) = w.feed(p) {
+                let kept = w.text()[..l.keep].to_string();
+                return Some((l, kept));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_list_whose_numerals_change_is_still_a_loop() {
+        let numerals = [
+            "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII", "XIII", "XIV",
+            "XV", "XVI", "XVII", "XVIII", "XIX", "XX", "XXI", "XXII",
+        ];
+        let mut pieces = vec!["My favourites are The Godfather".to_string()];
+        pieces.extend(numerals.iter().map(|n| format!(", The Godfather {n}")));
+        let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        let (l, kept) = run(&pieces).expect("a loop");
+        assert_eq!(l.phrase, "the godfather");
+        assert!(
+            kept.starts_with("My favourites are The Godfather"),
+            "{kept}"
+        );
+    }
+
+    #[test]
+    fn ordinary_prose_and_varied_lists_are_not_loops() {
+        let prose = "The weather in Paris is mild today, with a light breeze from the west \
+            and a few clouds in the afternoon. Tomorrow brings rain in the morning, clearing \
+            by noon; the weekend looks sunny and warm, good for a walk along the river or a \
+            visit to the gardens. Temperatures stay between twelve and eighteen degrees, and \
+            the wind drops on Sunday. Take an umbrella on Monday morning if you go out early.";
+        assert_eq!(run(&prose.split_inclusive(' ').collect::<Vec<_>>()), None);
+        assert_eq!(
+            run(&["So it goes, and it goes on. ".repeat(3).as_str()]),
+            None
+        );
+        let days = (1..=40)
+            .map(|d| format!("day {d}: {} C, ", 10 + d % 7))
+            .collect::<String>();
+        assert_eq!(run(&[&days]), None);
+    }
+
+    #[test]
+    fn a_word_split_across_pieces_counts_once() {
+        let mut w = Repetition::default();
+        w.feed("hea");
+        w.feed("ting sys");
+        w.feed("tems ");
+        assert_eq!(w.words.len(), 2);
+        assert_eq!(&w.text[w.words[0].clone()], "heating");
+    }
+}
