@@ -2,8 +2,8 @@
 //!
 //! A change to what toolloop does *after* the model's first reply (declining a call,
 //! rewriting a date, grounding arguments) can be measured on replies already recorded:
-//! each case's first reply is judged again by [`decision::decline`] with the recorded
-//! p(tool), then conformed and grounded, and the resulting call scored. A run of all 840
+//! each case's first reply is judged again by today's checks (`toolloop::checks`) with
+//! the recorded p(tool), as the engine judges a reply, and the resulting call scored. A run of all 840
 //! cases of three BFCL files takes most of an hour against the model; this takes a
 //! second. Cases whose recorded run took more than one reply (a declined call asked
 //! again, say) are kept as recorded: what the model would have written the second time
@@ -14,39 +14,69 @@
 use std::path::Path;
 
 use serde_json::Value;
-use toolloop::checks::grounding::Evidence;
-use toolloop::checks::{conform, decision, relevance};
+use toolloop::checks::{Checks, Evidence, TurnContext, Verdict};
 use toolloop::eval::{Call, Case, load, score_calls};
+use toolloop::message::{ChatReply, TokenLogprob};
 use toolloop::turn::Turn;
 
-/// The calls today's rules make from a recorded first reply.
-fn replayed(case: &Case, text: &str, p_tool: f64, threshold: f64) -> Vec<Call> {
+/// The recorded reply as a server gives it: the text, and at the token where the kind
+/// begins, the recorded share of probability for a call against an answer.
+fn reply_of(text: &str, p_tool: f64) -> ChatReply {
+    let at = text
+        .find("_call")
+        .map_or(0, |i| i.saturating_sub("tool".len()));
+    let (head, rest) = text.split_at(at);
+    let p = p_tool.clamp(1e-9, 1.0 - 1e-9);
+    let tok = |token: &str, logprob: f64, top| TokenLogprob {
+        token: token.into(),
+        logprob,
+        top,
+    };
+    ChatReply {
+        text: text.into(),
+        logprobs: vec![
+            tok(head, 0.0, vec![]),
+            tok(
+                rest,
+                p.ln(),
+                vec![
+                    (rest.into(), p.ln()),
+                    ("final_answer".into(), (1.0 - p).ln()),
+                ],
+            ),
+        ],
+        ..ChatReply::default()
+    }
+}
+
+/// The calls today's checks make from a recorded first reply.
+fn replayed(case: &Case, text: &str, p_tool: f64, checks: &Checks) -> Vec<Call> {
     let Ok(parsed) = Turn::parse(text) else {
         return Vec::new();
     };
     let Turn::ToolCall {
-        tool,
-        mut arguments,
-        ..
+        tool, arguments, ..
     } = parsed.turn
     else {
         return Vec::new();
     };
-    let Some(spec) = case.tools.iter().find(|t| t.name == tool) else {
-        return Vec::new();
-    };
-    if decision::decline(p_tool, relevance::support(&case.question, spec), threshold) {
-        return Vec::new();
-    }
     let said = Evidence::of([case.question.as_str()]);
-    let (_, invented) = conform::conform_and_ground(&mut arguments, Some(spec), &said);
-    if !invented.is_empty() {
-        return Vec::new();
+    let reply = reply_of(text, p_tool);
+    let ctx = TurnContext {
+        question: &case.question,
+        said: &said,
+        specs: &case.tools,
+        reply: &reply,
+        threshold: toolloop::Config::default().threshold(),
+    };
+    let mut calls = vec![(tool, arguments)];
+    match checks.judge(&ctx, &mut calls, true).1 {
+        Verdict::Go => calls
+            .into_iter()
+            .map(|(name, arguments)| Call { name, arguments })
+            .collect(),
+        _ => Vec::new(),
     }
-    vec![Call {
-        name: tool,
-        arguments,
-    }]
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -55,7 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("usage: rescore BFCL_DIR REPORT.json...");
         std::process::exit(2);
     };
-    let threshold = toolloop::Config::default().tool_threshold;
+    let checks = Checks::default();
     for report in reports {
         let r: Value = serde_json::from_str(&std::fs::read_to_string(report)?)?;
         let recorded = r["cases"].as_array().cloned().unwrap_or_default();
@@ -76,7 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let after = match texts.as_slice() {
                 [text] => {
                     let p_tool = c["p_tool"].as_f64().unwrap_or(1.0);
-                    let calls = replayed(case, text, p_tool, threshold);
+                    let calls = replayed(case, text, p_tool, &checks);
                     score_calls(category, &calls, &case.functions, &case.ground_truth).is_ok()
                 }
                 _ => before,

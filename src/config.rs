@@ -2,8 +2,8 @@
 //!
 //! [`Config`] is seed 003's settings (model, Ollama's address, the tools, the iteration
 //! limit, one deadline for the run) with the rest of what a run needs beside them. Its
-//! `impl Default` is the only place a default is written: the engine's [`Limits`] and the
-//! backends' [`GenOptions`] take theirs from it, and the command line's flags start from
+//! `impl Default` is the only place a default is written: the engine reads a config as it
+//! is, the backends' [`GenOptions`] take theirs from it, and the command line's flags start from
 //! it. [`Config::backend`] builds the model backend a config names, for the command line
 //! and for [`crate::run_loop`] alike.
 
@@ -14,6 +14,7 @@ use crate::backend::ollama::Ollama;
 use crate::backend::openai::OpenAi;
 use crate::backend::scripted::Recorder;
 use crate::backend::{Backend, BackendError, GenOptions};
+use crate::checks::CheckLevels;
 use crate::tools::ToolSetup;
 use crate::turn::schema::{Decide, Narrowing};
 
@@ -52,7 +53,7 @@ pub enum BackendKind {
 /// assert_eq!(c.model, "gemma3:4b");
 /// assert_eq!(c.max_iterations, 10);
 /// assert_eq!(c.timeout, Duration::from_secs(30));
-/// assert_eq!(c.limits().num_ctx, c.options.num_ctx);
+/// assert_eq!(c.threshold(), Some(0.5));
 /// ```
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -86,9 +87,9 @@ pub struct Config {
     pub narrowing: Narrowing,
     /// How the model decides between a tool and an answer (see [`Decide`]).
     pub decide: Decide,
-    /// Leave out optional arguments the person never gave, and ask for required ones
-    /// the model invented (see [`crate::checks::grounding`]).
-    pub ground_arguments: bool,
+    /// Which checks between the model's reply and the tool run ([`crate::checks`];
+    /// default: each check's own default).
+    pub checks: CheckLevels,
     /// Under [`Decide::Probability`], the least share of probability the model must give
     /// to calling a tool for the call to go ahead (see [`crate::checks::decision`]).
     pub tool_threshold: f64,
@@ -140,7 +141,7 @@ impl Default for Config {
             // Measured best on BFCL with both real models (BENCHMARKS.md); without
             // log-probabilities from the server it decides as `Direct` does.
             decide: Decide::Probability,
-            ground_arguments: true,
+            checks: CheckLevels::default(),
             tool_threshold: 0.5,
             max_invalid_retries: 2,
             max_repeats: 3,
@@ -168,21 +169,10 @@ impl Config {
         o
     }
 
-    /// The engine's limits under this config.
-    pub fn limits(&self) -> Limits {
-        Limits {
-            max_iterations: self.max_iterations,
-            max_invalid_retries: self.max_invalid_retries,
-            max_repeats: self.max_repeats,
-            max_calls_per_turn: self.max_calls_per_turn,
-            max_tool_failures: self.max_tool_failures,
-            result_cap: self.result_cap,
-            num_ctx: self.options.num_ctx,
-            narrowing: self.narrowing,
-            decide: self.decide,
-            ground_arguments: self.ground_arguments,
-            tool_threshold: (self.decide == Decide::Probability).then_some(self.tool_threshold),
-        }
+    /// The least share of probability a call needs to go ahead: [`Config::tool_threshold`]
+    /// when the model decides by probability, else none.
+    pub fn threshold(&self) -> Option<f64> {
+        (self.decide == Decide::Probability).then_some(self.tool_threshold)
     }
 
     /// The model backend this config names, wrapped in a recorder when `record` is set.
@@ -199,40 +189,5 @@ impl Config {
             Some(path) => Box::new(Recorder::new(backend, path)?),
             None => backend,
         })
-    }
-}
-
-/// The engine's limits and policies: what [`crate::run::engine::Engine`] needs of a
-/// [`Config`]. Build them with [`Config::limits`]; set fields to drive the engine
-/// directly.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Limits {
-    /// The most model turns.
-    pub max_iterations: u32,
-    /// Invalid replies in a row that are fed back before the run gives up.
-    pub max_invalid_retries: u32,
-    /// Repeats of one identical call before only an answer is allowed.
-    pub max_repeats: u32,
-    /// The most tool calls one model turn may carry.
-    pub max_calls_per_turn: u32,
-    /// Tool-reported errors in a row before the tool is declared unavailable.
-    pub max_tool_failures: u32,
-    /// The cap on a tool result as text for the model, in characters.
-    pub result_cap: usize,
-    /// The context window in tokens, to keep the history inside it.
-    pub num_ctx: Option<u32>,
-    /// How the schema is narrowed to the catalogue.
-    pub narrowing: Narrowing,
-    /// How the model decides between a tool and an answer.
-    pub decide: Decide,
-    /// Leave out optional arguments the person never gave.
-    pub ground_arguments: bool,
-    /// Decline a call whose share of probability is below this (none: never decline).
-    pub tool_threshold: Option<f64>,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Config::default().limits()
     }
 }

@@ -436,7 +436,7 @@ fn log_probabilities_are_asked_for_and_read_from_each_chunk() {
     chat_mock.assert();
     assert_eq!(reply.logprobs.len(), 2);
     assert_eq!(reply.logprobs[1].top[1], ("tool".to_string(), -1.2));
-    let share = toolloop::checks::decision::tool_share(&reply).unwrap();
+    let share = toolloop::checks::tool_probability::tool_share(&reply).unwrap();
     let expected = (-1.2f64).exp() / ((-1.2f64).exp() + (-0.5f64).exp());
     assert!((share - expected).abs() < 1e-9, "{share}");
 }

@@ -6,6 +6,9 @@
 //! pattern). Ollama's native API is the default ([`ollama`]); every OpenAI-compatible
 //! server (llama-server, vLLM, LM Studio, Ollama's `/v1`) shares [`openai`]; [`scripted`]
 //! replays turns from code or from a recording, for tests and the offline demo.
+//!
+//! Imports only the leaf modules (`message`, `deadline`, `http`): a backend knows nothing
+//! of the loop, the turn or the tools.
 
 pub mod ollama;
 pub mod openai;

@@ -32,11 +32,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use crate::checks::relevance::STEMMER;
-use crate::message::{Message, Role};
-use crate::run::events::Event;
-use crate::run::feedback;
-use crate::tool_spec::ToolSpec;
+use crate::checks::tool_relevance::STEMMER;
 use crate::turn::tool_schema;
 
 /// The words and numbers of the run's evidence, for [`ungrounded`].
@@ -424,42 +420,6 @@ const KIN: usize = 5;
 /// The most words a string argument has when it is a setting (`"kilometers"`,
 /// `"Mission 1"`, `"Los Angeles, CA"`) rather than composed text.
 const SETTING_WORDS: usize = 4;
-
-impl Evidence {
-    /// The evidence of a run: the person's messages and the tool results in `history`.
-    /// Built once per turn, however many calls the turn carries.
-    pub fn of_history(history: &[Message]) -> Self {
-        Evidence::of(
-            history
-                .iter()
-                .filter(|m| matches!(m.role, Role::User | Role::Tool) && !feedback::is_feedback(m))
-                .map(|m| m.content.as_str()),
-        )
-    }
-}
-
-/// Grounds a call of `spec` in `said` ([`Evidence::of_history`]): removes the optional
-/// arguments nobody gave, and returns the [`Event::Ungrounded`] that names them (when
-/// there were any) with the required arguments nobody gave ([`invented_required`]),
-/// which the caller asks the person for.
-pub fn ground(
-    arguments: &mut Map<String, Value>,
-    spec: &ToolSpec,
-    said: &Evidence,
-) -> (Option<Event>, Vec<String>) {
-    let dropped = ungrounded(arguments, &spec.input_schema, said);
-    for name in &dropped {
-        arguments.shift_remove(name);
-    }
-    let event = (!dropped.is_empty()).then(|| Event::Ungrounded {
-        tool: spec.name.clone(),
-        arguments: dropped,
-    });
-    (
-        event,
-        invented_required(arguments, &spec.input_schema, said),
-    )
-}
 
 #[cfg(test)]
 mod tests {

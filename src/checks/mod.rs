@@ -1,9 +1,383 @@
-//! The checks between a parsed reply and the tool: whether a turn should call a tool at
-//! all, and whether each call's values are the ones the person gave.
+//! The checks between the model's reply and the tool: whether a turn should call a tool
+//! at all, and whether each call's values are the ones the person gave.
+//!
+//! Each check is a file of its own that declares a [`CheckInfo`] (its name, whether it is
+//! on by default, what it does, why, an example), the way clippy declares a lint, and
+//! implements [`Check`]. The engine knows none of them by name: it asks [`Checks`], built
+//! from the run's [`CheckLevels`], to watch the stream and to judge a turn, and reads the
+//! [`Finding`]s and the [`Verdict`] that come back. The order is [`ALL`]'s:
+//!
+//! 1. while the reply streams: `looping-reply`;
+//! 2. once per turn that calls a tool: `tool-probability`, then `tool-relevance`;
+//! 3. on each call, in the order of the calls: `date-layout`, `percent-fraction`,
+//!    `size-word-zeros`, `repeated-value`, `ungrounded-optional`, `invented-required`.
 //!
 //! Pure: imports no backend, tool or run; only `turn/` and the leaf modules.
 
-pub mod conform;
-pub mod decision;
+pub mod date_layout;
 pub mod grounding;
-pub mod relevance;
+pub mod invented_required;
+pub mod looping_reply;
+pub mod percent_fraction;
+pub mod repeated_value;
+pub mod size_word_zeros;
+pub mod tool_probability;
+pub mod tool_relevance;
+pub mod ungrounded_optional;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value};
+
+use crate::message::ChatReply;
+use crate::tool_spec::ToolSpec;
+use crate::turn::tool_schema::SELF_CONSTRAINING;
+pub use grounding::Evidence;
+pub use looping_reply::{Loop, StreamWatch};
+
+/// What a check does when it fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Stops the generation and cuts the reply.
+    Cuts,
+    /// Declines the call: the model is asked again, for an answer or among other tools.
+    Declines,
+    /// Rewrites an argument's value.
+    Rewrites,
+    /// Leaves an argument out of the call.
+    Drops,
+    /// Turns the call into a question for the person.
+    Asks,
+}
+
+/// A check's declaration: its name, its default, and its doc in clippy's sections.
+#[derive(Debug)]
+pub struct CheckInfo {
+    /// The name a person sets it by (`tool-probability`).
+    pub name: &'static str,
+    /// Whether it runs unless the person turns it off.
+    pub default_on: bool,
+    /// What it does when it fires.
+    pub effect: Effect,
+    /// What it does, in one line.
+    pub what: &'static str,
+    /// Why it exists: what the model did without it.
+    pub why: &'static str,
+    /// A reply or call it changes, and what it becomes.
+    pub example: &'static str,
+}
+
+/// Which checks are on: each check's default unless set here by name.
+///
+/// ```
+/// use toolloop::checks::CheckLevels;
+///
+/// let mut levels = CheckLevels::default();
+/// levels.set("date-layout", false).unwrap();
+/// assert!(!levels.is_on("date-layout"));
+/// assert!(levels.is_on("tool-probability"));
+/// assert!(levels.set("no-such-check", true).is_err());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckLevels {
+    set: BTreeMap<&'static str, bool>,
+}
+
+impl CheckLevels {
+    /// Turns the check called `name` on or off; an unknown name is an error that lists
+    /// the known ones.
+    pub fn set(&mut self, name: &str, on: bool) -> Result<(), String> {
+        match ALL.iter().find(|c| c.info().name == name) {
+            Some(c) => {
+                self.set.insert(c.info().name, on);
+                Ok(())
+            }
+            None => Err(format!(
+                "no check is called '{name}'; the checks are: {}",
+                ALL.iter()
+                    .map(|c| c.info().name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
+    /// Whether the check called `name` runs.
+    pub fn is_on(&self, name: &str) -> bool {
+        match self.set.get(name) {
+            Some(on) => *on,
+            None => ALL
+                .iter()
+                .any(|c| c.info().name == name && c.info().default_on),
+        }
+    }
+
+    /// Turns every check that rewrites, drops or asks about an argument's value on or off.
+    pub fn set_value_checks(&mut self, on: bool) {
+        for c in ALL {
+            let info = c.info();
+            if matches!(info.effect, Effect::Rewrites | Effect::Drops | Effect::Asks) {
+                self.set.insert(info.name, on);
+            }
+        }
+    }
+}
+
+/// What the checks see of a turn.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnContext<'a> {
+    /// The person's question that started the run.
+    pub question: &'a str,
+    /// What the person and the tools said in the run ([`Evidence`]).
+    pub said: &'a Evidence,
+    /// The tools on offer.
+    pub specs: &'a [ToolSpec],
+    /// The model's reply, with its per-token probabilities when the server gave them.
+    pub reply: &'a ChatReply,
+    /// The least share of probability a call needs to go ahead; `None`: decide as the
+    /// model did.
+    pub threshold: Option<f64>,
+}
+
+/// One call under check: its tool, its arguments, and which of them a check rewrote.
+#[derive(Debug)]
+pub struct CallUnderCheck<'a> {
+    /// The tool's spec.
+    pub spec: &'a ToolSpec,
+    /// The arguments, as the checks so far left them.
+    pub arguments: &'a mut Map<String, Value>,
+    /// Arguments an earlier check rewrote, which later rewrites leave alone.
+    pub rewritten: BTreeSet<String>,
+}
+
+/// What the turn-level checks found out about a call, for the [`Finding::Decision`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Judgement {
+    /// The model's share of probability for calling a tool, once read.
+    pub p_tool: Option<f64>,
+    /// How much of the question the tool's own text covers.
+    pub support: Option<f64>,
+    /// Whether the call is declined.
+    pub declined: bool,
+    /// The tools the model should choose among instead (none: answer).
+    pub instead: Vec<String>,
+}
+
+/// Something a check did, for the trace and the transcript.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finding {
+    /// The turn-level checks judged a call.
+    Decision {
+        /// The tool called.
+        tool: String,
+        /// What they found.
+        judgement: Judgement,
+    },
+    /// An argument's value was rewritten.
+    Rewritten {
+        /// The check that did it.
+        check: &'static str,
+        /// The tool.
+        tool: String,
+        /// The argument.
+        argument: String,
+        /// What the model wrote.
+        from: Value,
+        /// What the tool is called with.
+        to: Value,
+        /// Why, in words.
+        why: String,
+    },
+    /// Arguments were left out of a call.
+    Dropped {
+        /// The check that did it.
+        check: &'static str,
+        /// The tool.
+        tool: String,
+        /// The arguments left out.
+        arguments: Vec<String>,
+    },
+}
+
+/// What the engine does with a turn after the checks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Carry the calls out, as the checks left them.
+    Go,
+    /// Do not call: ask the model again among these tools (none: for an answer).
+    Decline {
+        /// The tools to choose among.
+        instead: Vec<String>,
+    },
+    /// Do not call: ask the person for these arguments of this tool.
+    Ask {
+        /// The tool.
+        tool: String,
+        /// The arguments nobody gave.
+        missing: Vec<String>,
+    },
+}
+
+/// One check. Every hook has a default that does nothing, so a check implements only the
+/// stage it works at.
+pub trait Check: Sync {
+    /// Its declaration.
+    fn info(&self) -> &'static CheckInfo;
+
+    /// A watcher for the reply as it streams, if the check works there.
+    fn watch(&self) -> Option<Box<dyn StreamWatch>> {
+        None
+    }
+
+    /// Judges a turn that calls `tool` (the turn's first call stands for all of them).
+    fn judge_turn(&self, _ctx: &TurnContext<'_>, _tool: &str, _judgement: &mut Judgement) {}
+
+    /// Judges one call: may rewrite or drop its arguments (each change a finding), or
+    /// return the arguments to ask the person for.
+    fn judge_call(
+        &self,
+        _ctx: &TurnContext<'_>,
+        _call: &mut CallUnderCheck<'_>,
+        _findings: &mut Vec<Finding>,
+    ) -> Option<Vec<String>> {
+        None
+    }
+}
+
+/// Every check, in the order they run.
+pub static ALL: &[&dyn Check] = &[
+    &looping_reply::LoopingReply,
+    &tool_probability::ToolProbability,
+    &tool_relevance::ToolRelevance,
+    &date_layout::DateLayout,
+    &percent_fraction::PercentFraction,
+    &size_word_zeros::SizeWordZeros,
+    &repeated_value::RepeatedValue,
+    &ungrounded_optional::UngroundedOptional,
+    &invented_required::InventedRequired,
+];
+
+/// The checks of a run: those of [`ALL`] that its [`CheckLevels`] leave on, in order.
+#[derive(Clone)]
+pub struct Checks {
+    on: Vec<&'static dyn Check>,
+}
+
+impl std::fmt::Debug for Checks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.on.iter().map(|c| c.info().name))
+            .finish()
+    }
+}
+
+impl Checks {
+    /// The checks `levels` leave on.
+    pub fn new(levels: &CheckLevels) -> Self {
+        Checks {
+            on: ALL
+                .iter()
+                .copied()
+                .filter(|c| levels.is_on(c.info().name))
+                .collect(),
+        }
+    }
+
+    /// The watchers for a streaming reply.
+    pub fn watchers(&self) -> Vec<Box<dyn StreamWatch>> {
+        self.on.iter().filter_map(|c| c.watch()).collect()
+    }
+
+    /// Judges a turn's calls: the turn-level checks on the first (unless `judge_turn` is
+    /// false: only an answer was allowed), then each call's checks in the order of the
+    /// calls. Stops at the first verdict that is not [`Verdict::Go`].
+    pub fn judge(
+        &self,
+        ctx: &TurnContext<'_>,
+        calls: &mut [(String, Map<String, Value>)],
+        judge_turn: bool,
+    ) -> (Vec<Finding>, Verdict) {
+        let mut findings = Vec::new();
+        if let (Some((tool, _)), true) = (calls.first(), judge_turn) {
+            let mut judgement = Judgement::default();
+            for c in &self.on {
+                c.judge_turn(ctx, tool, &mut judgement);
+            }
+            let declined = judgement.declined || !judgement.instead.is_empty();
+            let instead = judgement.instead.clone();
+            if judgement.p_tool.is_some() {
+                findings.push(Finding::Decision {
+                    tool: tool.clone(),
+                    judgement,
+                });
+            }
+            if declined {
+                return (findings, Verdict::Decline { instead });
+            }
+        }
+        for (tool, arguments) in calls.iter_mut() {
+            let Some(spec) = ctx.specs.iter().find(|s| s.name == *tool) else {
+                continue;
+            };
+            let mut call = CallUnderCheck {
+                spec,
+                arguments,
+                rewritten: BTreeSet::new(),
+            };
+            for c in &self.on {
+                if let Some(missing) = c.judge_call(ctx, &mut call, &mut findings) {
+                    let tool = tool.clone();
+                    return (findings, Verdict::Ask { tool, missing });
+                }
+            }
+        }
+        (findings, Verdict::Go)
+    }
+}
+
+impl Default for Checks {
+    fn default() -> Self {
+        Checks::new(&CheckLevels::default())
+    }
+}
+
+impl CallUnderCheck<'_> {
+    /// The schema of the argument `name`.
+    pub fn param(&self, name: &str) -> &Value {
+        &self.spec.input_schema["properties"][name]
+    }
+
+    /// Whether the schema of argument `name` constrains its value itself (`enum`,
+    /// `const`, `pattern`, `format`): such a value is left to the schema.
+    pub fn constrained(&self, name: &str) -> bool {
+        let param = self.param(name);
+        SELF_CONSTRAINING.iter().any(|k| param.get(*k).is_some())
+    }
+
+    /// Rewrites argument `name` to `to`, as a finding of `check`.
+    pub fn rewrite(
+        &mut self,
+        check: &'static str,
+        name: &str,
+        to: Value,
+        why: String,
+        findings: &mut Vec<Finding>,
+    ) {
+        let Some(value) = self.arguments.get_mut(name) else {
+            return;
+        };
+        let from = std::mem::replace(value, to.clone());
+        self.rewritten.insert(name.to_string());
+        findings.push(Finding::Rewritten {
+            check,
+            tool: self.spec.name.clone(),
+            argument: name.to_string(),
+            from,
+            to,
+            why,
+        });
+    }
+}

@@ -22,12 +22,6 @@ pub const SCRIPT: &str = include_str!("../../demo/script.jsonl");
 
 /// Runs the demo. `say` receives the lines a person would see of the clarifying exchange
 /// (the question and the typed answer).
-///
-/// ```
-/// let outcome = toolloop::cli::demo::run(Box::new(|_: &toolloop::run::events::Event| {}), Box::new(|_| {}), 0)?;
-/// assert!(outcome.answer().unwrap().contains("64.4"));
-/// # Ok::<(), toolloop::OrchestratorError>(())
-/// ```
 pub fn run(
     observer: Box<dyn Observer>,
     mut say: Box<dyn FnMut(String) + Send>,
@@ -67,4 +61,14 @@ pub fn run(
     drop(orchestrator);
     drop(server);
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_demo_answers_with_the_tools_result() {
+        let observer = Box::new(|_: &crate::run::events::Event| {});
+        let outcome = super::run(observer, Box::new(|_| {}), 0).unwrap();
+        assert!(outcome.answer().unwrap().contains("64.4"));
+    }
 }

@@ -2,6 +2,8 @@
 //! [`Config`], calls the library, prints, and exits with the code of the run's ending
 //! ([`crate::run::ending`] holds the codes). Library messages name settings in backticks
 //! (`` `timeout` ``); [`with_flags`] turns them into this program's flags when reporting.
+//!
+//! May import everything; nothing imports it. `src/main.rs` only calls [`main`].
 
 use std::io::{IsTerminal, Read, Write};
 
@@ -111,7 +113,6 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
         timeout: Duration::from_secs_f64(model.timeout),
         system: model.system.clone(),
         decide: model.decide.into(),
-        ground_arguments: !model.keep_invented_arguments,
         tool_threshold: model.tool_threshold,
         max_calls_per_turn: model.max_calls_per_turn,
         ..defaults
@@ -119,6 +120,9 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
     config.options.temperature = Some(model.temperature);
     config.options.num_ctx = Some(model.num_ctx);
     config.options.num_predict = Some(model.num_predict);
+    config
+        .checks
+        .set_value_checks(!model.keep_invented_arguments);
     config
 }
 
@@ -407,22 +411,17 @@ fn run_eval(
     if native_tools && config.backend != crate::config::BackendKind::OpenAi {
         return fail("--native-tools needs --backend openai (an OpenAI-compatible server)");
     }
-    let run = eval::RunSettings {
+    let run = eval::EvalSettings {
         native: native_tools.then(|| eval::NativeTarget {
             base_url: config.base_url.trim_end_matches('/').to_string(),
             model: config.model.clone(),
         }),
-        options: config.request_options(),
-        max_calls_per_turn: config.max_calls_per_turn,
         constraint: if no_constraint {
             eval::Constraint::Off
         } else {
             eval::Constraint::Narrowed
         },
-        timeout: config.timeout,
-        decide: config.decide,
-        ground_arguments: config.ground_arguments,
-        tool_threshold: config.tool_threshold,
+        config,
     };
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(cases.len() as u64),

@@ -3,24 +3,37 @@
 //! rules.
 //!
 //! The functions are described to the model but never executed: the first `tool_call` is
-//! the prediction, and a `final_answer` or `clarify` means "no call". The engine
-//! ([`crate::run::engine`]) is driven directly, so everything the loop does to a turn — repair,
-//! validation, feedback on an invalid reply — happens exactly as in a real run.
+//! the prediction, and a `final_answer` or `clarify` means "no call". Each case runs
+//! through the same driver as `ask` ([`crate::Orchestrator`]), with the case's functions
+//! as tools that record the call and stop the run, so everything the loop does to a turn
+//! (repair, validation, the checks, feedback on an invalid reply) happens exactly as in a
+//! real run, and the prompt lists the tools as a person's run does (sorted by name).
+//!
+//! May import the run, the turn, backends, tools and the leaf modules; never `serve/` or
+//! `cli/`.
 
-use std::time::{Duration, Instant};
+pub mod bfcl;
+mod native;
+mod report;
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 
-use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message};
-pub mod bfcl;
-use crate::config::Limits;
-use crate::deadline::Deadline;
-use crate::run::engine::{Engine, Step};
+use crate::backend::{Backend, BackendError, ChatReply, ChatRequest, TextSink};
+use crate::config::Config;
+use crate::deadline::{Deadline, StopHandle};
+use crate::run::ending::StopKind;
 use crate::run::events::Event;
-use crate::turn::prompt::system_prompt;
-use crate::turn::schema::{Decide, Narrowing};
+use crate::run::orchestrator::Orchestrator;
+use crate::tool_spec::ToolSpec;
+use crate::tools::{ToolError, ToolResult, ToolSetup, ToolSource};
+use crate::turn::schema::Narrowing;
 pub use bfcl::{Call, Case, EvalError, load, normalize, score, score_calls, to_json_schema};
+pub use native::native_case;
+pub use report::{Summary, report_json, select, summarize, table};
 
 /// How much of the schema is sent with each request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -71,26 +84,13 @@ pub struct CaseResult {
     pub p_tool: Option<f64>,
 }
 
-/// Counts the invalid replies among `events` and keeps the first tool-call probability.
-fn tally(events: Vec<Event>, invalid: &mut u32, p_tool: &mut Option<f64>) {
-    for e in events {
-        match e {
-            Event::Invalid { .. } => *invalid += 1,
-            Event::Decision { p_tool: p, .. } => {
-                p_tool.get_or_insert(p);
-            }
-            _ => {}
-        }
-    }
-}
-
 /// Runs `cases` on one thread per backend, each case on whichever backend is free (a
 /// server with that many slots answers them in parallel). `done` sees each result as it
 /// arrives; the results come back in the order of `cases`.
 pub fn run_all(
     backends: Vec<Box<dyn Backend>>,
     cases: &[Case],
-    run: &RunSettings,
+    run: &EvalSettings,
     mut done: impl FnMut(&CaseResult),
 ) -> Vec<CaseResult> {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -98,13 +98,17 @@ pub fn run_all(
     let (tx, rx) = std::sync::mpsc::channel();
     let mut results: Vec<Option<CaseResult>> = vec![None; cases.len()];
     std::thread::scope(|scope| {
-        for mut b in backends {
+        for b in backends {
             let (tx, next) = (tx.clone(), &next);
             scope.spawn(move || {
+                let b = SharedBackend::new(match run.constraint {
+                    Constraint::Narrowed => b,
+                    Constraint::Off => Box::new(Unconstrained(b)),
+                });
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(case) = cases.get(i) else { break };
-                    let r = run_case(b.as_mut(), case, run);
+                    let r = run_case(&b, case, run);
                     if tx.send((i, r)).is_err() {
                         break;
                     }
@@ -130,119 +134,176 @@ pub struct NativeTarget {
     pub model: String,
 }
 
-/// How each case of an eval runs.
-#[derive(Debug, Clone)]
-pub struct RunSettings {
+/// How each case of an eval runs: the run's [`Config`], as `ask` reads it, with at most
+/// three model turns and the schema narrowed per tool; or the server's own tool calling.
+#[derive(Debug, Clone, Default)]
+pub struct EvalSettings {
+    /// The settings of each case's run.
+    pub config: Config,
     /// Ask the server with its native tool calling instead of through the loop.
     pub native: Option<NativeTarget>,
-    /// The most tool calls one turn may carry.
-    pub max_calls_per_turn: u32,
-    /// Generation options.
-    pub options: GenOptions,
     /// How much of the schema is sent.
     pub constraint: Constraint,
-    /// The time limit of one case.
-    pub timeout: Duration,
-    /// How the model decides between a tool and an answer.
-    pub decide: Decide,
-    /// Leave out optional arguments the person never gave.
-    pub ground_arguments: bool,
-    /// Under [`Decide::Probability`], decline calls below this share.
-    pub tool_threshold: f64,
 }
 
-/// Runs one case through the loop.
-pub fn run_case(backend: &mut dyn Backend, case: &Case, run: &RunSettings) -> CaseResult {
-    if let Some(target) = &run.native {
-        return native_case(target, case, run);
+/// The case's functions as a tool source that never runs them: a call is recorded and
+/// the run stopped, so the first turn that calls is the prediction.
+struct Recorder {
+    specs: Vec<ToolSpec>,
+    calls: Arc<Mutex<Vec<Call>>>,
+    stop: StopHandle,
+}
+
+impl ToolSource for Recorder {
+    fn label(&self) -> String {
+        "eval".into()
     }
-    let (options, constraint) = (&run.options, run.constraint);
-    let started = Instant::now();
-    let deadline = Deadline::after(run.timeout);
-    let limits = Limits {
-        max_iterations: 3,
-        num_ctx: options.num_ctx,
-        narrowing: Narrowing::PerTool,
-        decide: run.decide,
-        ground_arguments: run.ground_arguments,
-        tool_threshold: (run.decide == Decide::Probability).then_some(run.tool_threshold),
-        max_calls_per_turn: run.max_calls_per_turn,
-        ..Limits::default()
-    };
-    let prompt = system_prompt(&case.tools, None, run.decide, limits.max_calls_per_turn);
-    let mut engine = Engine::new(
-        vec![Message::system(prompt)],
-        &case.question,
-        case.tools.clone(),
-        limits,
-    );
-    let mut calls: Vec<Call> = Vec::new();
-    let mut invalid = 0;
-    let mut replies = 0;
-    let mut texts = Vec::new();
-    let mut p_tool = None;
-    let mut error = None;
-    loop {
-        match engine.next_step() {
-            Step::CallModel => {
-                if deadline.is_expired() {
-                    error = Some("timed out".to_string());
-                    break;
-                }
-                let request = ChatRequest {
-                    messages: engine.messages(),
-                    schema: match constraint {
-                        Constraint::Narrowed => Some(engine.schema().as_value()),
-                        Constraint::Off => None,
-                    },
-                    options,
-                };
-                match crate::turn::repetition::watched_chat(backend, &request, deadline, |_| {
-                    std::ops::ControlFlow::Continue(())
-                }) {
-                    Ok((reply, _)) => {
-                        replies += 1;
-                        texts.push(reply.text.clone());
-                        engine.model_replied(&reply);
-                    }
-                    Err(BackendError::Timeout { .. }) => {
-                        error = Some("timed out".to_string());
-                        break;
-                    }
-                    Err(e) => {
-                        error = Some(e.to_string());
-                        break;
-                    }
-                }
-            }
-            Step::CallTool { tool, arguments } => {
-                calls.push(Call {
-                    name: tool,
-                    arguments,
-                });
-                break;
-            }
-            Step::CallTools { calls: several } => {
-                calls.extend(
-                    several
-                        .into_iter()
-                        .map(|(name, arguments)| Call { name, arguments }),
-                );
-                break;
-            }
-            Step::AskUser { .. } | Step::Done => break,
+
+    fn list(&mut self, _deadline: Deadline) -> Result<Vec<ToolSpec>, ToolError> {
+        Ok(self.specs.clone())
+    }
+
+    fn call(
+        &self,
+        name: &str,
+        arguments: &Map<String, Value>,
+        _deadline: Deadline,
+    ) -> Result<ToolResult, ToolError> {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.push(Call {
+                name: name.to_string(),
+                arguments: arguments.clone(),
+            });
         }
-        tally(engine.drain_events(), &mut invalid, &mut p_tool);
+        self.stop.stop();
+        Ok(ToolResult::ok("recorded"))
     }
-    tally(engine.drain_events(), &mut invalid, &mut p_tool);
+}
+
+/// What a case's run showed, read from its events.
+#[derive(Debug, Default)]
+struct Tally {
+    invalid: u32,
+    replies: u32,
+    texts: Vec<String>,
+    p_tool: Option<f64>,
+}
+
+/// A backend that sends no schema, for [`Constraint::Off`].
+struct Unconstrained(Box<dyn Backend>);
+
+impl Backend for Unconstrained {
+    fn chat(
+        &mut self,
+        request: &ChatRequest<'_>,
+        deadline: Deadline,
+        on_text: TextSink<'_>,
+    ) -> Result<ChatReply, BackendError> {
+        let free = ChatRequest {
+            schema: None,
+            ..*request
+        };
+        self.0.chat(&free, deadline, on_text)
+    }
+
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+}
+
+/// One backend shared by the runs of one worker, case after case (each run owns a
+/// handle; only one runs at a time).
+#[derive(Clone)]
+pub struct SharedBackend(Arc<Mutex<Box<dyn Backend>>>);
+
+impl SharedBackend {
+    /// Shares `backend`.
+    pub fn new(backend: Box<dyn Backend>) -> Self {
+        SharedBackend(Arc::new(Mutex::new(backend)))
+    }
+}
+
+impl Backend for SharedBackend {
+    fn chat(
+        &mut self,
+        request: &ChatRequest<'_>,
+        deadline: Deadline,
+        on_text: TextSink<'_>,
+    ) -> Result<ChatReply, BackendError> {
+        let mut b = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        b.chat(request, deadline, on_text)
+    }
+
+    fn describe(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).describe()
+    }
+}
+
+/// Runs one case through the loop, as `ask` runs a question, with the case's functions
+/// as tools that record the call instead of running.
+pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> CaseResult {
+    if let Some(target) = &run.native {
+        return native_case(target, case, &run.config);
+    }
+    let started = Instant::now();
+    let mut config = run.config.clone();
+    config.max_iterations = 3;
+    config.narrowing = Narrowing::PerTool;
+    config.tools = ToolSetup::default();
+    config.system = None;
+    let stop = StopHandle::default();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let seen = Arc::clone(&tally);
+    let built = Orchestrator::builder()
+        .settings(config)
+        .backend(backend.clone())
+        .preflight(false)
+        .stop_handle(stop.clone())
+        .source(Recorder {
+            specs: case.tools.clone(),
+            calls: Arc::clone(&calls),
+            stop,
+        })
+        .observer(move |e: &Event| {
+            let Ok(mut t) = seen.lock() else { return };
+            match e {
+                Event::Invalid { .. } => t.invalid += 1,
+                Event::ModelReply { text, .. } => {
+                    t.replies += 1;
+                    t.texts.push(text.clone());
+                }
+                Event::Decision { p_tool, .. } => {
+                    t.p_tool.get_or_insert(*p_tool);
+                }
+                _ => {}
+            }
+        })
+        .build();
+    let mut o = match built {
+        Ok(o) => o,
+        Err(e) => return CaseResult::scored(case, Vec::new(), Some(e.to_string())),
+    };
+    let outcome = o.run(&case.question);
+    let (error, iterations, tokens) = match &outcome {
+        Ok(out) if out.ending.kind() == StopKind::Timeout => (
+            Some("timed out".to_string()),
+            out.iterations,
+            out.usage.completion_tokens,
+        ),
+        Ok(out) => (None, out.iterations, out.usage.completion_tokens),
+        Err(e) => (Some(e.to_string()), 0, 0),
+    };
+    let calls = std::mem::take(&mut *calls.lock().unwrap_or_else(|e| e.into_inner()));
+    let t = std::mem::take(&mut *tally.lock().unwrap_or_else(|e| e.into_inner()));
     CaseResult {
-        invalid_turns: invalid,
-        replies,
-        iterations: engine.iterations(),
+        invalid_turns: t.invalid,
+        replies: t.replies,
+        iterations,
         ms: started.elapsed().as_millis() as u64,
-        tokens: engine.usage().completion_tokens,
-        texts,
-        p_tool,
+        tokens,
+        texts: t.texts,
+        p_tool: t.p_tool,
         ..CaseResult::scored(case, calls, error)
     }
 }
@@ -268,194 +329,5 @@ impl CaseResult {
     }
 }
 
-/// Per-category figures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    /// The category.
-    pub category: String,
-    /// Cases run.
-    pub cases: usize,
-    /// Cases passed.
-    pub passed: usize,
-    /// passed / cases.
-    pub accuracy: f64,
-    /// Rejected replies / all replies.
-    pub invalid_turn_rate: f64,
-    /// Mean model turns per case.
-    pub mean_iterations: f64,
-    /// Mean milliseconds per case.
-    pub mean_ms: f64,
-    /// Mean generated tokens per case.
-    #[serde(default)]
-    pub mean_tokens: f64,
-}
-
-/// Sums results up by category (sorted), plus an `all` row.
-pub fn summarize(results: &[CaseResult]) -> Vec<Summary> {
-    let mut cats: Vec<String> = results.iter().map(|r| r.category.clone()).collect();
-    cats.sort();
-    cats.dedup();
-    cats.push("all".to_string());
-    cats.into_iter()
-        .map(|c| {
-            let rs: Vec<&CaseResult> = results
-                .iter()
-                .filter(|r| c == "all" || r.category == c)
-                .collect();
-            let n = rs.len().max(1) as f64;
-            let replies: u32 = rs.iter().map(|r| r.replies).sum();
-            let invalid: u32 = rs.iter().map(|r| r.invalid_turns).sum();
-            let passed = rs.iter().filter(|r| r.pass).count();
-            Summary {
-                category: c,
-                cases: rs.len(),
-                passed,
-                accuracy: passed as f64 / n,
-                invalid_turn_rate: if replies == 0 {
-                    0.0
-                } else {
-                    invalid as f64 / replies as f64
-                },
-                mean_iterations: rs.iter().map(|r| r.iterations as f64).sum::<f64>() / n,
-                mean_ms: rs.iter().map(|r| r.ms as f64).sum::<f64>() / n,
-                mean_tokens: rs.iter().map(|r| r.tokens as f64).sum::<f64>() / n,
-            }
-        })
-        .collect()
-}
-
-/// The cases to run: only `category` when given (an error when it has none), and at most
-/// `limit` cases of each category, spread evenly over its file.
-pub fn select(
-    mut cases: Vec<Case>,
-    category: Option<&str>,
-    limit: Option<usize>,
-) -> Result<Vec<Case>, String> {
-    if let Some(cat) = category {
-        cases.retain(|c| c.category == cat);
-        if cases.is_empty() {
-            return Err(format!("no case of category {cat}"));
-        }
-    }
-    if let Some(n) = limit {
-        // Evenly spread over each category's file, not its first n: BFCL files are
-        // ordered by topic, so the first cases are not a sample of the rest.
-        let mut total = std::collections::HashMap::<String, usize>::new();
-        for c in &cases {
-            *total.entry(c.category.clone()).or_default() += 1;
-        }
-        let mut seen = std::collections::HashMap::<String, usize>::new();
-        cases.retain(|c| {
-            let i = seen.entry(c.category.clone()).or_default();
-            let t = total[&c.category];
-            // Case i is kept when it is the k-th pick, k*t/n, for some k below n.
-            let keep = (0..n.min(t)).any(|k| k * t / n.min(t) == *i);
-            *i += 1;
-            keep
-        });
-    }
-    Ok(cases)
-}
-
-/// The summary as the text table `toolloop eval` prints.
-pub fn table(summary: &[Summary]) -> String {
-    let mut out = format!(
-        "{:<16} {:>6} {:>9} {:>13} {:>10} {:>9} {:>11}\n",
-        "category", "cases", "accuracy", "invalid turns", "iterations", "s/case", "tokens/case"
-    );
-    for s in summary {
-        out.push_str(&format!(
-            "{:<16} {:>6} {:>8.1}% {:>12.1}% {:>10.2} {:>9.2} {:>11.1}\n",
-            s.category,
-            s.cases,
-            s.accuracy * 100.0,
-            s.invalid_turn_rate * 100.0,
-            s.mean_iterations,
-            s.mean_ms / 1000.0,
-            s.mean_tokens
-        ));
-    }
-    out
-}
-
-/// The report as JSON: the summary rows and every case.
-pub fn report_json(results: &[CaseResult]) -> Value {
-    json!({"summary": summarize(results), "cases": results})
-}
-
 #[cfg(test)]
 mod tests;
-
-/// One case through the server's native tool calling: the functions as OpenAI `tools`,
-/// one request, the calls read from `message.tool_calls` as an OpenAI client reads them
-/// (no repair, no loop). This is the baseline `BENCHMARKS.md` compares toolloop with.
-pub fn native_case(target: &NativeTarget, case: &Case, run: &RunSettings) -> CaseResult {
-    let started = Instant::now();
-    let tools: Vec<Value> = case
-        .tools
-        .iter()
-        .map(|t| {
-            serde_json::json!({"type": "function", "function": {
-                "name": t.name, "description": t.description, "parameters": t.input_schema}})
-        })
-        .collect();
-    let body = serde_json::json!({
-        "model": target.model,
-        "messages": [{"role": "user", "content": case.question}],
-        "tools": tools,
-        "temperature": run.options.temperature.unwrap_or(0.0),
-        "max_tokens": run.options.num_predict.unwrap_or(256),
-        "stream": false,
-    });
-    let reply = crate::http::agent()
-        .post(format!("{}/chat/completions", target.base_url))
-        .config()
-        .timeout_global(Some(run.timeout))
-        .http_status_as_error(false)
-        .build()
-        .header("Content-Type", "application/json")
-        .send(body.to_string())
-        .map_err(|e| e.to_string())
-        .and_then(|r| {
-            let (bytes, _) = crate::http::read_capped(r.into_body().into_reader(), 16 << 20)
-                .map_err(|e| e.to_string())?;
-            serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string())
-        });
-    let (calls, text, tokens, error) = match reply {
-        Err(e) => (Vec::new(), String::new(), 0, Some(e)),
-        Ok(v) => {
-            let message = &v["choices"][0]["message"];
-            let calls = message["tool_calls"]
-                .as_array()
-                .map(|cs| {
-                    cs.iter()
-                        .map(|c| {
-                            let f = &c["function"];
-                            let arguments = match &f["arguments"] {
-                                Value::String(s) => serde_json::from_str(s).unwrap_or_default(),
-                                Value::Object(m) => m.clone(),
-                                _ => serde_json::Map::new(),
-                            };
-                            Call {
-                                name: f["name"].as_str().unwrap_or_default().to_string(),
-                                arguments,
-                            }
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let text = message["content"].as_str().unwrap_or_default().to_string();
-            let tokens = v["usage"]["completion_tokens"].as_u64().unwrap_or(0);
-            let error = v["error"].is_object().then(|| v["error"].to_string());
-            (calls, text, tokens, error)
-        }
-    };
-    CaseResult {
-        replies: 1,
-        iterations: 1,
-        ms: started.elapsed().as_millis() as u64,
-        tokens,
-        texts: vec![text],
-        ..CaseResult::scored(case, calls, error)
-    }
-}

@@ -1,8 +1,10 @@
 //! Unit tests of the BFCL loader and scorer.
 
 use super::*;
-use crate::tools::ToolSpec;
-use serde_json::Map;
+use crate::tool_spec::ToolSpec;
+use std::time::Duration;
+
+use serde_json::{Map, json};
 
 fn f() -> Vec<Value> {
     vec![
@@ -178,20 +180,15 @@ fn the_native_baseline_sends_openai_tools_and_reads_tool_calls() {
         functions: f(),
         ground_truth: vec![truth()[0].clone(), truth()[0].clone()],
     };
-    let run = RunSettings {
-        max_calls_per_turn: 8,
-        native: Some(NativeTarget {
-            base_url: format!("{}/v1", server.url()),
-            model: "m".into(),
-        }),
-        options: GenOptions::default(),
-        constraint: Constraint::Narrowed,
+    let config = Config {
         timeout: Duration::from_secs(10),
-        decide: Decide::Probability,
-        ground_arguments: true,
-        tool_threshold: 0.5,
+        ..Config::default()
     };
-    let r = native_case(run.native.as_ref().unwrap(), &case, &run);
+    let target = NativeTarget {
+        base_url: format!("{}/v1", server.url()),
+        model: "m".into(),
+    };
+    let r = native_case(&target, &case, &config);
     m.assert();
     assert_eq!(r.calls.len(), 2);
     assert_eq!(r.tokens, 31);

@@ -24,14 +24,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::backend::{ChatReply, Message, StopReason, Usage};
-use crate::checks::decision;
-use crate::config::Limits;
+use crate::checks::{Checks, TurnContext, Verdict};
+use crate::config::Config;
+use crate::message::{ChatReply, Message, StopReason, Usage};
 use crate::run::ending::Ending;
 use crate::run::events::Event;
 use crate::run::feedback::{self, ContextGuard};
 use crate::run::memory::{CallKey, Failures, Repeats};
-use crate::tools::ToolSpec;
+use crate::tool_spec::ToolSpec;
 use crate::turn::Turn;
 use crate::turn::schema::{CallSchema, Rejection};
 
@@ -119,7 +119,8 @@ enum State {
 /// The loop's state.
 #[derive(Debug)]
 pub struct Engine {
-    limits: Limits,
+    config: Config,
+    checks: Checks,
     state: State,
     specs: Vec<ToolSpec>,
     unavailable: BTreeSet<String>,
@@ -145,14 +146,14 @@ pub struct Engine {
 impl Engine {
     /// A run over `history` (which holds the system prompt and any earlier turns) for
     /// `query`, with the tools in `specs`.
-    pub fn new(history: Vec<Message>, query: &str, specs: Vec<ToolSpec>, limits: Limits) -> Self {
+    pub fn new(history: Vec<Message>, query: &str, specs: Vec<ToolSpec>, config: Config) -> Self {
         let schema = CallSchema::deciding_calls(
             &specs,
-            limits.narrowing,
-            limits.decide,
-            limits.max_calls_per_turn,
+            config.narrowing,
+            config.decide,
+            config.max_calls_per_turn,
         );
-        Self::with_schema(history, query, specs, limits, schema)
+        Self::with_schema(history, query, specs, config, schema)
     }
 
     /// Like [`Engine::new`], with the schema for `specs` already built (it is the same for
@@ -161,15 +162,16 @@ impl Engine {
         mut history: Vec<Message>,
         query: &str,
         specs: Vec<ToolSpec>,
-        limits: Limits,
+        config: Config,
         schema: CallSchema,
     ) -> Self {
         let run_start = history.len();
-        let decide = limits.decide;
+        let decide = config.decide;
         history.push(Message::user(query));
         Engine {
-            guard: ContextGuard::new(limits.num_ctx),
-            limits,
+            guard: ContextGuard::new(config.options.num_ctx),
+            checks: Checks::new(&config.checks),
+            config,
             state: State::Thinking,
             specs,
             unavailable: BTreeSet::new(),
@@ -214,7 +216,7 @@ impl Engine {
                 question: question.clone(),
                 missing_params: missing_params.clone(),
             },
-            State::Thinking if self.iterations >= self.limits.max_iterations => {
+            State::Thinking if self.iterations >= self.config.max_iterations => {
                 self.state = State::Done(Ending::MaxIterations {
                     iterations: self.iterations,
                 });
@@ -235,7 +237,7 @@ impl Engine {
     }
 
     fn answer_only(&self) -> bool {
-        self.forced_answer || self.iterations + 1 >= self.limits.max_iterations
+        self.forced_answer || self.iterations + 1 >= self.config.max_iterations
     }
 
     /// The schema for the next model request.
@@ -280,7 +282,7 @@ impl Engine {
         if let Err(rejection) = self.schema().check(&parsed.turn) {
             // A valid call on the last iteration is not a format error: the iterations
             // are used up (seed 003's MaxIterationsReached).
-            let last = self.iterations + 1 >= self.limits.max_iterations;
+            let last = self.iterations + 1 >= self.config.max_iterations;
             if last && !self.forced_answer && self.schema.check(&parsed.turn).is_ok() {
                 self.iterations += 1;
                 let iterations = self.iterations;
@@ -290,36 +292,57 @@ impl Engine {
             }
             return;
         }
-        // A turn of several calls is judged by its first: the model's probability is
-        // read once, at the kind, for all of them.
-        let first = match &parsed.turn {
-            Turn::ToolCall { tool, .. } => Some(tool),
-            Turn::ToolCalls { calls, .. } => calls.first().map(|c| &c.tool),
-            _ => None,
+        self.accept(reply, parsed.turn, !parsed.fixes.is_empty());
+    }
+
+    /// A turn that passed the schema: the checks judge its calls ([`crate::checks`]);
+    /// then it goes into the history and is carried out.
+    fn accept(&mut self, reply: &ChatReply, turn: Turn, repaired: bool) {
+        let (thought, mut calls) = match &turn {
+            Turn::ToolCall {
+                thought,
+                tool,
+                arguments,
+            } => (thought.clone(), vec![(tool.clone(), arguments.clone())]),
+            Turn::ToolCalls { thought, calls } => (
+                thought.clone(),
+                calls
+                    .iter()
+                    .map(|c| (c.tool.clone(), c.arguments.clone()))
+                    .collect(),
+            ),
+            _ => (String::new(), Vec::new()),
         };
-        if let (Some(tool), false) = (first, self.answer_only()) {
-            let question = &self.history[self.run_start].content;
-            let judged = decision::judge(reply, tool, &self.specs, question, &self.limits);
-            if let Some((event, instead)) = judged {
-                self.events.push(event);
-                if let Some(names) = instead {
-                    let keep = |name: &str| names.iter().any(|n| n == name);
-                    self.shortlist = Some(schema_of(&self.specs, keep, &self.limits));
-                    return;
-                }
+        let mut verdict = Verdict::Go;
+        if !calls.is_empty() {
+            let said = feedback::evidence(&self.history);
+            let ctx = TurnContext {
+                question: &self.history[self.run_start].content,
+                said: &said,
+                specs: &self.specs,
+                reply,
+                threshold: self.config.threshold(),
+            };
+            let judge_turn = !self.answer_only();
+            let (findings, v) = self.checks.judge(&ctx, &mut calls, judge_turn);
+            self.events.extend(findings.into_iter().map(Event::from));
+            if let Verdict::Decline { instead } = &v {
+                let keep = |name: &str| instead.iter().any(|n| n == name);
+                self.shortlist = Some(schema_of(&self.specs, keep, &self.config));
+                return;
             }
+            verdict = v;
         }
         self.invalid_streak = 0;
         self.shortlist = None;
         self.iterations += 1;
-        let turn = parsed.turn;
         // The model's own text when it needed no repair: the server's prompt cache holds
         // exactly those tokens, so the next request reuses them. A repaired reply goes
         // back in the canonical form, which shows the model the format it should use.
-        let text = if parsed.fixes.is_empty() {
-            reply.text.clone()
+        let text = if repaired {
+            self.config.decide.canonical(&turn)
         } else {
-            self.limits.decide.canonical(&turn)
+            reply.text.clone()
         };
         self.history.push(Message::assistant(text));
         match turn {
@@ -342,15 +365,10 @@ impl Engine {
                 question,
                 missing_params,
             } => self.ask(thought, question, missing_params),
-            Turn::ToolCall {
-                thought,
-                tool,
-                arguments,
-            } => self.tool_calls(thought, vec![(tool, arguments)]),
-            Turn::ToolCalls { thought, calls } => {
-                let calls = calls.into_iter().map(|c| (c.tool, c.arguments)).collect();
-                self.tool_calls(thought, calls)
-            }
+            Turn::ToolCall { .. } | Turn::ToolCalls { .. } => match verdict {
+                Verdict::Ask { tool, missing } => self.ask_instead(thought, tool, missing),
+                _ => self.tool_calls(thought, calls),
+            },
         }
     }
 
@@ -380,7 +398,7 @@ impl Engine {
             missing_params: invented.clone(),
         };
         if let Some(last) = self.history.last_mut() {
-            *last = Message::assistant(self.limits.decide.canonical(&turn));
+            *last = Message::assistant(self.config.decide.canonical(&turn));
         }
         self.ask(thought, question, invented);
     }
@@ -451,7 +469,7 @@ impl Engine {
             error: error.clone(),
             attempt: self.invalid_streak,
         });
-        if self.invalid_streak > self.limits.max_invalid_retries {
+        if self.invalid_streak > self.config.max_invalid_retries {
             self.state = State::Done(Ending::InvalidReplies { detail: error });
         } else {
             self.history
@@ -494,13 +512,13 @@ impl Engine {
 }
 
 /// The schema narrowed to the tools `keep` names.
-fn schema_of(specs: &[ToolSpec], keep: impl Fn(&str) -> bool, limits: &Limits) -> CallSchema {
+fn schema_of(specs: &[ToolSpec], keep: impl Fn(&str) -> bool, config: &Config) -> CallSchema {
     let kept: Vec<ToolSpec> = specs.iter().filter(|s| keep(&s.name)).cloned().collect();
     CallSchema::deciding_calls(
         &kept,
-        limits.narrowing,
-        limits.decide,
-        limits.max_calls_per_turn,
+        config.narrowing,
+        config.decide,
+        config.max_calls_per_turn,
     )
 }
 

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::backend::{StopReason, Usage};
+use crate::checks::Finding;
 
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -199,6 +200,37 @@ pub enum Event {
         /// Milliseconds the run took.
         ms: u64,
     },
+}
+
+impl From<Finding> for Event {
+    fn from(f: Finding) -> Self {
+        match f {
+            Finding::Decision { tool, judgement } => Event::Decision {
+                tool,
+                p_tool: judgement.p_tool.unwrap_or(1.0),
+                support: judgement.support,
+                declined: judgement.declined || !judgement.instead.is_empty(),
+                instead: judgement.instead,
+            },
+            Finding::Rewritten {
+                tool,
+                argument,
+                from,
+                to,
+                why,
+                ..
+            } => Event::Reformatted {
+                tool,
+                argument,
+                from,
+                to,
+                why,
+            },
+            Finding::Dropped {
+                tool, arguments, ..
+            } => Event::Ungrounded { tool, arguments },
+        }
+    }
 }
 
 /// Sees every event of a run.

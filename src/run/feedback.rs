@@ -13,6 +13,7 @@
 //! window is reported as a warning.
 
 use crate::backend::{Message, Role, StopReason, Usage};
+use crate::checks::Evidence;
 use crate::http::shorten;
 use crate::tools::{ToolError, ToolSpec};
 
@@ -93,6 +94,18 @@ const INVALID_REPLY: &str = "Your last reply was not valid: ";
 /// of …"), so it must not count as the person giving them.
 pub fn is_feedback(m: &Message) -> bool {
     m.role == Role::User && m.content.starts_with(INVALID_REPLY)
+}
+
+/// What the checks may take as said in a run ([`Evidence`]): the person's messages and
+/// the tool results in `history`, never the system prompt nor toolloop's own feedback.
+/// Built once per turn, however many calls the turn carries.
+pub fn evidence(history: &[Message]) -> Evidence {
+    Evidence::of(
+        history
+            .iter()
+            .filter(|m| matches!(m.role, Role::User | Role::Tool) && !is_feedback(m))
+            .map(|m| m.content.as_str()),
+    )
 }
 
 /// The two messages that follow an invalid reply: what the model said (shortened) and

@@ -14,3 +14,4 @@ pub mod guardrails;
 pub mod memory;
 pub mod orchestrator;
 pub mod outcome;
+pub mod request;

@@ -7,9 +7,10 @@
 //! run ended is the engine's [`Ending`]; this module only adds the output guardrail and
 //! the `stopped` event.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message};
+use crate::checks::Checks;
 use crate::config::Config;
 use crate::deadline::{Deadline, StopHandle};
 use crate::run::ending::Ending;
@@ -18,267 +19,10 @@ pub use crate::run::error::OrchestratorError;
 use crate::run::events::{Event, Observer};
 use crate::run::guardrails::{Guardrails, Verdict};
 pub use crate::run::outcome::Outcome;
-use crate::tools::closure::{FnTool, FnTools};
-use crate::tools::{Catalogue, ToolSetup, ToolSource, ToolSpec};
+use crate::run::request::watched_chat;
+use crate::tools::{Catalogue, ToolSpec};
 use crate::turn::answer_stream::AnswerStream;
-use crate::turn::prompt::system_prompt;
-use crate::turn::repetition::watched_chat;
-use crate::turn::schema::{CallSchema, Decide, Narrowing};
-
-/// Answers the model's clarifying questions (the command line asks the person at the
-/// terminal). Any `FnMut(&str, &[String]) -> Option<String>` is one.
-pub trait ClarifyHandler: Send {
-    /// Returns the answer, or `None` when there is none.
-    fn ask(&mut self, question: &str, missing_params: &[String]) -> Option<String>;
-}
-
-impl<F: FnMut(&str, &[String]) -> Option<String> + Send> ClarifyHandler for F {
-    fn ask(&mut self, question: &str, missing_params: &[String]) -> Option<String> {
-        self(question, missing_params)
-    }
-}
-
-impl ClarifyHandler for Box<dyn ClarifyHandler> {
-    fn ask(&mut self, question: &str, missing_params: &[String]) -> Option<String> {
-        (**self).ask(question, missing_params)
-    }
-}
-
-/// Seed 003's one call: asks the configured model, with the configured tools, and
-/// returns the answer.
-///
-/// ```no_run
-/// use toolloop::{run_loop, Config};
-///
-/// let answer = run_loop("What is the weather in Tokyo?", &Config::default())?;
-/// println!("{answer}");
-/// # Ok::<(), toolloop::OrchestratorError>(())
-/// ```
-pub fn run_loop(query: &str, config: &Config) -> Result<String, OrchestratorError> {
-    Orchestrator::from_config(config)?
-        .build()?
-        .run(query)?
-        .into_answer()
-}
-
-/// Builds an [`Orchestrator`]. Every setter sets one thing, so their order does not
-/// matter; tool sources are connected by [`OrchestratorBuilder::build`].
-pub struct OrchestratorBuilder {
-    backend: Option<Box<dyn Backend>>,
-    config: Config,
-    catalogue: Catalogue,
-    sources: Vec<Box<dyn ToolSource>>,
-    closures: FnTools,
-    observers: Vec<Box<dyn Observer>>,
-    clarify: Option<Box<dyn ClarifyHandler>>,
-    guardrails: Guardrails,
-    preflight: bool,
-    stop: StopHandle,
-    shared: Option<std::sync::Arc<Catalogue>>,
-}
-
-impl OrchestratorBuilder {
-    /// The model backend (required). A `Box<dyn Backend>` is one too.
-    pub fn backend(mut self, backend: impl Backend + 'static) -> Self {
-        self.backend = Some(Box::new(backend));
-        self
-    }
-
-    /// A Rust function as a tool (see [`FnTool`]).
-    pub fn tool(mut self, tool: FnTool) -> Self {
-        self.closures.push(tool);
-        self
-    }
-
-    /// HTTP tool APIs, MCP servers and the built-in tools, connected by `build`.
-    pub fn tools(mut self, setup: ToolSetup) -> Self {
-        self.config.tools = setup;
-        self
-    }
-
-    /// Any other source of tools, listed by `build`.
-    pub fn source(mut self, source: impl ToolSource + 'static) -> Self {
-        self.sources.push(Box::new(source));
-        self
-    }
-
-    /// Tools already connected, to which the others are added.
-    pub fn catalogue(mut self, catalogue: Catalogue) -> Self {
-        self.catalogue = catalogue;
-        self
-    }
-
-    /// Tools connected once and shared by several orchestrators (a web server's
-    /// conversations): no other tools may be added to them.
-    pub fn shared_catalogue(mut self, catalogue: std::sync::Arc<Catalogue>) -> Self {
-        self.shared = Some(catalogue);
-        self
-    }
-
-    /// Every setting of `config` at once (limits, options, the decision, the tools it
-    /// names); its backend is not made from it: give one with
-    /// [`OrchestratorBuilder::backend`].
-    pub fn settings(mut self, config: Config) -> Self {
-        self.config = config;
-        self
-    }
-
-    /// The most model turns (default 10).
-    pub fn max_iterations(mut self, n: u32) -> Self {
-        self.config.max_iterations = n;
-        self
-    }
-
-    /// One deadline for each run (default 30 s).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.config.timeout = timeout;
-        self
-    }
-
-    /// The longest connecting the tool sources may take (default 10 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.config.connect_timeout = timeout;
-        self
-    }
-
-    /// Generation options; `num_ctx` is also the window the history is kept in.
-    pub fn options(mut self, options: GenOptions) -> Self {
-        self.config.options = options;
-        self
-    }
-
-    /// How the schema is narrowed to the catalogue (default: one variant per tool).
-    pub fn narrowing(mut self, narrowing: Narrowing) -> Self {
-        self.config.narrowing = narrowing;
-        self
-    }
-
-    /// How the model decides between a tool and an answer (see [`Decide`]).
-    pub fn decide(mut self, decide: Decide) -> Self {
-        self.config.decide = decide;
-        self
-    }
-
-    /// The most tool calls one model turn may carry; they run side by side (default 1).
-    pub fn max_calls_per_turn(mut self, n: u32) -> Self {
-        self.config.max_calls_per_turn = n;
-        self
-    }
-
-    /// Whether arguments nobody gave are left out (optional ones) or asked for (required
-    /// ones) before a call: on by default (see [`crate::checks::grounding`]).
-    pub fn ground_arguments(mut self, on: bool) -> Self {
-        self.config.ground_arguments = on;
-        self
-    }
-
-    /// Extra instructions appended to the system prompt.
-    pub fn system(mut self, text: impl Into<String>) -> Self {
-        self.config.system = Some(text.into());
-        self
-    }
-
-    /// Sees every event; several observers see them in the order they were added.
-    pub fn observer(mut self, observer: impl Observer + 'static) -> Self {
-        self.observers.push(Box::new(observer));
-        self
-    }
-
-    /// Answers clarifying questions; without one, a question ends the run.
-    pub fn clarify_handler(mut self, handler: impl ClarifyHandler + 'static) -> Self {
-        self.clarify = Some(Box::new(handler));
-        self
-    }
-
-    /// Guardrails on the query and the answer.
-    pub fn guardrails(mut self, guardrails: Guardrails) -> Self {
-        self.guardrails = guardrails;
-        self
-    }
-
-    /// What stops a run from another thread (see [`StopHandle`]); one is made otherwise,
-    /// and [`Orchestrator::stop_handle`] gives it.
-    pub fn stop_handle(mut self, stop: StopHandle) -> Self {
-        self.stop = stop;
-        self
-    }
-
-    /// Whether to check the server and model before the first run (default true).
-    pub fn preflight(mut self, on: bool) -> Self {
-        self.preflight = on;
-        self
-    }
-
-    /// Connects the tool sources (within the connect timeout) and builds the
-    /// orchestrator; a backend is required.
-    pub fn build(self) -> Result<Orchestrator, OrchestratorError> {
-        let backend = self
-            .backend
-            .ok_or_else(|| OrchestratorError::Config("no model backend was given".into()))?;
-        if self.config.max_iterations == 0 {
-            return Err(OrchestratorError::Config(
-                "max_iterations must be at least 1".into(),
-            ));
-        }
-        let more =
-            !self.config.tools.is_empty() || !self.sources.is_empty() || !self.closures.is_empty();
-        let catalogue = match self.shared {
-            Some(_) if more => {
-                return Err(OrchestratorError::Config(
-                    "a shared catalogue cannot take more tools".into(),
-                ));
-            }
-            Some(shared) => shared,
-            None => {
-                let deadline = Deadline::after(self.config.connect_timeout);
-                let mut catalogue = self.catalogue;
-                self.config
-                    .tools
-                    .connect_into(&mut catalogue, deadline)
-                    .map_err(OrchestratorError::tools)?;
-                for source in self.sources {
-                    catalogue
-                        .add_source(source, deadline)
-                        .map_err(OrchestratorError::tools)?;
-                }
-                if !self.closures.is_empty() {
-                    catalogue
-                        .add_source(Box::new(self.closures), deadline)
-                        .map_err(OrchestratorError::tools)?;
-                }
-                std::sync::Arc::new(catalogue)
-            }
-        };
-        let specs = catalogue.specs();
-        let decide = self.config.decide;
-        let prompt = system_prompt(
-            &specs,
-            self.config.system.as_deref(),
-            decide,
-            self.config.max_calls_per_turn,
-        );
-        let schema = CallSchema::deciding_calls(
-            &specs,
-            self.config.narrowing,
-            decide,
-            self.config.max_calls_per_turn,
-        );
-        Ok(Orchestrator {
-            backend,
-            options: self.config.request_options(),
-            specs,
-            schema,
-            catalogue,
-            config: self.config,
-            observers: self.observers,
-            clarify: self.clarify,
-            guardrails: self.guardrails,
-            prompt,
-            preflight_done: !self.preflight,
-            stop: self.stop,
-        })
-    }
-}
+use crate::turn::schema::CallSchema;
 
 /// A model, its tools and the run's policies, ready to answer questions.
 ///
@@ -306,41 +50,11 @@ pub struct Orchestrator {
     prompt: String,
     preflight_done: bool,
     stop: StopHandle,
+    /// The checks that watch each reply as it streams.
+    checks: Checks,
 }
 
 impl Orchestrator {
-    /// A builder with the defaults of [`Config`] and no tools.
-    pub fn builder() -> OrchestratorBuilder {
-        OrchestratorBuilder {
-            backend: None,
-            config: Config {
-                tools: ToolSetup::default(),
-                ..Config::default()
-            },
-            catalogue: Catalogue::new(),
-            sources: Vec::new(),
-            closures: FnTools::new(),
-            observers: Vec::new(),
-            clarify: None,
-            guardrails: Guardrails::default(),
-            preflight: true,
-            stop: StopHandle::default(),
-            shared: None,
-        }
-    }
-
-    /// A builder for everything `config` names: its backend, its tools, its limits.
-    pub fn from_config(config: &Config) -> Result<OrchestratorBuilder, OrchestratorError> {
-        let backend = config
-            .backend()
-            .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
-        Ok(OrchestratorBuilder {
-            backend: Some(backend),
-            config: config.clone(),
-            ..Orchestrator::builder()
-        })
-    }
-
     /// Checks now that the model server is up and has the model (otherwise done before
     /// the first run), so a conversation can say so before the person types.
     pub fn preflight(&mut self, deadline: Deadline) -> Result<(), OrchestratorError> {
@@ -397,7 +111,7 @@ impl Orchestrator {
             history,
             query,
             self.specs.clone(),
-            self.config.limits(),
+            self.config.clone(),
             self.schema.clone(),
         );
         self.emit(&Event::RunStarted {
@@ -454,7 +168,7 @@ impl Orchestrator {
                             false => std::ops::ControlFlow::Continue(()),
                         }
                     };
-                    match watched_chat(&mut self.backend, &request, deadline, sink) {
+                    match watched_chat(&mut self.backend, &request, deadline, &self.checks, sink) {
                         // A reply cut by the stop button is not read: repaired, half an
                         // answer would pass for the answer.
                         Ok(_) if self.stop.is_stopped() => engine.cancelled(),
@@ -602,5 +316,7 @@ impl Orchestrator {
     }
 }
 
+mod builder;
 mod conversation;
+pub use builder::{ClarifyHandler, OrchestratorBuilder, run_loop};
 pub use conversation::Conversation;

@@ -9,6 +9,9 @@
 //! The error policy follows smolagents: a mistake of the *model* (unknown tool, arguments
 //! that fail the schema, a tool that reports an error) becomes text the model sees and
 //! recovers from; a fault of the *infrastructure* is a [`ToolError`] the loop decides on.
+//!
+//! May import `turn/` (the repairer, for a tool server's broken JSON) and the leaf
+//! modules; never the checks, the run, serving, eval or the command line.
 
 pub mod builtin;
 pub mod calculator;

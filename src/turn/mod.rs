@@ -7,7 +7,6 @@
 pub mod answer_stream;
 pub mod prompt;
 pub mod repair;
-pub mod repetition;
 mod reply;
 pub mod schema;
 pub mod tool_schema;

@@ -1,35 +1,21 @@
-//! The calls of one model turn, for the engine: grounding, answers from memory,
-//! results in the order of the calls. A part of [`crate::run::engine`] in a file of its own
+//! The calls of one model turn, for the engine: answers from memory, results in the
+//! order of the calls. A part of [`crate::run::engine`] in a file of its own
 //! so that the state machine itself reads in one sitting.
 
 use std::time::Duration;
 
 use super::{Call, Engine, Pending, State, schema_of};
 use crate::backend::Message;
-use crate::checks::conform;
-use crate::checks::grounding;
 use crate::run::events::Event;
 use crate::run::feedback;
 use crate::run::memory::CallKey;
 use crate::tools::{ToolError, ToolResult};
 
 impl Engine {
-    /// The calls of one turn: grounded, then each answered from memory (a repeat, an
-    /// unavailable tool) or left to run. The results go into the history in the order of
+    /// The calls of one turn, as the checks left them: each answered from memory (a
+    /// repeat, an unavailable tool) or left to run. The results go into the history in the order of
     /// the calls once all are in.
-    pub(super) fn tool_calls(&mut self, thought: String, mut calls: Vec<Call>) {
-        if self.limits.ground_arguments {
-            let said = grounding::Evidence::of_history(&self.history);
-            for (tool, arguments) in &mut calls {
-                let spec = self.specs.iter().find(|s| s.name == *tool);
-                let (events, invented) = conform::conform_and_ground(arguments, spec, &said);
-                self.events.extend(events);
-                if !invented.is_empty() {
-                    let tool = tool.clone();
-                    return self.ask_instead(thought, tool, invented);
-                }
-            }
-        }
+    pub(super) fn tool_calls(&mut self, thought: String, calls: Vec<Call>) {
         let mut pending = Vec::with_capacity(calls.len());
         for (tool, arguments) in calls {
             self.events.push(Event::ToolCall {
@@ -44,7 +30,7 @@ impl Engine {
                     tool: tool.clone(),
                     count,
                 });
-                self.forced_answer |= count >= self.limits.max_repeats;
+                self.forced_answer |= count >= self.config.max_repeats;
                 Some((feedback::repeated_call(&tool, earlier), true))
             } else if self.unavailable.contains(&tool) {
                 Some((feedback::unavailable(&tool), false))
@@ -117,16 +103,16 @@ impl Engine {
     ) -> (String, bool) {
         let (observation, ok, degrade) = match result {
             Ok(r) if r.ok => {
-                let text = r.to_model_text(self.limits.result_cap);
+                let text = r.to_model_text(self.config.result_cap);
                 self.failures.succeeded(tool);
                 self.repeats.record(key.clone(), text.clone());
                 (text, true, None)
             }
             Ok(r) => {
                 let failures = self.failures.failed(tool);
-                let degrade = (failures >= self.limits.max_tool_failures)
+                let degrade = (failures >= self.config.max_tool_failures)
                     .then(|| format!("it failed {failures} times in a row"));
-                (r.to_model_text(self.limits.result_cap), false, degrade)
+                (r.to_model_text(self.config.result_cap), false, degrade)
             }
             Err(e) => {
                 let (text, degrade) =
@@ -139,7 +125,7 @@ impl Engine {
         };
         self.unavailable.insert(tool.to_string());
         let unavailable = &self.unavailable;
-        self.schema = schema_of(&self.specs, |n| !unavailable.contains(n), &self.limits);
+        self.schema = schema_of(&self.specs, |n| !unavailable.contains(n), &self.config);
         self.events.push(Event::Degraded {
             tool: tool.to_string(),
             reason,

@@ -56,23 +56,19 @@ fn engine(max: u32) -> Engine {
         vec![Message::system("sys")],
         "what is 2+2",
         vec![calc()],
-        Limits {
+        Config {
             max_iterations: max,
-            ..Limits::default()
+            ..Config::default()
         },
     )
 }
 
 fn engine_with_ctx(num_ctx: u32) -> Engine {
-    Engine::new(
-        vec![Message::system("sys")],
-        "what is 2+2",
-        vec![calc()],
-        Limits {
-            num_ctx: Some(num_ctx),
-            ..Limits::default()
-        },
-    )
+    Engine::new(vec![Message::system("sys")], "what is 2+2", vec![calc()], {
+        let mut c = Config::default();
+        c.options.num_ctx = Some(num_ctx);
+        c
+    })
 }
 
 const CALL: &str =
@@ -266,7 +262,7 @@ fn a_call_with_a_required_value_nobody_gave_becomes_a_question() {
         vec![Message::system("sys")],
         "what's the weather like?",
         vec![weather()],
-        Limits::default(),
+        Config::default(),
     );
     e.next_step();
     e.model_replied(&reply(
@@ -336,10 +332,7 @@ fn a_call_the_model_was_unsure_of_is_declined_and_an_answer_asked_for() {
         vec![Message::system("sys")],
         "what is the capital of France",
         vec![calc()],
-        Limits {
-            tool_threshold: Some(0.5),
-            ..Limits::default()
-        },
+        Config::default(),
     );
     e.next_step();
     let before = e.messages().len();
@@ -377,7 +370,7 @@ fn optional_arguments_nobody_gave_are_left_out() {
         vec![Message::system("sys")],
         "Weather in Oslo?",
         vec![spec],
-        Limits::default(),
+        Config::default(),
     );
     e.next_step();
     e.model_replied(&reply(
@@ -410,7 +403,7 @@ fn feedback_that_quotes_an_invented_value_does_not_ground_it() {
         vec![Message::system("sys")],
         "Weather in Oslo?",
         vec![spec],
-        Limits::default(),
+        Config::default(),
     );
     let kelvin = r#"{"kind":"tool_call","thought":"","tool":"weather","arguments":{"city":"Oslo","unit":"kelvin"}}"#;
     e.next_step();
@@ -438,9 +431,9 @@ fn several_calls_engine() -> Engine {
         vec![Message::system("sys")],
         "what is 2+2 and 3+3",
         vec![calc()],
-        Limits {
+        Config {
             max_calls_per_turn: 8,
-            ..Limits::default()
+            ..Config::default()
         },
     )
 }
@@ -519,7 +512,7 @@ fn a_date_is_called_in_the_layout_its_tool_documents_and_the_trace_says_so() {
         vec![Message::system("sys")],
         "UV index for Tokyo on June 1 2023?",
         vec![spec],
-        Limits::default(),
+        Config::default(),
     );
     e.next_step();
     e.model_replied(&reply(
@@ -562,10 +555,7 @@ fn a_call_declined_for_its_tool_is_asked_again_among_the_tools_the_question_poin
         vec![Message::system("sys")],
         "What are the names of proteins found in the plasma membrane?",
         vec![calc(), proteins],
-        Limits {
-            tool_threshold: Some(0.5),
-            ..Limits::default()
-        },
+        Config::default(),
     );
     e.next_step();
     let mut wrong = reply(CALL);

@@ -1,4 +1,5 @@
-//! The model's own probability that a tool should be called, read from its reply.
+//! `tool-probability`: a call the model itself gave too little probability is declined,
+//! and the model is asked for an answer instead.
 //!
 //! Under the grammar the model commits to a kind at the first token of the `kind` value.
 //! What it wrote there is only the most likely choice; the probabilities beside it say how
@@ -12,96 +13,49 @@
 //! position before the grammar filters them, so tokens that the grammar would refuse are
 //! simply not counted.
 
-use crate::checks::relevance;
-use crate::config::Limits;
+use super::{Check, CheckInfo, Effect, Judgement, TurnContext};
 use crate::message::ChatReply;
-use crate::run::events::Event;
-use crate::tool_spec::ToolSpec;
+
+/// The check's declaration.
+pub static INFO: CheckInfo = CheckInfo {
+    name: "tool-probability",
+    default_on: true,
+    effect: Effect::Declines,
+    what: "declines a call whose share of the model's probability is below the threshold",
+    why: "a small model under the narrowed schema calls some tool for nearly every question",
+    example: "\"Tell me a joke\" answered with a call at p(tool) 0.31 < 0.50: the model is asked to answer",
+};
+
+/// The `tool-probability` check.
+#[derive(Debug)]
+pub struct ToolProbability;
+
+impl Check for ToolProbability {
+    fn info(&self) -> &'static CheckInfo {
+        &INFO
+    }
+
+    fn judge_turn(&self, ctx: &TurnContext<'_>, _tool: &str, judgement: &mut Judgement) {
+        let Some(p) = judgement.read_p_tool(ctx.reply) else {
+            return;
+        };
+        if ctx.threshold.is_some_and(|t| p < t) {
+            judgement.declined = true;
+        }
+    }
+}
+
+impl Judgement {
+    /// The model's share of probability for the call ([`tool_share`]), read once.
+    pub fn read_p_tool(&mut self, reply: &ChatReply) -> Option<f64> {
+        if self.p_tool.is_none() {
+            self.p_tool = tool_share(reply);
+        }
+        self.p_tool
+    }
+}
 
 const KINDS: [&str; 3] = ["tool_call", "final_answer", "clarify"];
-
-/// Below this share of the question's content words in the tool's own text
-/// ([`crate::checks::relevance::support`]), a call goes ahead only if the model was sure of it.
-pub const MIN_SUPPORT: f64 = 0.2;
-/// How sure the model must be of a call the question's words do not point to. Measured:
-/// Qwen 0.5B gave calls that fit BFCL questions 0.77–0.999 and unfitting ones 0.58–0.999,
-/// so only near-certainty overrides the missing words.
-pub const SURE: f64 = 0.99;
-
-/// Whether a call with the model's probability `p_tool` and the question's `support` for
-/// the tool is declined: below `threshold` always; with low support unless [`SURE`].
-///
-/// ```
-/// use toolloop::checks::decision::decline;
-/// assert!(decline(0.95, Some(0.0), 0.5));
-/// assert!(!decline(0.995, Some(0.0), 0.5));
-/// assert!(!decline(0.95, Some(0.5), 0.5));
-/// assert!(!decline(0.95, None, 0.5));
-/// assert!(decline(0.3, Some(1.0), 0.5));
-/// ```
-pub fn decline(p_tool: f64, support: Option<f64>, threshold: f64) -> bool {
-    p_tool < threshold || (support.is_some_and(|s| s < MIN_SUPPORT) && p_tool < SURE)
-}
-
-/// The [`Event::Decision`] for a reply that calls `tool`: the model's probability of the
-/// call, the question's support for the tool, and whether the call is declined (never
-/// without `limits.tool_threshold`); for a declined call, the tools to choose among
-/// instead (none: answer). `None` when the reply carries no log-probabilities.
-///
-/// A call is also declined when the question's words point to other tools much more
-/// strongly ([`MARGIN`]): those are named in `instead`, and the model is asked again with
-/// only them (and the answer kinds) in view.
-pub fn judge(
-    reply: &ChatReply,
-    tool: &str,
-    specs: &[ToolSpec],
-    question: &str,
-    limits: &Limits,
-) -> Option<(Event, Option<Vec<String>>)> {
-    let p_tool = tool_share(reply)?;
-    let threshold = limits.tool_threshold;
-    let supports: Vec<(String, Option<f64>)> = specs
-        .iter()
-        .map(|s| (s.name.clone(), relevance::support(question, s)))
-        .collect();
-    let support = supports
-        .iter()
-        .find(|(n, _)| n == tool)
-        .and_then(|(_, s)| *s);
-    let best = supports.iter().filter_map(|(_, s)| *s).fold(0.0, f64::max);
-    let declined_anyway = threshold.is_some_and(|t| decline(p_tool, support, t));
-    // Other tools are offered when the question points to them much more, and also
-    // whenever this call is declined while the question does point to another tool:
-    // BFCL multiple_109 called `mutation_type.find` (support 0) for proteins in the
-    // plasma membrane, beside `cellbio.get_proteins` (0.20), and was sent to answer.
-    let instead: Vec<String> = match support {
-        Some(own)
-            if threshold.is_some()
-                && best >= MIN_SUPPORT
-                && (best >= own + MARGIN || (declined_anyway && best > own)) =>
-        {
-            supports
-                .into_iter()
-                .filter(|(_, s)| s.is_some_and(|s| s >= best - 0.05))
-                .map(|(n, _)| n)
-                .collect()
-        }
-        _ => Vec::new(),
-    };
-    let declined = !instead.is_empty() || declined_anyway;
-    let event = Event::Decision {
-        tool: tool.to_string(),
-        p_tool,
-        support,
-        declined,
-        instead: instead.clone(),
-    };
-    Some((event, declined.then_some(instead)))
-}
-
-/// How much more of the question another tool must cover for the model to be asked to
-/// choose again among the tools that cover most of it.
-pub const MARGIN: f64 = 0.25;
 
 /// Where the value of `"kind"` begins in `text` (just after its opening quote).
 fn kind_value_offset(text: &str) -> Option<usize> {
@@ -138,7 +92,7 @@ fn kind_of(before: &str, token: &str) -> Option<usize> {
 ///
 /// ```
 /// use toolloop::backend::{ChatReply, TokenLogprob};
-/// use toolloop::checks::decision::tool_share;
+/// use toolloop::checks::tool_probability::tool_share;
 ///
 /// let text = r#"{"kind": "tool_call", "tool": "x", "arguments": {}}"#;
 /// let tok = |t: &str| TokenLogprob { token: t.into(), logprob: -0.1, top: vec![] };

@@ -1,4 +1,4 @@
-//! Noticing a reply that repeats itself while it streams.
+//! `looping-reply`: a reply that repeats itself is stopped while it streams.
 //!
 //! A small model sometimes loops until the token limit: "The Godfather, The Godfather II,
 //! … The Godfather XV" (512 tokens, 24 s), or an array argument of
@@ -13,10 +13,46 @@
 //! so each new piece costs the same however long the reply is.
 
 use std::collections::HashMap;
-use std::ops::{ControlFlow, Range};
+use std::ops::Range;
 
-use crate::backend::{Backend, BackendError, ChatReply, ChatRequest};
-use crate::deadline::Deadline;
+use super::{Check, CheckInfo, Effect};
+
+/// The check's declaration.
+pub static INFO: CheckInfo = CheckInfo {
+    name: "looping-reply",
+    default_on: true,
+    effect: Effect::Cuts,
+    what: "stops a reply that repeats itself and cuts it where the loop began",
+    why: "small models can loop until the token limit, and the person waits for nothing",
+    example: "`[\"heating systems\", \"heating systems\", ...]` is cut after the first; the repairer closes the array",
+};
+
+/// The `looping-reply` check.
+#[derive(Debug)]
+pub struct LoopingReply;
+
+impl Check for LoopingReply {
+    fn info(&self) -> &'static CheckInfo {
+        &INFO
+    }
+
+    fn watch(&self) -> Option<Box<dyn StreamWatch>> {
+        Some(Box::new(Repetition::default()))
+    }
+}
+
+/// Watches a streaming reply: each piece of text as it arrives; a [`Loop`] stops the
+/// generation and cuts the reply at [`Loop::keep`].
+pub trait StreamWatch: Send {
+    /// Takes the next piece; `Some` when the reply must stop.
+    fn feed(&mut self, piece: &str) -> Option<Loop>;
+}
+
+impl StreamWatch for Repetition {
+    fn feed(&mut self, piece: &str) -> Option<Loop> {
+        Repetition::feed(self, piece)
+    }
+}
 
 /// How many recent words are looked at.
 pub const WINDOW: usize = 64;
@@ -29,7 +65,7 @@ pub const PERIOD: usize = 3;
 /// Watches a streamed reply for a loop.
 ///
 /// ```
-/// use toolloop::turn::repetition::Repetition;
+/// use toolloop::checks::looping_reply::Repetition;
 ///
 /// let mut watch = Repetition::default();
 /// let mut stopped = None;
@@ -146,37 +182,6 @@ fn close_run(places: &[usize]) -> Option<usize> {
         }
     }
     None
-}
-
-/// Sends one request with the stream watched: each piece of text goes to `on_text`, and
-/// a loop stops the generation and cuts the reply after what came before it. The loop
-/// found, if any, comes back with the reply. `on_text` may stop the generation too
-/// (a person pressed stop).
-pub fn watched_chat(
-    backend: &mut dyn Backend,
-    request: &ChatRequest<'_>,
-    deadline: Deadline,
-    mut on_text: impl FnMut(&str) -> ControlFlow<()>,
-) -> Result<(ChatReply, Option<Loop>), BackendError> {
-    let mut watch = Repetition::default();
-    let mut found = None;
-    let mut sink = |piece: &str| {
-        on_text(piece)?;
-        match watch.feed(piece) {
-            Some(l) => {
-                found = Some(l);
-                ControlFlow::Break(())
-            }
-            None => ControlFlow::Continue(()),
-        }
-    };
-    let mut reply = backend.chat(request, deadline, &mut sink)?;
-    if let Some(l) = &found
-        && reply.text.is_char_boundary(l.keep)
-    {
-        reply.text.truncate(l.keep);
-    }
-    Ok((reply, found))
 }
 
 #[cfg(test)]

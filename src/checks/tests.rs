@@ -1,7 +1,42 @@
-//! Unit tests of the value rules in `conform.rs`, one or more per rule.
+//! Unit tests of the checks that rewrite values, one or more per check, run in their
+//! order as a turn runs them.
 
+use serde_json::{Map, Value, json};
+
+use super::date_layout::{DateLayout, Layout};
+use super::percent_fraction::PercentFraction;
+use super::repeated_value::RepeatedValue;
+use super::size_word_zeros::SizeWordZeros;
 use super::*;
-use serde_json::json;
+
+/// The rewriting checks on `arguments` of a tool with `schema`, in their order.
+fn conform(arguments: &mut Map<String, Value>, schema: &Value, said: &Evidence) -> Vec<Finding> {
+    let spec = ToolSpec::new("t", "", schema.clone());
+    let reply = ChatReply::default();
+    let ctx = TurnContext {
+        question: "",
+        said,
+        specs: std::slice::from_ref(&spec),
+        reply: &reply,
+        threshold: None,
+    };
+    let mut call = CallUnderCheck {
+        spec: &spec,
+        arguments,
+        rewritten: BTreeSet::new(),
+    };
+    let mut findings = Vec::new();
+    let rewriting: [&dyn Check; 4] = [
+        &DateLayout,
+        &PercentFraction,
+        &SizeWordZeros,
+        &RepeatedValue,
+    ];
+    for c in rewriting {
+        c.judge_call(&ctx, &mut call, &mut findings);
+    }
+    findings
+}
 
 fn conformed(description: &str, value: &str) -> String {
     let schema = json!({"properties": {"d": {"type": "string", "description": description}}});

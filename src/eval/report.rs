@@ -1,0 +1,122 @@
+//! What an eval reports: figures per category, the text table, the JSON report, and the
+//! cases a `--category` and `--limit` select.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{Case, CaseResult};
+
+/// Per-category figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The category.
+    pub category: String,
+    /// Cases run.
+    pub cases: usize,
+    /// Cases passed.
+    pub passed: usize,
+    /// passed / cases.
+    pub accuracy: f64,
+    /// Rejected replies / all replies.
+    pub invalid_turn_rate: f64,
+    /// Mean model turns per case.
+    pub mean_iterations: f64,
+    /// Mean milliseconds per case.
+    pub mean_ms: f64,
+    /// Mean generated tokens per case.
+    #[serde(default)]
+    pub mean_tokens: f64,
+}
+
+/// Sums results up by category (sorted), plus an `all` row.
+pub fn summarize(results: &[CaseResult]) -> Vec<Summary> {
+    let mut cats: Vec<String> = results.iter().map(|r| r.category.clone()).collect();
+    cats.sort();
+    cats.dedup();
+    cats.push("all".to_string());
+    cats.into_iter()
+        .map(|c| {
+            let rs: Vec<&CaseResult> = results
+                .iter()
+                .filter(|r| c == "all" || r.category == c)
+                .collect();
+            let n = rs.len().max(1) as f64;
+            let replies: u32 = rs.iter().map(|r| r.replies).sum();
+            let invalid: u32 = rs.iter().map(|r| r.invalid_turns).sum();
+            let passed = rs.iter().filter(|r| r.pass).count();
+            Summary {
+                category: c,
+                cases: rs.len(),
+                passed,
+                accuracy: passed as f64 / n,
+                invalid_turn_rate: if replies == 0 {
+                    0.0
+                } else {
+                    invalid as f64 / replies as f64
+                },
+                mean_iterations: rs.iter().map(|r| r.iterations as f64).sum::<f64>() / n,
+                mean_ms: rs.iter().map(|r| r.ms as f64).sum::<f64>() / n,
+                mean_tokens: rs.iter().map(|r| r.tokens as f64).sum::<f64>() / n,
+            }
+        })
+        .collect()
+}
+
+/// The cases to run: only `category` when given (an error when it has none), and at most
+/// `limit` cases of each category, spread evenly over its file.
+pub fn select(
+    mut cases: Vec<Case>,
+    category: Option<&str>,
+    limit: Option<usize>,
+) -> Result<Vec<Case>, String> {
+    if let Some(cat) = category {
+        cases.retain(|c| c.category == cat);
+        if cases.is_empty() {
+            return Err(format!("no case of category {cat}"));
+        }
+    }
+    if let Some(n) = limit {
+        // Evenly spread over each category's file, not its first n: BFCL files are
+        // ordered by topic, so the first cases are not a sample of the rest.
+        let mut total = std::collections::HashMap::<String, usize>::new();
+        for c in &cases {
+            *total.entry(c.category.clone()).or_default() += 1;
+        }
+        let mut seen = std::collections::HashMap::<String, usize>::new();
+        cases.retain(|c| {
+            let i = seen.entry(c.category.clone()).or_default();
+            let t = total[&c.category];
+            // Case i is kept when it is the k-th pick, k*t/n, for some k below n.
+            let keep = (0..n.min(t)).any(|k| k * t / n.min(t) == *i);
+            *i += 1;
+            keep
+        });
+    }
+    Ok(cases)
+}
+
+/// The summary as the text table `toolloop eval` prints.
+pub fn table(summary: &[Summary]) -> String {
+    let mut out = format!(
+        "{:<16} {:>6} {:>9} {:>13} {:>10} {:>9} {:>11}\n",
+        "category", "cases", "accuracy", "invalid turns", "iterations", "s/case", "tokens/case"
+    );
+    for s in summary {
+        out.push_str(&format!(
+            "{:<16} {:>6} {:>8.1}% {:>12.1}% {:>10.2} {:>9.2} {:>11.1}\n",
+            s.category,
+            s.cases,
+            s.accuracy * 100.0,
+            s.invalid_turn_rate * 100.0,
+            s.mean_iterations,
+            s.mean_ms / 1000.0,
+            s.mean_tokens
+        ));
+    }
+    out
+}
+
+/// The report as JSON: the summary rows and every case.
+pub fn report_json(results: &[CaseResult]) -> Value {
+    json!({"summary": summarize(results), "cases": results})
+}
