@@ -1,9 +1,9 @@
 //! toolloop makes small local models use tools reliably.
 //!
-//! Every model turn is constrained to a JSON schema ([`schema::call_schema`]): call a
+//! Every model turn is constrained to a JSON schema ([`turn::schema::call_schema`]): call a
 //! tool, give the final answer, or ask the person. What comes back is repaired when it is
-//! broken ([`repair`]), read as a [`turn::Turn`], checked against the schema narrowed to
-//! the tools at hand ([`schema::CallSchema`]), and dispatched by the loop
+//! broken ([`turn::repair`]), read as a [`turn::Turn`], checked against the schema narrowed to
+//! the tools at hand ([`turn::schema::CallSchema`]), and dispatched by the loop
 //! ([`Orchestrator`]) until there is an answer, a limit or the deadline. How a run ended
 //! is one [`Ending`]. `docs/ARCHITECTURE.md` follows one question through the modules.
 //!
@@ -53,7 +53,7 @@
 //! ```
 //!
 //! Cargo features: `cli` (the command line's dependencies), `server` (the HTTP tool
-//! server and the offline demo), `web` (the web page, [`web`]) and `sqlite` (the built-in
+//! server and the offline demo), `web` (the web page, `serve::web`) and `sqlite` (the built-in
 //! `sql_query` tool), all on by
 //! default; `default-features = false` leaves the loop, the backends and the tool
 //! clients.

@@ -1,7 +1,7 @@
 //! The `toolloop` command line: glue over the library. It parses flags into a
 //! [`Config`], calls the library, prints, and exits with the code of the run's ending
 //! ([`crate::run::ending`] holds the codes). Library messages name settings in backticks
-//! (`` `timeout` ``); [`with_flags`] turns them into this program's flags when reporting.
+//! (`` `timeout` ``); `with_flags` turns them into this program's flags when reporting.
 //!
 //! May import everything; nothing imports it. `src/main.rs` only calls [`main`].
 

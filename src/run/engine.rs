@@ -128,7 +128,7 @@ pub struct Engine {
     answer_schema: CallSchema,
     /// Set when the model keeps repeating a call: from then on only an answer is allowed.
     forced_answer: bool,
-    /// Set when a call was declined ([`crate::checks::decision`]): the next reply chooses among
+    /// Set when a call was declined ([`crate::checks::tool_probability`]): the next reply chooses among
     /// the tools that fit the question better, or answers when there are none.
     shortlist: Option<CallSchema>,
     guard: ContextGuard,

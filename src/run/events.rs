@@ -104,7 +104,7 @@ pub enum Event {
         reason: String,
     },
     /// The reply repeated itself while it streamed: the generation was stopped and the
-    /// reply cut after what came before the loop ([`crate::turn::repetition`]).
+    /// reply cut after what came before the loop ([`crate::checks::looping_reply`]).
     Repetition {
         /// The word pair that repeated.
         phrase: String,
@@ -120,7 +120,7 @@ pub enum Event {
         arguments: Vec<String>,
     },
     /// An argument was rewritten the way its tool documents it: a date into the layout
-    /// its description names, a percentage into a fraction ([`crate::checks::conform`]).
+    /// its description names, a percentage into a fraction ([`crate::checks`]).
     Reformatted {
         /// The tool.
         tool: String,
@@ -142,14 +142,14 @@ pub enum Event {
         arguments: Vec<String>,
     },
     /// The model's own probability of calling a tool, read at its choice of kind
-    /// ([`crate::checks::decision`]).
+    /// ([`crate::checks::tool_probability`]).
     Decision {
         /// The tool it called.
         tool: String,
         /// The share of probability it gave to calling a tool.
         p_tool: f64,
         /// The share of the question's words the tool's own text has
-        /// ([`crate::checks::relevance`]); none when the question has no content word.
+        /// ([`crate::checks::tool_relevance`]); none when the question has no content word.
         support: Option<f64>,
         /// Whether the call was declined: the model is asked again.
         declined: bool,

@@ -83,7 +83,7 @@ pub enum Decide {
     /// `thought` first (at most [`REASON_MAX`] characters), then `kind`.
     Reason,
     /// `kind` first, and a call the model itself gave too little probability
-    /// ([`crate::checks::decision`]) is declined: the model is asked for an answer instead.
+    /// ([`crate::checks::tool_probability`]) is declined: the model is asked for an answer instead.
     Probability,
 }
 

@@ -16,7 +16,7 @@ use crate::tool_spec::ToolSpec;
 pub const ARG_STRING_MAX: u64 = 1000;
 
 /// The keywords with which a schema bounds its values itself: a string under one gets no
-/// `maxLength` here, and its value is not rewritten by [`crate::checks::conform`].
+/// `maxLength` here, and its value is not rewritten by [`crate::checks`].
 pub(crate) const SELF_CONSTRAINING: [&str; 4] = ["enum", "const", "pattern", "format"];
 
 /// The values a parameter lists for itself: its `enum`, or its items' `enum` for an
