@@ -8,12 +8,12 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
+use toolloop::Deadline;
+use toolloop::Orchestrator;
 use toolloop::backend::{
     Backend, BackendError, ChatReply, ChatRequest, StopReason, TextSink, Timings, Usage,
 };
-use toolloop::deadline::Deadline;
-use toolloop::run::orchestrator::Orchestrator;
-use toolloop::tools::closure::FnTools;
+use toolloop::tools::FnTools;
 use toolloop::tools::{Catalogue, ToolSpec};
 
 /// Alternates a tool call and an answer, instantly.

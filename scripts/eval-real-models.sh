@@ -11,7 +11,7 @@
 # plus any extra settings named in TOOLLOOP_EVAL_VARIANTS ("name:flags;name:flags").
 # TOOLLOOP_EVAL_MODELS picks the models (default "qwen gemma"). Everything it needs is
 # fetched and cached by scripts/real-model.sh and scripts/bfcl-data.sh. JSON reports go
-# to target/eval/ (examples/rescore replays them under later rules).
+# to target/eval/ (`toolloop eval DATA --rescore REPORT` replays them under later rules).
 #
 #   scripts/eval-real-models.sh [CASES_PER_CATEGORY|all] [JOBS]      (default 50, 4)
 set -euo pipefail

@@ -91,7 +91,7 @@ pub struct Config {
     /// default: each check's own default).
     pub checks: CheckLevels,
     /// Under [`Decide::Probability`], the least share of probability the model must give
-    /// to calling a tool for the call to go ahead (see [`crate::checks::tool_probability`]).
+    /// to calling a tool for the call to go ahead (see `crate::checks::tool_probability`).
     pub tool_threshold: f64,
     /// Invalid replies in a row that are fed back before the run gives up (default 2).
     pub max_invalid_retries: u32,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 ///
 /// ```
 /// use std::time::Duration;
-/// use toolloop::deadline::Deadline;
+/// use toolloop::Deadline;
 ///
 /// let d = Deadline::after(Duration::from_secs(30));
 /// assert!(d.cap(Duration::from_secs(60)) <= Duration::from_secs(30));
@@ -78,7 +78,7 @@ impl Deadline {
 /// generation is then cancelled) and, while tools run, within [`StopHandle::POLL`].
 ///
 /// ```
-/// use toolloop::deadline::StopHandle;
+/// use toolloop::StopHandle;
 ///
 /// let stop = StopHandle::default();
 /// let button = stop.clone();

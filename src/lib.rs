@@ -52,48 +52,46 @@
 //! # Ok::<(), toolloop::OrchestratorError>(())
 //! ```
 //!
-//! Cargo features: `cli` (the command line's dependencies), `server` (the HTTP tool
-//! server and the offline demo), `web` (the web page, `serve::web`) and `sqlite` (the built-in
-//! `sql_query` tool), all on by
-//! default; `default-features = false` leaves the loop, the backends and the tool
+//! Cargo features: `server` (the HTTP tool server, [`serve`]), `web` (the web page and
+//! its run API), `sqlite` (the built-in `sql_query` tool), `eval` (`toolloop eval`) and
+//! `cli` (the command line, which needs all the others), all on by default;
+//! `default-features = false` leaves the loop, the backends, the checks and the tool
 //! clients.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod backend;
 pub mod checks;
-#[cfg(all(
-    feature = "cli",
-    feature = "server",
-    feature = "sqlite",
-    feature = "web"
-))]
+#[cfg(feature = "cli")]
 pub mod cli;
-pub mod config;
-pub mod deadline;
-pub mod eval;
+mod config;
+mod deadline;
+// Driven by the command line only (nothing of it is public), so built without `cli` it
+// is compiled and checked but unused.
+#[cfg(feature = "eval")]
+#[cfg_attr(not(feature = "cli"), allow(dead_code, unused_imports))]
+mod eval;
 mod http;
-pub mod message;
-pub mod run;
+mod message;
+mod run;
 #[cfg(feature = "server")]
 pub mod serve;
-pub mod tool_spec;
+mod tool_spec;
 pub mod tools;
 pub mod turn;
-pub mod validate;
+mod validate;
 
-pub use backend::ollama::Ollama;
-pub use backend::openai::OpenAi;
-pub use backend::scripted::Scripted;
 pub use backend::{Backend, BackendError, GenOptions, Message};
+pub use backend::{Ollama, OpenAi, Scripted};
+pub use checks::{CheckInfo, CheckLevels};
 pub use config::{BackendKind, Config};
-pub use deadline::Deadline;
+pub use deadline::{Deadline, StopHandle};
 pub use run::ending::{Ending, StopKind};
 pub use run::events::{Event, Observer, Trace, Transcript};
+pub use run::guardrails::{Action, Guardrails, Verdict};
 pub use run::orchestrator::{
     ClarifyHandler, Conversation, Orchestrator, OrchestratorBuilder, OrchestratorError, Outcome,
     run_loop,
 };
-pub use tools::builtin::BuiltinConfig;
-pub use tools::closure::FnTool;
+pub use tools::{BuiltinConfig, FnTool};
 pub use tools::{Catalogue, ToolError, ToolResult, ToolSetup, ToolSource, ToolSpec};

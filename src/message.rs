@@ -84,7 +84,7 @@ pub enum StopReason {
     /// The token limit was hit: the reply is truncated and goes to the repairer.
     Length,
     /// The caller stopped the stream (the reply was repeating itself,
-    /// [`crate::checks::looping_reply`]): the reply is cut and goes to the repairer.
+    /// `crate::checks::looping_reply`): the reply is cut and goes to the repairer.
     Stopped,
 }
 

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use mockito::Matcher;
 use serde_json::json;
-use toolloop::backend::ollama::Ollama;
+use toolloop::Deadline;
+use toolloop::backend::Ollama;
 use toolloop::backend::{Backend, BackendError, ChatRequest, GenOptions, Message, StopReason};
-use toolloop::deadline::Deadline;
 
 use common::{Act, serve};
 
@@ -436,7 +436,7 @@ fn log_probabilities_are_asked_for_and_read_from_each_chunk() {
     chat_mock.assert();
     assert_eq!(reply.logprobs.len(), 2);
     assert_eq!(reply.logprobs[1].top[1], ("tool".to_string(), -1.2));
-    let share = toolloop::checks::tool_probability::tool_share(&reply).unwrap();
+    let share = toolloop::checks::tool_share(&reply).unwrap();
     let expected = (-1.2f64).exp() / ((-1.2f64).exp() + (-0.5f64).exp());
     assert!((share - expected).abs() < 1e-9, "{share}");
 }
@@ -477,8 +477,8 @@ fn a_streamed_final_answer_reaches_the_person_decoded_whatever_the_cuts() {
     let seen = std::sync::Arc::clone(&shown);
     let mut o = toolloop::Orchestrator::builder()
         .backend(Ollama::new(&server.url(), "gemma3:4b"))
-        .observer(move |e: &toolloop::run::events::Event| {
-            if let toolloop::run::events::Event::AnswerText { text } = e {
+        .observer(move |e: &toolloop::Event| {
+            if let toolloop::Event::AnswerText { text } = e {
                 seen.lock().unwrap().push(text.clone());
             }
         })

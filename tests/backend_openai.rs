@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use mockito::Matcher;
 use serde_json::json;
-use toolloop::backend::openai::OpenAi;
+use toolloop::Deadline;
+use toolloop::backend::OpenAi;
 use toolloop::backend::{Backend, BackendError, ChatRequest, GenOptions, Message, StopReason};
-use toolloop::deadline::Deadline;
 
 fn sse(events: &[serde_json::Value]) -> String {
     let mut s: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();

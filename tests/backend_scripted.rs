@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use mockito::Matcher;
-use toolloop::backend::ollama::Ollama;
-use toolloop::backend::scripted::{Recorder, Scripted, ScriptedReply};
+use toolloop::Deadline;
+use toolloop::backend::Ollama;
 use toolloop::backend::{Backend, ChatRequest, GenOptions, Message, StopReason};
-use toolloop::deadline::Deadline;
+use toolloop::backend::{Recorder, Scripted, ScriptedReply};
 
 fn ask(b: &mut dyn Backend) -> toolloop::backend::ChatReply {
     let messages = [Message::user("hi")];

@@ -80,7 +80,7 @@ fn a_transcript_survives_sigkill_at_any_point() {
                 "kill at {kill_after} ms: line {i} broken: {line}"
             );
         }
-        let events = toolloop::run::events::Transcript::read(&path).unwrap();
+        let events = toolloop::Transcript::read(&path).unwrap();
         if kill_after >= 500 {
             let kinds: Vec<&str> = events
                 .iter()
@@ -109,7 +109,7 @@ fn a_cut_last_line_is_skipped_by_the_reader() {
         "{\"event\":\"run_started\"}\n{\"event\":\"model_request\"}\n{\"event\":\"mod",
     )
     .unwrap();
-    let events = toolloop::run::events::Transcript::read(&path).unwrap();
+    let events = toolloop::Transcript::read(&path).unwrap();
     assert_eq!(events.len(), 2);
 }
 

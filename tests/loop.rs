@@ -8,18 +8,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolloop::backend::scripted::{Scripted, ScriptedReply, SeenRequests};
+use toolloop::Deadline;
 use toolloop::backend::{Role, StopReason, Usage};
-use toolloop::deadline::Deadline;
-use toolloop::run::events::{Event, Trace, Transcript};
-use toolloop::run::guardrails::{Action, Guardrails};
-use toolloop::run::orchestrator::{Orchestrator, OrchestratorBuilder, OrchestratorError};
-use toolloop::serve::tool_server::{RunningServer, ToolServer};
-use toolloop::tools::builtin::{Builtin, BuiltinConfig};
-use toolloop::tools::closure::FnTools;
-use toolloop::tools::http::HttpTools;
+use toolloop::backend::{Scripted, ScriptedReply, SeenRequests};
+use toolloop::serve::{RunningServer, ToolServer};
+use toolloop::tools::FnTools;
+use toolloop::tools::HttpTools;
+use toolloop::tools::{Builtin, BuiltinConfig};
 use toolloop::tools::{Catalogue, ToolSpec};
+use toolloop::{Action, Guardrails};
 use toolloop::{Ending, StopKind};
+use toolloop::{Event, Trace, Transcript};
+use toolloop::{Orchestrator, OrchestratorBuilder, OrchestratorError};
 
 fn server() -> RunningServer {
     let tools = Builtin::new(&BuiltinConfig {
@@ -477,9 +477,7 @@ fn trace_and_transcript_record_every_event() {
     ]);
     let mut o = builder(model, &s)
         .observer(Transcript::open(&path).unwrap())
-        .observer(move |e: &Event| {
-            toolloop::run::events::Observer::event(&mut *t.lock().unwrap(), e)
-        })
+        .observer(move |e: &Event| toolloop::Observer::event(&mut *t.lock().unwrap(), e))
         .build()
         .unwrap();
     o.run("6 times 7?").unwrap();
@@ -587,10 +585,7 @@ fn a_missing_model_is_an_error_with_the_pull_hint() {
         .with_body(r#"{"error":"model 'gemma3:4b' not found"}"#)
         .create();
     let mut o = Orchestrator::builder()
-        .backend(toolloop::backend::ollama::Ollama::new(
-            &server.url(),
-            "gemma3:4b",
-        ))
+        .backend(toolloop::backend::Ollama::new(&server.url(), "gemma3:4b"))
         .build()
         .unwrap();
     let err = o.run("hi").unwrap_err();
@@ -610,7 +605,7 @@ fn run_loop_fails_clearly_when_the_tool_server_is_down() {
         timeout: Duration::from_secs(5),
         ..Default::default()
     };
-    let err = toolloop::run::orchestrator::run_loop("hi", &config).unwrap_err();
+    let err = toolloop::run_loop("hi", &config).unwrap_err();
     assert!(
         err.to_string()
             .contains("tool server at http://127.0.0.1:9 is not reachable"),

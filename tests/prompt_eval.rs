@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use toolloop::backend::openai::OpenAi;
-use toolloop::deadline::Deadline;
-use toolloop::run::orchestrator::Orchestrator;
+use toolloop::Deadline;
+use toolloop::Orchestrator;
+use toolloop::backend::OpenAi;
 use toolloop::tools::Catalogue;
-use toolloop::tools::builtin::{Builtin, BuiltinConfig};
+use toolloop::tools::{Builtin, BuiltinConfig};
 
 #[test]
 #[ignore = "needs a llama-server"]

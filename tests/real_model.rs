@@ -11,9 +11,9 @@
 use std::time::Duration;
 
 use serde_json::json;
-use toolloop::backend::openai::OpenAi;
+use toolloop::Deadline;
+use toolloop::backend::OpenAi;
 use toolloop::backend::{Backend, ChatRequest, GenOptions, Message};
-use toolloop::deadline::Deadline;
 use toolloop::tools::ToolSpec;
 use toolloop::turn::Turn;
 use toolloop::turn::schema::{CallSchema, Narrowing};
@@ -141,7 +141,7 @@ fn schema_constrained_reply_is_valid_and_usage_and_cache_are_read() {
 fn the_loop_answers_with_a_real_model() {
     let _turn = one_at_a_time();
     use toolloop::StopKind;
-    use toolloop::backend::scripted::Recorder;
+    use toolloop::backend::Recorder;
 
     let cases: [(&str, &str, Option<&str>, &[&str]); 3] = [
         (
@@ -199,8 +199,8 @@ fn the_loop_answers_with_a_real_model() {
 /// Calculator and demo weather only: tools whose results never change, so a greedy model
 /// gives the same replies on every run (current_time would make each run differ).
 fn deterministic_tools() -> toolloop::tools::Catalogue {
-    use toolloop::tools::builtin::DEMO_WEATHER;
-    use toolloop::tools::closure::FnTools;
+    use toolloop::tools::DEMO_WEATHER;
+    use toolloop::tools::FnTools;
     let mut f = FnTools::new();
     let calc = tools().remove(0);
     let weather = tools().remove(1);
@@ -232,7 +232,7 @@ fn run_traced_with(
     question: &str,
 ) -> (toolloop::Outcome, Vec<toolloop::Event>) {
     use std::sync::{Arc, Mutex};
-    use toolloop::run::events::Trace;
+    use toolloop::Trace;
     let events = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&events);
     let trace = Arc::new(Mutex::new(Trace::collect()));
@@ -243,7 +243,7 @@ fn run_traced_with(
         .timeout(Duration::from_secs(120))
         .observer(move |e: &toolloop::Event| {
             seen.lock().unwrap().push(e.clone());
-            toolloop::run::events::Observer::event(&mut *t.lock().unwrap(), e)
+            toolloop::Observer::event(&mut *t.lock().unwrap(), e)
         })
         .build()
         .unwrap();
@@ -323,7 +323,7 @@ fn the_prompt_cache_holds_across_the_turns_of_a_run() {
 fn the_web_page_shows_a_real_models_run() {
     let _turn = one_at_a_time();
     use std::sync::Arc;
-    use toolloop::serve::web::{Runs, WebServer};
+    use toolloop::serve::{Runs, WebServer};
     let make = || -> Result<Box<dyn Backend>, toolloop::OrchestratorError> {
         Ok(Box::new(OpenAi::new(&url(), "qwen", None)))
     };

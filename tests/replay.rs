@@ -5,21 +5,17 @@
 
 use std::time::Duration;
 
-use toolloop::backend::scripted::Scripted;
-use toolloop::deadline::Deadline;
+use toolloop::Deadline;
+use toolloop::backend::Scripted;
 use toolloop::tools::Catalogue;
-use toolloop::tools::builtin::{Builtin, BuiltinConfig};
+use toolloop::tools::{Builtin, BuiltinConfig};
 use toolloop::{Orchestrator, StopKind};
 
-fn replay(file: &str, question: &str) -> toolloop::run::orchestrator::Outcome {
+fn replay(file: &str, question: &str) -> toolloop::Outcome {
     replay_grounded(file, question, true)
 }
 
-fn replay_grounded(
-    file: &str,
-    question: &str,
-    ground: bool,
-) -> toolloop::run::orchestrator::Outcome {
+fn replay_grounded(file: &str, question: &str, ground: bool) -> toolloop::Outcome {
     let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
     let model = Scripted::from_file(&path).unwrap();
     let builtin = Builtin::new(&BuiltinConfig {
@@ -38,7 +34,7 @@ fn replay_grounded(
     o.run(question).unwrap()
 }
 
-fn tools_used(out: &toolloop::run::orchestrator::Outcome) -> Vec<&str> {
+fn tools_used(out: &toolloop::Outcome) -> Vec<&str> {
     out.steps.iter().filter_map(|s| s.tool.as_deref()).collect()
 }
 

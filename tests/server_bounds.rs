@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
-use toolloop::serve::bounds::Bounds;
-use toolloop::serve::tool_server::{RunningServer, ToolServer};
+use toolloop::serve::Bounds;
+use toolloop::serve::{RunningServer, ToolServer};
+use toolloop::tools::FnTools;
 use toolloop::tools::ToolSpec;
-use toolloop::tools::closure::FnTools;
 
 use common::serve_tools;
 

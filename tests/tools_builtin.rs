@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 use toolloop::tools::ToolResult;
-use toolloop::tools::builtin::{Builtin, BuiltinConfig};
+use toolloop::tools::{Builtin, BuiltinConfig};
 
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("toolloop-{name}-{}", std::process::id()));
@@ -332,7 +332,7 @@ fn calculator_and_time() {
 
 #[test]
 fn huge_arguments_and_control_characters_are_refused_cleanly() {
-    use toolloop::deadline::Deadline;
+    use toolloop::Deadline;
     use toolloop::tools::{Catalogue, ToolError};
     let dir = tmp("attack-args");
     let db = make_db(&dir);

@@ -2,8 +2,8 @@
 //! argument validation as messages for the model, and capped result text.
 
 use serde_json::{Map, Value, json};
-use toolloop::deadline::Deadline;
-use toolloop::tools::closure::FnTools;
+use toolloop::Deadline;
+use toolloop::tools::FnTools;
 use toolloop::tools::{Catalogue, ToolError, ToolResult, ToolSpec, cap_text};
 
 fn tool(name: &str) -> ToolSpec {

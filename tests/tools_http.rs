@@ -6,10 +6,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use toolloop::deadline::Deadline;
-use toolloop::serve::tool_server::{RunningServer, ToolServer};
-use toolloop::tools::builtin::{Builtin, BuiltinConfig};
-use toolloop::tools::http::HttpTools;
+use toolloop::Deadline;
+use toolloop::serve::{RunningServer, ToolServer};
+use toolloop::tools::HttpTools;
+use toolloop::tools::{Builtin, BuiltinConfig};
 use toolloop::tools::{ToolError, ToolResult, ToolSource};
 
 use common::{Act, serve};

@@ -13,8 +13,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use toolloop::deadline::Deadline;
-use toolloop::tools::mcp::McpTools;
+use toolloop::Deadline;
+use toolloop::tools::McpTools;
 use toolloop::tools::{Catalogue, ToolError, ToolSource};
 
 fn cache() -> PathBuf {

@@ -14,8 +14,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolloop::backend::Backend;
-use toolloop::serve::web::{RunningWeb, Runs, WebServer};
-use toolloop::tools::closure::FnTools;
+use toolloop::serve::{RunningWeb, Runs, WebServer};
+use toolloop::tools::FnTools;
 use toolloop::{Catalogue, Config, Deadline, FnTool, OrchestratorError, Scripted};
 
 mod common;

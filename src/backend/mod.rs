@@ -3,16 +3,20 @@
 //! Each backend takes the history, the schema and generation options and returns the
 //! reply's text, why generation stopped, token usage and durations. Wire types stay
 //! private to each backend's module; what crosses the seam is normalised here (rig's
-//! pattern). Ollama's native API is the default ([`ollama`]); every OpenAI-compatible
-//! server (llama-server, vLLM, LM Studio, Ollama's `/v1`) shares [`openai`]; [`scripted`]
+//! pattern). Ollama's native API is the default (`ollama`); every OpenAI-compatible
+//! server (llama-server, vLLM, LM Studio, Ollama's `/v1`) shares `openai`; `scripted`
 //! replays turns from code or from a recording, for tests and the offline demo.
 //!
 //! Imports only the leaf modules (`message`, `deadline`, `http`): a backend knows nothing
 //! of the loop, the turn or the tools.
 
-pub mod ollama;
-pub mod openai;
-pub mod scripted;
+pub(crate) mod ollama;
+pub(crate) mod openai;
+pub(crate) mod scripted;
+
+pub use ollama::{Ollama, parse_host};
+pub use openai::OpenAi;
+pub use scripted::{Recorder, Scripted, ScriptedReply, SeenRequests};
 
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -70,8 +74,8 @@ pub type TextSink<'a> = &'a mut dyn FnMut(&str) -> ControlFlow<()>;
 ///
 /// ```
 /// use toolloop::backend::{Backend, ChatRequest, GenOptions, Message, keep_going};
-/// use toolloop::backend::scripted::Scripted;
-/// use toolloop::deadline::Deadline;
+/// use toolloop::backend::Scripted;
+/// use toolloop::Deadline;
 ///
 /// let mut model = Scripted::new(["{\"kind\": \"final_answer\", \"thought\": \"\", \"content\": \"hi\"}"]);
 /// let messages = [Message::user("hello")];

@@ -34,7 +34,7 @@ const MAX_LINE: usize = 8 << 20;
 /// means connect to 127.0.0.1.
 ///
 /// ```
-/// use toolloop::backend::ollama::parse_host;
+/// use toolloop::backend::parse_host;
 ///
 /// assert_eq!(parse_host(""), "http://127.0.0.1:11434");
 /// assert_eq!(parse_host("0.0.0.0"), "http://127.0.0.1:11434");
@@ -123,8 +123,8 @@ fn split_host_port(hp: &str) -> Option<(&str, &str)> {
 ///
 /// ```no_run
 /// use toolloop::backend::{Backend, ChatRequest, GenOptions, Message};
-/// use toolloop::backend::ollama::Ollama;
-/// use toolloop::deadline::Deadline;
+/// use toolloop::backend::Ollama;
+/// use toolloop::Deadline;
 ///
 /// let mut ollama = Ollama::new("http://127.0.0.1:11434", "gemma3:4b");
 /// let messages = [Message::user("Say hi")];
@@ -142,7 +142,7 @@ pub struct Ollama {
 }
 
 impl Ollama {
-    /// A backend for `model` at `host` (any `OLLAMA_HOST` form, see [`parse_host`]).
+    /// A backend for `model` at `host` (any `OLLAMA_HOST` form, see `parse_host`).
     pub fn new(host: &str, model: impl Into<String>) -> Self {
         Ollama {
             base: parse_host(host),

@@ -24,7 +24,7 @@ const MAX_LINE: usize = 8 << 20;
 /// A model behind an OpenAI-compatible API.
 ///
 /// ```
-/// use toolloop::backend::openai::OpenAi;
+/// use toolloop::backend::OpenAi;
 ///
 /// let backend = OpenAi::new("http://127.0.0.1:8080/v1", "qwen", Some("sk-secret".into()));
 /// // The key never shows in debug output or logs.

@@ -33,7 +33,7 @@ pub struct ScriptedReply {
     #[serde(default)]
     pub usage: Usage,
     /// The log-probabilities of the opening tokens, where the model chose the kind of
-    /// its turn ([`RECORDED_LOGPROBS`] at most), so a replay decides as the run did.
+    /// its turn (`RECORDED_LOGPROBS` at most), so a replay decides as the run did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub logprobs: Vec<TokenLogprob>,
 }
@@ -73,8 +73,8 @@ pub type SeenRequests = Arc<Mutex<Vec<Vec<Message>>>>;
 ///
 /// ```
 /// use toolloop::backend::{Backend, ChatRequest, GenOptions, Message};
-/// use toolloop::backend::scripted::Scripted;
-/// use toolloop::deadline::Deadline;
+/// use toolloop::backend::Scripted;
+/// use toolloop::Deadline;
 ///
 /// let mut model = Scripted::new([r#"{"kind": "final_answer", "thought": "", "content": "hi"}"#]);
 /// let messages = [Message::user("hello")];

@@ -105,13 +105,6 @@ const NAMED_MONTH: [&str; 6] = [
 
 impl Layout {
     /// The layout `description` names, if it names exactly one kind.
-    ///
-    /// ```
-    /// use toolloop::checks::date_layout::Layout;
-    /// assert!(Layout::named_in("Must be in MM-DD-YYYY format.").is_some());
-    /// assert!(Layout::named_in("Specific season in format 'YYYY-YYYY'.").is_none());
-    /// assert!(Layout::named_in("The date.").is_none());
-    /// ```
     pub fn named_in(description: &str) -> Option<Layout> {
         let mut found = LAYOUT
             .find_iter(description)

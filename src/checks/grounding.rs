@@ -289,19 +289,6 @@ fn words(text: &str) -> Vec<String> {
 
 /// The optional arguments of a call (those not in the schema's `required`) that the
 /// evidence does not ground.
-///
-/// ```
-/// use serde_json::json;
-/// use toolloop::checks::grounding::{Evidence, ungrounded};
-///
-/// let schema = json!({"type": "object", "required": ["city"],
-///     "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}});
-/// let args = json!({"city": "Oslo", "unit": "fahrenheit"});
-/// let said = Evidence::of(["What's the weather in Oslo?"]);
-/// assert_eq!(ungrounded(args.as_object().unwrap(), &schema, &said), ["unit"]);
-/// let said = Evidence::of(["Weather in Oslo, in Fahrenheit please"]);
-/// assert!(ungrounded(args.as_object().unwrap(), &schema, &said).is_empty());
-/// ```
 pub fn ungrounded(
     arguments: &Map<String, Value>,
     schema: &Value,
@@ -334,17 +321,6 @@ pub fn ungrounded(
 /// The required arguments of a call whose values nobody gave: a value the model
 /// invented where the schema demands one. Checked leniently (see the module docs); an
 /// `enum` parameter, a boolean, an object and composed text are never counted.
-///
-/// ```
-/// use serde_json::json;
-/// use toolloop::checks::grounding::{Evidence, invented_required};
-///
-/// let schema = json!({"type": "object", "required": ["category", "region"],
-///     "properties": {"category": {"type": "string"}, "region": {"type": "string"}}});
-/// let args = json!({"category": "technology", "region": "world"});
-/// let said = Evidence::of(["What's the latest trend in technology?"]);
-/// assert_eq!(invented_required(args.as_object().unwrap(), &schema, &said), ["region"]);
-/// ```
 pub fn invented_required(
     arguments: &Map<String, Value>,
     schema: &Value,
@@ -573,6 +549,43 @@ mod tests {
         assert_eq!(
             ungrounded(args.as_object().unwrap(), &schema, &said),
             ["tone"]
+        );
+    }
+}
+
+/// The examples of this module's docs, as tests: its items are crate-private, so
+/// rustdoc cannot run them.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn an_optional_value_nobody_said_is_ungrounded() {
+        use crate::checks::grounding::{Evidence, ungrounded};
+        use serde_json::json;
+
+        let schema = json!({"type": "object", "required": ["city"],
+            "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}});
+        let args = json!({"city": "Oslo", "unit": "fahrenheit"});
+        let said = Evidence::of(["What's the weather in Oslo?"]);
+        assert_eq!(
+            ungrounded(args.as_object().unwrap(), &schema, &said),
+            ["unit"]
+        );
+        let said = Evidence::of(["Weather in Oslo, in Fahrenheit please"]);
+        assert!(ungrounded(args.as_object().unwrap(), &schema, &said).is_empty());
+    }
+
+    #[test]
+    fn a_required_value_nobody_said_is_invented() {
+        use crate::checks::grounding::{Evidence, invented_required};
+        use serde_json::json;
+
+        let schema = json!({"type": "object", "required": ["category", "region"],
+            "properties": {"category": {"type": "string"}, "region": {"type": "string"}}});
+        let args = json!({"category": "technology", "region": "world"});
+        let said = Evidence::of(["What's the latest trend in technology?"]);
+        assert_eq!(
+            invented_required(args.as_object().unwrap(), &schema, &said),
+            ["region"]
         );
     }
 }

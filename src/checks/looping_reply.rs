@@ -63,24 +63,6 @@ pub const REPEATS: usize = 12;
 pub const PERIOD: usize = 3;
 
 /// Watches a streamed reply for a loop.
-///
-/// ```
-/// use toolloop::checks::looping_reply::Repetition;
-///
-/// let mut watch = Repetition::default();
-/// let mut stopped = None;
-/// let head = r#"{"materials": ["bed", "floor""#;
-/// assert!(watch.feed(head).is_none());
-/// for _ in 0..40 {
-///     if let Some(loop_) = watch.feed(r#", "heating systems""#) {
-///         stopped = Some(loop_);
-///         break;
-///     }
-/// }
-/// let loop_ = stopped.expect("the loop is noticed");
-/// assert_eq!(loop_.phrase, "heating systems");
-/// assert_eq!(&watch.text()[..loop_.keep], r#"{"materials": ["bed", "floor", "heating systems"#);
-/// ```
 #[derive(Debug, Default)]
 pub struct Repetition {
     text: String,
@@ -116,11 +98,6 @@ impl Repetition {
         let found = self.check();
         self.tripped = found.is_some();
         found
-    }
-
-    /// The text received so far.
-    pub fn text(&self) -> &str {
-        &self.text
     }
 
     /// Splits the new text into words, leaving a word that may continue in the next piece.
@@ -192,7 +169,7 @@ mod tests {
         let mut w = Repetition::default();
         for p in pieces {
             if let Some(l) = w.feed(p) {
-                let kept = w.text()[..l.keep].to_string();
+                let kept = w.text[..l.keep].to_string();
                 return Some((l, kept));
             }
         }
@@ -242,5 +219,32 @@ mod tests {
         w.feed("tems ");
         assert_eq!(w.words.len(), 2);
         assert_eq!(&w.text[w.words[0].clone()], "heating");
+    }
+}
+
+/// The examples of this module's docs, as tests: its items are crate-private, so
+/// rustdoc cannot run them.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn a_loop_is_cut_where_it_begins() {
+        use crate::checks::looping_reply::Repetition;
+
+        let mut watch = Repetition::default();
+        let mut stopped = None;
+        let head = r#"{"materials": ["bed", "floor""#;
+        assert!(watch.feed(head).is_none());
+        for _ in 0..40 {
+            if let Some(loop_) = watch.feed(r#", "heating systems""#) {
+                stopped = Some(loop_);
+                break;
+            }
+        }
+        let loop_ = stopped.expect("the loop is noticed");
+        assert_eq!(loop_.phrase, "heating systems");
+        assert_eq!(
+            &watch.text[..loop_.keep],
+            r#"{"materials": ["bed", "floor", "heating systems"#
+        );
     }
 }

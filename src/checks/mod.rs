@@ -3,9 +3,9 @@
 //!
 //! Each check is a file of its own that declares a [`CheckInfo`] (its name, whether it is
 //! on by default, what it does, why, an example), the way clippy declares a lint, and
-//! implements [`Check`]. The engine knows none of them by name: it asks [`Checks`], built
+//! implements `Check`. The engine knows none of them by name: it asks `Checks`, built
 //! from the run's [`CheckLevels`], to watch the stream and to judge a turn, and reads the
-//! [`Finding`]s and the [`Verdict`] that come back. The order is [`ALL`]'s:
+//! `Finding`s and the `Verdict` that come back. The order is `ALL`'s:
 //!
 //! 1. while the reply streams: `looping-reply`;
 //! 2. once per turn that calls a tool: `tool-probability`, then `tool-relevance`;
@@ -14,16 +14,16 @@
 //!
 //! Pure: imports no backend, tool or run; only `turn/` and the leaf modules.
 
-pub mod date_layout;
-pub mod grounding;
-pub mod invented_required;
-pub mod looping_reply;
-pub mod percent_fraction;
-pub mod repeated_value;
-pub mod size_word_zeros;
-pub mod tool_probability;
-pub mod tool_relevance;
-pub mod ungrounded_optional;
+pub(crate) mod date_layout;
+pub(crate) mod grounding;
+pub(crate) mod invented_required;
+pub(crate) mod looping_reply;
+pub(crate) mod percent_fraction;
+pub(crate) mod repeated_value;
+pub(crate) mod size_word_zeros;
+pub(crate) mod tool_probability;
+pub(crate) mod tool_relevance;
+pub(crate) mod ungrounded_optional;
 
 #[cfg(test)]
 mod tests;
@@ -35,8 +35,9 @@ use serde_json::{Map, Value};
 use crate::message::ChatReply;
 use crate::tool_spec::ToolSpec;
 use crate::turn::tool_schema::SELF_CONSTRAINING;
-pub use grounding::Evidence;
-pub use looping_reply::{Loop, StreamWatch};
+pub(crate) use grounding::Evidence;
+pub(crate) use looping_reply::{Loop, StreamWatch};
+pub use tool_probability::tool_share;
 
 /// What a check does when it fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,7 +129,7 @@ impl CheckLevels {
 
 /// What the checks see of a turn.
 #[derive(Debug, Clone, Copy)]
-pub struct TurnContext<'a> {
+pub(crate) struct TurnContext<'a> {
     /// The person's question that started the run.
     pub question: &'a str,
     /// What the person and the tools said in the run ([`Evidence`]).
@@ -144,7 +145,7 @@ pub struct TurnContext<'a> {
 
 /// One call under check: its tool, its arguments, and which of them a check rewrote.
 #[derive(Debug)]
-pub struct CallUnderCheck<'a> {
+pub(crate) struct CallUnderCheck<'a> {
     /// The tool's spec.
     pub spec: &'a ToolSpec,
     /// The arguments, as the checks so far left them.
@@ -155,7 +156,7 @@ pub struct CallUnderCheck<'a> {
 
 /// What the turn-level checks found out about a call, for the [`Finding::Decision`].
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Judgement {
+pub(crate) struct Judgement {
     /// The model's share of probability for calling a tool, once read.
     pub p_tool: Option<f64>,
     /// How much of the question the tool's own text covers.
@@ -168,7 +169,7 @@ pub struct Judgement {
 
 /// Something a check did, for the trace and the transcript.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Finding {
+pub(crate) enum Finding {
     /// The turn-level checks judged a call.
     Decision {
         /// The tool called.
@@ -204,7 +205,7 @@ pub enum Finding {
 
 /// What the engine does with a turn after the checks.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Carry the calls out, as the checks left them.
     Go,
     /// Do not call: ask the model again among these tools (none: for an answer).
@@ -223,7 +224,7 @@ pub enum Verdict {
 
 /// One check. Every hook has a default that does nothing, so a check implements only the
 /// stage it works at.
-pub trait Check: Sync {
+pub(crate) trait Check: Sync {
     /// Its declaration.
     fn info(&self) -> &'static CheckInfo;
 
@@ -248,7 +249,7 @@ pub trait Check: Sync {
 }
 
 /// Every check, in the order they run.
-pub static ALL: &[&dyn Check] = &[
+pub(crate) static ALL: &[&dyn Check] = &[
     &looping_reply::LoopingReply,
     &tool_probability::ToolProbability,
     &tool_relevance::ToolRelevance,
@@ -262,7 +263,7 @@ pub static ALL: &[&dyn Check] = &[
 
 /// The checks of a run: those of [`ALL`] that its [`CheckLevels`] leave on, in order.
 #[derive(Clone)]
-pub struct Checks {
+pub(crate) struct Checks {
     on: Vec<&'static dyn Check>,
 }
 

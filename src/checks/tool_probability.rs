@@ -92,7 +92,7 @@ fn kind_of(before: &str, token: &str) -> Option<usize> {
 ///
 /// ```
 /// use toolloop::backend::{ChatReply, TokenLogprob};
-/// use toolloop::checks::tool_probability::tool_share;
+/// use toolloop::checks::tool_share;
 ///
 /// let text = r#"{"kind": "tool_call", "tool": "x", "arguments": {}}"#;
 /// let tok = |t: &str| TokenLogprob { token: t.into(), logprob: -0.1, top: vec![] };

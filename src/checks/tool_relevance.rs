@@ -210,18 +210,6 @@ fn enum_values(schema: &Value) -> impl Iterator<Item = &str> {
 
 /// The share of the question's content words that the tool's own text also has; `None`
 /// when the question has no content word (only numbers and symbols, say).
-///
-/// ```
-/// use serde_json::json;
-/// use toolloop::checks::tool_relevance::support;
-/// use toolloop::tools::ToolSpec;
-///
-/// let bmi = ToolSpec::new("determine_body_mass_index", "Calculate body mass index",
-///     json!({"type": "object", "properties": {"weight": {"type": "number"}, "height": {"type": "number"}}}));
-/// assert_eq!(support("What is the capital of France?", &bmi), Some(0.0));
-/// assert!(support("Compute my body mass index: 70 kg, 1.8 m tall", &bmi).unwrap() > 0.5);
-/// assert_eq!(support("12.5 * 4?", &bmi), None);
-/// ```
 pub fn support(question: &str, spec: &ToolSpec) -> Option<f64> {
     let stemmer = &*STEMMER;
     let asked = words(&topic(question), stemmer);
@@ -277,5 +265,26 @@ mod tests {
             "What's the power rating of in Tell me."
         );
         assert_eq!(topic("Is \"two words\" here"), "Is here");
+    }
+}
+
+/// The examples of this module's docs, as tests: its items are crate-private, so
+/// rustdoc cannot run them.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn support_counts_the_questions_words_in_the_tools_text() {
+        use crate::checks::tool_relevance::support;
+        use crate::tools::ToolSpec;
+        use serde_json::json;
+
+        let bmi = ToolSpec::new(
+            "determine_body_mass_index",
+            "Calculate body mass index",
+            json!({"type": "object", "properties": {"weight": {"type": "number"}, "height": {"type": "number"}}}),
+        );
+        assert_eq!(support("What is the capital of France?", &bmi), Some(0.0));
+        assert!(support("Compute my body mass index: 70 kg, 1.8 m tall", &bmi).unwrap() > 0.5);
+        assert_eq!(support("12.5 * 4?", &bmi), None);
     }
 }

@@ -317,6 +317,10 @@ pub enum Command {
         /// Print the summary and every case as JSON.
         #[arg(long)]
         json: bool,
+        /// Judge the first replies recorded in REPORT (an earlier `eval --json`) again
+        /// under today's checks and this command's flags, without a model; repeatable.
+        #[arg(long, value_name = "REPORT", conflicts_with_all = ["native_tools", "no_constraint"])]
+        rescore: Vec<PathBuf>,
     },
     /// List the tool catalogue.
     ///

@@ -1,6 +1,6 @@
 //! The `toolloop` command line: glue over the library. It parses flags into a
 //! [`Config`], calls the library, prints, and exits with the code of the run's ending
-//! ([`crate::run::ending`] holds the codes). Library messages name settings in backticks
+//! (`crate::run::ending` holds the codes). Library messages name settings in backticks
 //! (`` `timeout` ``); `with_flags` turns them into this program's flags when reporting.
 //!
 //! May import everything; nothing imports it. `src/main.rs` only calls [`main`].
@@ -15,19 +15,22 @@ use clap::Parser;
 use crate::Observer;
 use crate::cli::display::{AnswerOut, Progress};
 use crate::run::ending::{EXIT_RUNTIME, EXIT_USAGE, Ending};
-use crate::serve::tool_server::ToolServer;
-use crate::tools::builtin::Builtin;
 use crate::turn::repair;
 use crate::turn::schema::{self, CallSchema, Narrowing};
 use crate::{
     BackendKind as LibBackend, ClarifyHandler, Config, Conversation, Deadline, Orchestrator,
-    OrchestratorError, Outcome, ToolSetup, Transcript, eval,
+    OrchestratorError, Outcome, ToolSetup, Transcript,
 };
 mod demo;
-pub mod display;
+mod display;
+mod eval;
 mod flags;
+mod serving;
 
-use flags::{BackendKind, BuiltinArgs, Cli, Command, ModelArgs, ToolArgs, with_flags};
+use eval::{run_eval, run_rescore};
+use serving::{run_serve, run_web};
+
+use flags::{BackendKind, Cli, Command, ModelArgs, ToolArgs, with_flags};
 
 /// Runs the command line: parses the process arguments, runs the command, and gives
 /// the exit code of how it ended.
@@ -54,12 +57,19 @@ pub fn main() -> ExitCode {
         Command::Eval {
             path,
             model,
+            rescore,
+            ..
+        } if !rescore.is_empty() => run_rescore(&path, &model, &rescore),
+        Command::Eval {
+            path,
+            model,
             limit,
             category,
             no_constraint,
             native_tools,
             jobs,
             json,
+            rescore: _,
         } => run_eval(
             &path,
             &model,
@@ -375,96 +385,6 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn run_eval(
-    path: &std::path::Path,
-    model: &ModelArgs,
-    (limit, category): (Option<usize>, Option<&str>),
-    (no_constraint, native_tools): (bool, bool),
-    jobs: usize,
-    json: bool,
-) -> ExitCode {
-    // The data is checked before the model is contacted.
-    let hint = "fetch BFCL data with scripts/bfcl-data.sh";
-    let cases = match eval::load(path)
-        .map_err(|e| format!("{e}; {hint}"))
-        .and_then(|c| {
-            eval::select(c, category, limit).map_err(|e| format!("{e} in {}", path.display()))
-        }) {
-        Ok(c) if c.is_empty() => {
-            return fail(format!("no BFCL case in {}; {hint}", path.display()));
-        }
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let config = config(model, &ToolArgs::default(), true);
-    // The first backend is the one checked; the others are made alike, one per job.
-    let mut backends = Vec::with_capacity(jobs);
-    for _ in 0..jobs.clamp(1, cases.len().max(1)) {
-        match config.backend() {
-            Ok(b) => backends.push(b),
-            Err(e) => return fail(with_flags(e)),
-        }
-    }
-    if let Err(e) = backends[0].preflight(Deadline::after(Duration::from_secs(30))) {
-        return fail(with_flags(e));
-    }
-    if native_tools && config.backend != crate::config::BackendKind::OpenAi {
-        return fail("--native-tools needs --backend openai (an OpenAI-compatible server)");
-    }
-    let run = eval::EvalSettings {
-        native: native_tools.then(|| eval::NativeTarget {
-            base_url: config.base_url.trim_end_matches('/').to_string(),
-            model: config.model.clone(),
-        }),
-        constraint: if no_constraint {
-            eval::Constraint::Off
-        } else {
-            eval::Constraint::Narrowed
-        },
-        config,
-    };
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(cases.len() as u64),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} {elapsed}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    let started = std::time::Instant::now();
-    let results = eval::run_all(backends, &cases, &run, |r| {
-        if model.verbose {
-            bar.suspend(|| {
-                let why = r.reason.as_deref().unwrap_or("");
-                eprintln!("{} {} {why}", if r.pass { "PASS" } else { "FAIL" }, r.id)
-            });
-        }
-        bar.set_message(r.id.clone());
-        bar.inc(1);
-    });
-    bar.finish_and_clear();
-    let written = if json {
-        print_stdout(&eval::report_json(&results).to_string())
-    } else {
-        print_stdout(eval::table(&eval::summarize(&results)).trim_end())
-    };
-    if written.is_err() {
-        return output_status(written, EXIT_RUNTIME);
-    }
-    let minutes = started.elapsed().as_secs_f64() / 60.0;
-    eprintln!(
-        "toolloop: {} cases in {:.1} min ({:.1} cases per minute, {jobs} at once)",
-        results.len(),
-        minutes,
-        results.len() as f64 / minutes.max(1e-9)
-    );
-    let errors = results.iter().filter(|r| r.error.is_some()).count();
-    if errors > 0 {
-        eprintln!("toolloop: {errors} cases could not run (see --json for why)");
-    }
-    ExitCode::SUCCESS
-}
-
 fn run_demo(json: bool, verbose: bool) -> ExitCode {
     eprintln!(
         "toolloop demo: a scripted model and the built-in tools on 127.0.0.1; no server needed."
@@ -523,48 +443,6 @@ fn run_tools(tools: &ToolArgs, json: bool) -> ExitCode {
         Ok(c) => output_status(crate::cli::display::print_tools(&c.specs(), json), 0),
         Err(e) => fail(with_flags(e)),
     }
-}
-
-/// Serves the page until the process ends; a failure to start is reported first.
-fn run_web(model: &ModelArgs, tools: &ToolArgs, no_tools: bool, web: &flags::WebArgs) -> ExitCode {
-    let addr = match crate::serve::web::check_address(&web.addr, web.allow_remote) {
-        Ok(a) => a,
-        Err(e) => return usage(e),
-    };
-    if !addr.ip().is_loopback() {
-        eprintln!(
-            "toolloop: WARNING: serving on {addr}: anyone who can reach it can use the model and the tools"
-        );
-    }
-    let config = config(model, tools, no_tools);
-    match crate::serve::web::start(config, addr, web.max_runs as usize) {
-        Ok(w) => {
-            eprintln!("toolloop: the page is at {} (Ctrl-C stops)", w.url());
-            w.wait();
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(with_flags(e)),
-    }
-}
-
-fn run_serve(addr: &str, opts: &BuiltinArgs) -> ExitCode {
-    let tools = match Builtin::new(&opts.config()) {
-        Ok(t) => t,
-        Err(e) => return fail(with_flags(e)),
-    };
-    let names: Vec<String> = tools.specs().into_iter().map(|s| s.name).collect();
-    let server = match ToolServer::bind(addr, Box::new(tools)) {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
-    eprintln!(
-        "toolloop: serving {} tools ({}) on {}",
-        names.len(),
-        names.join(", "),
-        server.url()
-    );
-    server.run();
-    ExitCode::SUCCESS
 }
 
 fn run_repair(verbose: bool) -> ExitCode {

@@ -58,14 +58,6 @@ pub enum EvalError {
 
 /// Maps a BFCL parameter schema to JSON Schema: `dict`→object, `float`→number,
 /// `tuple`→array, `any`→string; recursively.
-///
-/// ```
-/// use serde_json::json;
-/// let s = toolloop::eval::to_json_schema(&json!({"type": "dict", "properties": {
-///     "x": {"type": "float"}, "t": {"type": "tuple", "items": {"type": "any"}}}}));
-/// assert_eq!(s, json!({"type": "object", "properties": {
-///     "x": {"type": "number"}, "t": {"type": "array", "items": {"type": "string"}}}}));
-/// ```
 pub fn to_json_schema(v: &Value) -> Value {
     match v {
         Value::Object(m) => {
@@ -274,17 +266,7 @@ fn type_ok(v: &Value, bfcl_type: &str) -> bool {
 }
 
 /// Scores a prediction. `Ok(())` passes; the error says which rule failed.
-///
-/// ```
-/// use serde_json::json;
-/// use toolloop::eval::{score, Call};
-///
-/// let functions = [json!({"name": "area", "parameters": {"type": "dict",
-///     "properties": {"base": {"type": "float"}, "unit": {"type": "string"}}, "required": ["base"]}})];
-/// let truth = [json!({"area": {"base": [10.0], "unit": ["cm", ""]}})];
-/// let call = Call { name: "area".into(), arguments: json!({"base": 10}).as_object().unwrap().clone() };
-/// assert_eq!(score("simple_python", Some(&call), &functions, &truth), Ok(()));
-/// ```
+#[cfg(test)]
 pub fn score(
     category: &str,
     call: Option<&Call>,
@@ -298,18 +280,6 @@ pub fn score(
 /// Scores the calls of a case, as BFCL's checker does: none for `irrelevance`; otherwise
 /// one call for each possible answer, matched in any order (`parallel`,
 /// `parallel_multiple`), each passing the single-call rules.
-///
-/// ```
-/// use serde_json::json;
-/// use toolloop::eval::{score_calls, Call};
-///
-/// let functions = [json!({"name": "w", "parameters": {"type": "dict",
-///     "properties": {"city": {"type": "string"}}, "required": ["city"]}})];
-/// let truth = [json!({"w": {"city": ["Oslo"]}}), json!({"w": {"city": ["Rome"]}})];
-/// let call = |c: &str| Call { name: "w".into(), arguments: json!({"city": c}).as_object().unwrap().clone() };
-/// assert_eq!(score_calls("parallel", &[call("Rome"), call("Oslo")], &functions, &truth), Ok(()));
-/// assert!(score_calls("parallel", &[call("Rome")], &functions, &truth).is_err());
-/// ```
 pub fn score_calls(
     category: &str,
     calls: &[Call],

@@ -10,11 +10,13 @@
 //! real run, and the prompt lists the tools as a person's run does (sorted by name).
 //!
 //! May import the run, the turn, backends, tools and the leaf modules; never `serve/` or
-//! `cli/`.
+//! `cli/`. Behind the `eval` feature, which the command line needs; nothing of it is
+//! public: a library user who wants these figures runs `toolloop eval`.
 
-pub mod bfcl;
+pub(crate) mod bfcl;
 mod native;
 mod report;
+mod rescore;
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -31,9 +33,12 @@ use crate::run::orchestrator::Orchestrator;
 use crate::tool_spec::ToolSpec;
 use crate::tools::{ToolError, ToolResult, ToolSetup, ToolSource};
 use crate::turn::schema::Narrowing;
-pub use bfcl::{Call, Case, EvalError, load, normalize, score, score_calls, to_json_schema};
+pub use bfcl::{Call, Case, load, score_calls};
+#[cfg(test)]
+use bfcl::{score, to_json_schema};
 pub use native::native_case;
-pub use report::{Summary, report_json, select, summarize, table};
+pub use report::{report_json, select, summarize, table};
+pub(crate) use rescore::rescore;
 
 /// How much of the schema is sent with each request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

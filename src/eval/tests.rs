@@ -194,3 +194,66 @@ fn the_native_baseline_sends_openai_tools_and_reads_tool_calls() {
     assert_eq!(r.tokens, 31);
     assert!(r.pass, "{:?}", r.reason);
 }
+
+/// The example of the function it tests, which `eval` being crate-private keeps out of
+/// the docs.
+#[test]
+fn a_bfcl_schema_maps_to_json_schema() {
+    use serde_json::json;
+    let s = crate::eval::to_json_schema(&json!({"type": "dict", "properties": {
+        "x": {"type": "float"}, "t": {"type": "tuple", "items": {"type": "any"}}}}));
+    assert_eq!(
+        s,
+        json!({"type": "object", "properties": {
+        "x": {"type": "number"}, "t": {"type": "array", "items": {"type": "string"}}}})
+    );
+}
+
+/// The example of the function it tests, which `eval` being crate-private keeps out of
+/// the docs.
+#[test]
+fn a_call_passes_with_an_int_for_a_float_and_an_optional_left_out() {
+    use crate::eval::{Call, score};
+    use serde_json::json;
+
+    let functions = [json!({"name": "area", "parameters": {"type": "dict",
+        "properties": {"base": {"type": "float"}, "unit": {"type": "string"}}, "required": ["base"]}})];
+    let truth = [json!({"area": {"base": [10.0], "unit": ["cm", ""]}})];
+    let call = Call {
+        name: "area".into(),
+        arguments: json!({"base": 10}).as_object().unwrap().clone(),
+    };
+    assert_eq!(
+        score("simple_python", Some(&call), &functions, &truth),
+        Ok(())
+    );
+}
+
+/// The example of the function it tests, which `eval` being crate-private keeps out of
+/// the docs.
+#[test]
+fn parallel_calls_match_in_any_order_and_all_are_needed() {
+    use crate::eval::{Call, score_calls};
+    use serde_json::json;
+
+    let functions = [json!({"name": "w", "parameters": {"type": "dict",
+        "properties": {"city": {"type": "string"}}, "required": ["city"]}})];
+    let truth = [
+        json!({"w": {"city": ["Oslo"]}}),
+        json!({"w": {"city": ["Rome"]}}),
+    ];
+    let call = |c: &str| Call {
+        name: "w".into(),
+        arguments: json!({"city": c}).as_object().unwrap().clone(),
+    };
+    assert_eq!(
+        score_calls(
+            "parallel",
+            &[call("Rome"), call("Oslo")],
+            &functions,
+            &truth
+        ),
+        Ok(())
+    );
+    assert!(score_calls("parallel", &[call("Rome")], &functions, &truth).is_err());
+}

@@ -23,6 +23,7 @@ pub const EXIT_OK: u8 = 0;
 /// Exit code for a runtime error: server down, model missing, invalid replies, blocked.
 pub const EXIT_RUNTIME: u8 = 1;
 /// Exit code for a usage error (a bad flag or value).
+#[cfg(feature = "cli")]
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code when no answer came within the iterations.
 pub const EXIT_MAX_ITERATIONS: u8 = 3;

@@ -146,6 +146,7 @@ pub struct Engine {
 impl Engine {
     /// A run over `history` (which holds the system prompt and any earlier turns) for
     /// `query`, with the tools in `specs`.
+    #[cfg(test)]
     pub fn new(history: Vec<Message>, query: &str, specs: Vec<ToolSpec>, config: Config) -> Self {
         let schema = CallSchema::deciding_calls(
             &specs,

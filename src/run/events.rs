@@ -104,7 +104,7 @@ pub enum Event {
         reason: String,
     },
     /// The reply repeated itself while it streamed: the generation was stopped and the
-    /// reply cut after what came before the loop ([`crate::checks::looping_reply`]).
+    /// reply cut after what came before the loop (`crate::checks::looping_reply`).
     Repetition {
         /// The word pair that repeated.
         phrase: String,
@@ -112,7 +112,7 @@ pub enum Event {
         kept: usize,
     },
     /// Optional arguments the person never gave were left out of a call
-    /// ([`crate::checks::grounding`]).
+    /// (`crate::checks::grounding`).
     Ungrounded {
         /// The tool.
         tool: String,
@@ -134,7 +134,7 @@ pub enum Event {
         why: String,
     },
     /// Required arguments whose values nobody gave: the call was not made and the person
-    /// is asked for them instead ([`crate::checks::grounding::invented_required`]).
+    /// is asked for them instead (`crate::checks::grounding::invented_required`).
     Invented {
         /// The tool.
         tool: String,
@@ -142,14 +142,14 @@ pub enum Event {
         arguments: Vec<String>,
     },
     /// The model's own probability of calling a tool, read at its choice of kind
-    /// ([`crate::checks::tool_probability`]).
+    /// (`crate::checks::tool_probability`).
     Decision {
         /// The tool it called.
         tool: String,
         /// The share of probability it gave to calling a tool.
         p_tool: f64,
         /// The share of the question's words the tool's own text has
-        /// ([`crate::checks::tool_relevance`]); none when the question has no content word.
+        /// (`crate::checks::tool_relevance`); none when the question has no content word.
         support: Option<f64>,
         /// Whether the call was declined: the model is asked again.
         declined: bool,

@@ -30,7 +30,7 @@ pub struct Rule {
 /// Limits and patterns for the person's query and the final answer.
 ///
 /// ```
-/// use toolloop::run::guardrails::{Action, Guardrails, Verdict};
+/// use toolloop::{Action, Guardrails, Verdict};
 ///
 /// let g = Guardrails::default()
 ///     .max_input_chars(100)

@@ -12,18 +12,6 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 /// One tool call as the run compares it: the tool and its arguments, canonically.
-///
-/// ```
-/// use serde_json::json;
-/// use toolloop::run::memory::CallKey;
-///
-/// let a = json!({"city": "Oslo", "unit": "c"});
-/// let b = json!({"unit": "c", "city": "Oslo"});
-/// assert_eq!(
-///     CallKey::new("get_weather", a.as_object().unwrap()),
-///     CallKey::new("get_weather", b.as_object().unwrap()),
-/// );
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CallKey {
     tool: String,
@@ -39,11 +27,6 @@ impl CallKey {
             tool: tool.to_string(),
             arguments: canonical,
         }
-    }
-
-    /// The tool's name.
-    pub fn tool(&self) -> &str {
-        &self.tool
     }
 }
 
@@ -161,5 +144,23 @@ mod tests {
         f.succeeded("t");
         assert_eq!(f.failed("t"), 1);
         assert_eq!(f.failed("u"), 1);
+    }
+}
+
+/// The examples of this module's docs, as tests: its items are crate-private, so
+/// rustdoc cannot run them.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn call_keys_ignore_key_order() {
+        use crate::run::memory::CallKey;
+        use serde_json::json;
+
+        let a = json!({"city": "Oslo", "unit": "c"});
+        let b = json!({"unit": "c", "city": "Oslo"});
+        assert_eq!(
+            CallKey::new("get_weather", a.as_object().unwrap()),
+            CallKey::new("get_weather", b.as_object().unwrap()),
+        );
     }
 }

@@ -5,13 +5,13 @@
 //! May import `turn/`, `checks/`, `backend/`, `tools/` and the leaf modules; never
 //! `serve/`, `eval/` or `cli/`.
 
-pub mod ending;
-pub mod engine;
-pub mod error;
-pub mod events;
-pub mod feedback;
-pub mod guardrails;
-pub mod memory;
-pub mod orchestrator;
-pub mod outcome;
-pub mod request;
+pub(crate) mod ending;
+pub(crate) mod engine;
+pub(crate) mod error;
+pub(crate) mod events;
+pub(crate) mod feedback;
+pub(crate) mod guardrails;
+pub(crate) mod memory;
+pub(crate) mod orchestrator;
+pub(crate) mod outcome;
+pub(crate) mod request;

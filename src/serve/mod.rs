@@ -3,9 +3,14 @@
 //!
 //! May import everything but `eval/` and `cli/`.
 
-pub mod bounds;
+pub(crate) mod bounds;
 #[cfg(feature = "web")]
-pub mod markdown;
-pub mod tool_server;
+pub(crate) mod markdown;
+pub(crate) mod tool_server;
 #[cfg(feature = "web")]
-pub mod web;
+pub(crate) mod web;
+
+pub use bounds::Bounds;
+pub use tool_server::{RunningServer, ToolServer};
+#[cfg(feature = "web")]
+pub use web::{RunningWeb, Runs, WebServer};

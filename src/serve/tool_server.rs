@@ -48,8 +48,8 @@ pub struct ToolServer {
 /// A server running on background threads; dropping it stops them.
 ///
 /// ```
-/// use toolloop::serve::tool_server::ToolServer;
-/// use toolloop::tools::builtin::{Builtin, BuiltinConfig};
+/// use toolloop::serve::ToolServer;
+/// use toolloop::tools::{Builtin, BuiltinConfig};
 ///
 /// let tools = Builtin::new(&BuiltinConfig::default())?;
 /// let server = ToolServer::bind("127.0.0.1:0", Box::new(tools))?.spawn();

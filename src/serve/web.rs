@@ -36,7 +36,7 @@ use crate::serve::bounds::{BodyError, Bound, Bounds, Serving, read_body};
 
 pub mod runs;
 
-pub use runs::{MakeBackend, Runs, StartError};
+pub use runs::{Runs, StartError};
 
 /// The largest request body: a question or an answer, not a document.
 pub const MAX_BODY: usize = 64 << 10;
@@ -149,35 +149,10 @@ impl WebServer {
     }
 }
 
-/// The address to serve, refused when it is not loopback and `allow_remote` is not set.
-///
-/// ```
-/// use toolloop::serve::web::check_address;
-/// assert!(check_address("127.0.0.1:8700", false).is_ok());
-/// assert!(check_address("0.0.0.0:8700", false).unwrap_err().contains("--allow-remote"));
-/// assert!(check_address("0.0.0.0:8700", true).is_ok());
-/// ```
-pub fn check_address(addr: &str, allow_remote: bool) -> Result<SocketAddr, String> {
-    use std::net::ToSocketAddrs;
-    let resolved: Vec<SocketAddr> = addr
-        .to_socket_addrs()
-        .map_err(|e| format!("--addr {addr}: {e} (give HOST:PORT, e.g. 127.0.0.1:8700)"))?
-        .collect();
-    let first = *resolved
-        .first()
-        .ok_or_else(|| format!("--addr {addr}: no address"))?;
-    if !allow_remote && resolved.iter().any(|a| !a.ip().is_loopback()) {
-        return Err(format!(
-            "--addr {addr} can be reached from other machines; anyone who reaches it can use \
-             the model and the tools. Add --allow-remote if that is what you want"
-        ));
-    }
-    Ok(first)
-}
-
 /// Everything `toolloop web` does before it serves: connects the tools, checks the
 /// model server has the model (so a server that is down is said now, not at the first
 /// question), and binds `addr`.
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub fn start(
     config: crate::config::Config,
     addr: SocketAddr,

@@ -17,7 +17,6 @@ use super::docs::DocIndex;
 use super::{ToolError, ToolResult, ToolSource, ToolSpec, calculator};
 use crate::deadline::Deadline;
 
-pub use super::sql::SQL_MAX_ROWS;
 use super::sql::Sql;
 /// The most bytes `read_file` returns.
 pub const READ_MAX_BYTES: usize = 64 << 10;

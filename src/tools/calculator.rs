@@ -27,7 +27,7 @@ pub enum CalcError {
     Overflow,
 }
 
-/// An exact rational number of any size, up to [`MAX_BITS`] bits in the numerator and
+/// An exact rational number of any size, up to `MAX_BITS` bits in the numerator and
 /// the denominator.
 ///
 /// A hand-written `i128` fraction once printed `(3**80-1)/3**80` as `0.0100101…`: its
@@ -39,7 +39,7 @@ pub struct Rational(BigRational);
 /// The most bits of a numerator or denominator: about 1,200 decimal digits, far past
 /// any answer a person reads, and small enough that no expression of 2,000 characters
 /// can make the tool slow.
-pub const MAX_BITS: u64 = 4096;
+pub(crate) const MAX_BITS: u64 = 4096;
 
 impl Rational {
     fn checked(v: BigRational) -> Result<Self, CalcError> {

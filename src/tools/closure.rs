@@ -109,7 +109,7 @@ fn input_schema<A: JsonSchema>() -> Value {
 /// ```
 /// use serde_json::json;
 /// use toolloop::tools::ToolSpec;
-/// use toolloop::tools::closure::FnTools;
+/// use toolloop::tools::FnTools;
 ///
 /// let mut tools = FnTools::new();
 /// tools.add(ToolSpec::new("ping", "Answers pong", json!({"type": "object"})), |_| Ok(json!("pong")));

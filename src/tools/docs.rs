@@ -145,11 +145,6 @@ impl DocIndex {
         })
     }
 
-    /// What was left out of the index, if anything.
-    pub fn skipped(&self) -> Option<&str> {
-        self.skipped.as_deref()
-    }
-
     /// The best `limit` paragraphs for `query`, each with its file and line.
     pub fn search(&self, query: &str, limit: usize) -> ToolResult {
         if !query.chars().any(char::is_alphanumeric) {

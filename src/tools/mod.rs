@@ -13,13 +13,13 @@
 //! May import `turn/` (the repairer, for a tool server's broken JSON) and the leaf
 //! modules; never the checks, the run, serving, eval or the command line.
 
-pub mod builtin;
+pub(crate) mod builtin;
 pub mod calculator;
-pub mod closure;
-pub mod docs;
-pub mod http;
-pub mod mcp;
-pub mod sql;
+pub(crate) mod closure;
+pub(crate) mod docs;
+pub(crate) mod http;
+pub(crate) mod mcp;
+pub(crate) mod sql;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +30,10 @@ use serde_json::{Map, Value};
 
 use crate::deadline::{Deadline, StopHandle};
 pub use crate::tool_spec::ToolSpec;
+pub use builtin::{Builtin, BuiltinConfig, DEMO_WEATHER};
+pub use closure::{FnTool, FnTools};
+pub use http::HttpTools;
+pub use mcp::McpTools;
 
 /// What a tool call gave: seed 003's `ToolResult`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -232,9 +236,9 @@ struct Entry {
 ///
 /// ```
 /// use serde_json::json;
-/// use toolloop::deadline::Deadline;
+/// use toolloop::Deadline;
 /// use toolloop::tools::{Catalogue, ToolSpec};
-/// use toolloop::tools::closure::FnTools;
+/// use toolloop::tools::FnTools;
 ///
 /// let mut fns = FnTools::new();
 /// fns.add(
@@ -418,9 +422,9 @@ impl Catalogue {
     /// ```
     /// use std::sync::Arc;
     /// use serde_json::{Map, json};
-    /// use toolloop::deadline::Deadline;
+    /// use toolloop::Deadline;
     /// use toolloop::tools::{Catalogue, ToolSpec};
-    /// use toolloop::tools::closure::FnTools;
+    /// use toolloop::tools::FnTools;
     ///
     /// let mut f = FnTools::new();
     /// f.add(ToolSpec::new("echo", "echoes", json!({"type": "object"})), |a| Ok(json!(a)));
@@ -511,9 +515,9 @@ impl Drop for Catalogue {
 /// HTTP tool API base URLs, MCP servers (URL or command line), the built-in tools.
 ///
 /// ```
-/// use toolloop::deadline::Deadline;
+/// use toolloop::Deadline;
 /// use toolloop::tools::ToolSetup;
-/// use toolloop::tools::builtin::BuiltinConfig;
+/// use toolloop::tools::BuiltinConfig;
 ///
 /// let setup = ToolSetup { builtin: Some(BuiltinConfig::default()), ..ToolSetup::default() };
 /// let catalogue = setup.connect(Deadline::none())?;

@@ -13,12 +13,15 @@ use serde_json::{Map, Value, json};
 use super::{ToolError, ToolResult};
 
 /// The most rows `sql_query` returns (seed 002).
+#[cfg(feature = "sqlite")]
 pub const SQL_MAX_ROWS: usize = 100;
 /// The most text of one value in a reply; longer values are cut with a marker, as
 /// `read_file` cuts files. One `printf('%.*c', 40000000, 'x')` once took the server out of
 /// memory while the reply was serialised.
+#[cfg(feature = "sqlite")]
 pub const SQL_VALUE_MAX: usize = 4000;
 /// Once the values of a reply pass this many bytes, no more rows are read.
+#[cfg(feature = "sqlite")]
 pub const SQL_MAX_BYTES: usize = 64 << 10;
 
 /// A text value, cut to [`SQL_VALUE_MAX`] bytes (at a character boundary) with a marker.

@@ -12,7 +12,7 @@
 //! sequences or multi-byte characters split across pieces. Whether the whole reply is a
 //! valid turn is decided afterwards by the repairer and the schema, as for any reply; the
 //! caller compares what was shown with the answer that results
-//! ([`crate::run::orchestrator`]).
+//! (`crate::run::orchestrator`).
 
 /// Where the scanner is inside the JSON text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

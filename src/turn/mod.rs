@@ -9,6 +9,6 @@ pub mod prompt;
 pub mod repair;
 mod reply;
 pub mod schema;
-pub mod tool_schema;
+pub(crate) mod tool_schema;
 
 pub use reply::*;

@@ -14,7 +14,7 @@
 //!   invented.
 //! - One pass, linear time: the parser writes its output once and only ever truncates the
 //!   tail of the output buffer to drop an incomplete member.
-//! - Never panics; recursion is bounded by [`MAX_DEPTH`] and deeper nesting is an error.
+//! - Never panics; recursion is bounded by `MAX_DEPTH` and deeper nesting is an error.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -26,7 +26,7 @@ use serde_json::Value;
 /// `serde_json` refuses input nested deeper than 128 levels, so the repairer stops at the
 /// same place and reports [`RepairError::TooDeep`] instead of producing text nobody can
 /// read back.
-pub const MAX_DEPTH: usize = 127;
+pub(crate) const MAX_DEPTH: usize = 127;
 
 /// One kind of repair that was applied to the input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -222,7 +222,7 @@ pub enum RepairError {
     /// The input holds no object, array, string, number or literal.
     #[error("no JSON value found in the input")]
     NoJson,
-    /// Arrays and objects are nested deeper than [`MAX_DEPTH`].
+    /// Arrays and objects are nested deeper than `MAX_DEPTH`.
     #[error("JSON nested deeper than {MAX_DEPTH} levels")]
     TooDeep,
 }

@@ -15,20 +15,20 @@ use crate::turn::repair::{self, Fix, Fixes, RepairError};
 
 /// The longest `thought` the schema allows. Unbounded strings let a small model fill them
 /// with repetition until the token limit (measured with Gemma 3 270M, `docs/ARCHITECTURE.md`).
-pub const THOUGHT_MAX: u64 = 400;
+pub(crate) const THOUGHT_MAX: u64 = 400;
 /// The longest tool name.
-pub const TOOL_NAME_MAX: u64 = 64;
+pub(crate) const TOOL_NAME_MAX: u64 = 64;
 /// The longest final answer.
-pub const CONTENT_MAX: u64 = 4000;
+pub(crate) const CONTENT_MAX: u64 = 4000;
 /// The longest clarifying question.
-pub const QUESTION_MAX: u64 = 400;
+pub(crate) const QUESTION_MAX: u64 = 400;
 /// The most missing parameters a clarify turn may list.
-pub const MISSING_PARAMS_MAX: u64 = 8;
+pub(crate) const MISSING_PARAMS_MAX: u64 = 8;
 /// The longest name in `missing_params`.
-pub const PARAM_NAME_MAX: u64 = 64;
+pub(crate) const PARAM_NAME_MAX: u64 = 64;
 /// The most calls one `tool_calls` turn may carry (the narrowed schema can lower it:
 /// `max_calls_per_turn`).
-pub const CALLS_MAX: u64 = 8;
+pub(crate) const CALLS_MAX: u64 = 8;
 
 /// One call of a [`Turn::ToolCalls`] turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

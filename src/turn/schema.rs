@@ -80,16 +80,16 @@ pub enum Decide {
     /// `kind` first: the decision is the first token.
     #[default]
     Direct,
-    /// `thought` first (at most [`REASON_MAX`] characters), then `kind`.
+    /// `thought` first (at most `REASON_MAX` characters), then `kind`.
     Reason,
     /// `kind` first, and a call the model itself gave too little probability
-    /// ([`crate::checks::tool_probability`]) is declined: the model is asked for an answer instead.
+    /// (`crate::checks::tool_probability`) is declined: the model is asked for an answer instead.
     Probability,
 }
 
 /// The longest `thought` the narrowed schema allows: one sentence, enough to say which
 /// tool fits and why, short enough that a small model cannot ramble in it.
-pub const REASON_MAX: u64 = 160;
+pub(crate) const REASON_MAX: u64 = 160;
 
 impl Decide {
     /// Rewrites one variant's schema for this way of deciding: the `thought` bounded to

@@ -43,13 +43,6 @@ const WALK_DEPTH: usize = 64;
 /// Angeles, CA": on the 18 BFCL `simple_python` cases with such a parameter, 8 right
 /// calls became 12 (`BENCHMARKS.md`). Unlike a date, the state cannot be added after the
 /// fact without knowing it, so this one layout goes into the grammar.
-///
-/// ```
-/// # use toolloop::turn::tool_schema::city_and_state;
-/// # use serde_json::json;
-/// assert!(city_and_state(&json!("The city and state, e.g. Seattle, WA")).is_some());
-/// assert!(city_and_state(&json!("The state where the city is located.")).is_none());
-/// ```
 pub fn city_and_state(description: &Value) -> Option<String> {
     let d = description.as_str()?.to_lowercase();
     (d.contains("city and state") || d.contains("city, state"))
@@ -65,13 +58,6 @@ pub fn city_and_state(description: &Value) -> Option<String> {
 /// llama-server with `^[^,]+, [A-Z]{2}$`: 12 of 42 requests failed; with the quote and
 /// the backslash refused, none. A value the pattern allowed with a quote in it is the
 /// only thing lost.
-///
-/// ```
-/// # use toolloop::turn::tool_schema::quote_safe;
-/// assert_eq!(quote_safe(r"^[^,]+$"), r#"^[^"\\,]+$"#);
-/// assert_eq!(quote_safe(r"^\[^x]$"), r"^\[^x]$");
-/// assert_eq!(quote_safe(r"^[a-z]+$"), r"^[a-z]+$");
-/// ```
 pub fn quote_safe(pattern: &str) -> String {
     let mut out = String::with_capacity(pattern.len() + 4);
     let mut chars = pattern.chars().peekable();
@@ -184,5 +170,26 @@ fn rewrite(schema: &mut Value, prefix: &str, depth: usize) {
             }
         }
         _ => {}
+    }
+}
+
+/// The examples of this module's docs, as tests: its items are crate-private, so
+/// rustdoc cannot run them.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn city_and_state_gets_a_layout() {
+        use crate::turn::tool_schema::city_and_state;
+        use serde_json::json;
+        assert!(city_and_state(&json!("The city and state, e.g. Seattle, WA")).is_some());
+        assert!(city_and_state(&json!("The state where the city is located.")).is_none());
+    }
+
+    #[test]
+    fn a_negated_class_refuses_the_quote() {
+        use crate::turn::tool_schema::quote_safe;
+        assert_eq!(quote_safe(r"^[^,]+$"), r#"^[^"\\,]+$"#);
+        assert_eq!(quote_safe(r"^\[^x]$"), r"^\[^x]$");
+        assert_eq!(quote_safe(r"^[a-z]+$"), r"^[a-z]+$");
     }
 }

@@ -56,6 +56,7 @@ impl Engine {
 
     /// Feeds a tool's result back (the turn's one call to run). `Err` of the
     /// infrastructure kind makes the tool unavailable for the rest of the run.
+    #[cfg(test)]
     pub fn tool_returned(&mut self, result: Result<ToolResult, ToolError>, took: Duration) {
         self.tools_returned(vec![(result, took)]);
     }

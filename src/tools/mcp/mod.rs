@@ -25,7 +25,7 @@ use crate::deadline::Deadline;
 use http::HttpServer;
 use stdio::StdioServer;
 use wire::Reply;
-pub use wire::{PROTOCOL_VERSION, call_result, split_command};
+pub use wire::{PROTOCOL_VERSION, call_result};
 
 /// How many pages of `tools/list` are followed.
 const MAX_PAGES: usize = 100;
@@ -33,9 +33,9 @@ const MAX_PAGES: usize = 100;
 /// Tools of one MCP server.
 ///
 /// ```no_run
-/// use toolloop::deadline::Deadline;
+/// use toolloop::Deadline;
 /// use toolloop::tools::{Catalogue, ToolSource};
-/// use toolloop::tools::mcp::McpTools;
+/// use toolloop::tools::McpTools;
 ///
 /// let server = McpTools::connect("npx -y @modelcontextprotocol/server-everything", Deadline::none())?;
 /// let tools = Catalogue::load(vec![Box::new(server)], Deadline::none())?;

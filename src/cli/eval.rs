@@ -1,0 +1,121 @@
+//! `toolloop eval`: a BFCL-format data set run through the loop and scored, or recorded
+//! reports judged again under today's checks (`--rescore`).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use super::flags::{ModelArgs, ToolArgs, with_flags};
+use super::{config, fail, output_status, print_stdout};
+use crate::Deadline;
+use crate::eval;
+use crate::run::ending::EXIT_RUNTIME;
+
+/// `eval --rescore`: recorded replies judged again, no model contacted.
+pub(super) fn run_rescore(
+    data: &std::path::Path,
+    model: &ModelArgs,
+    reports: &[std::path::PathBuf],
+) -> ExitCode {
+    let config = config(model, &ToolArgs::default(), true);
+    for report in reports {
+        match eval::rescore(data, report, &config.checks, config.threshold()) {
+            Ok(text) => {
+                if let Err(e) = print_stdout(text.trim_end()) {
+                    return output_status(Err(e), EXIT_RUNTIME);
+                }
+            }
+            Err(e) => return fail(e),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+pub(super) fn run_eval(
+    path: &std::path::Path,
+    model: &ModelArgs,
+    (limit, category): (Option<usize>, Option<&str>),
+    (no_constraint, native_tools): (bool, bool),
+    jobs: usize,
+    json: bool,
+) -> ExitCode {
+    // The data is checked before the model is contacted.
+    let hint = "fetch BFCL data with scripts/bfcl-data.sh";
+    let cases = match eval::load(path)
+        .map_err(|e| format!("{e}; {hint}"))
+        .and_then(|c| {
+            eval::select(c, category, limit).map_err(|e| format!("{e} in {}", path.display()))
+        }) {
+        Ok(c) if c.is_empty() => {
+            return fail(format!("no BFCL case in {}; {hint}", path.display()));
+        }
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let config = config(model, &ToolArgs::default(), true);
+    // The first backend is the one checked; the others are made alike, one per job.
+    let mut backends = Vec::with_capacity(jobs);
+    for _ in 0..jobs.clamp(1, cases.len().max(1)) {
+        match config.backend() {
+            Ok(b) => backends.push(b),
+            Err(e) => return fail(with_flags(e)),
+        }
+    }
+    if let Err(e) = backends[0].preflight(Deadline::after(Duration::from_secs(30))) {
+        return fail(with_flags(e));
+    }
+    if native_tools && config.backend != crate::config::BackendKind::OpenAi {
+        return fail("--native-tools needs --backend openai (an OpenAI-compatible server)");
+    }
+    let run = eval::EvalSettings {
+        native: native_tools.then(|| eval::NativeTarget {
+            base_url: config.base_url.trim_end_matches('/').to_string(),
+            model: config.model.clone(),
+        }),
+        constraint: if no_constraint {
+            eval::Constraint::Off
+        } else {
+            eval::Constraint::Narrowed
+        },
+        config,
+    };
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(cases.len() as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let started = std::time::Instant::now();
+    let results = eval::run_all(backends, &cases, &run, |r| {
+        if model.verbose {
+            bar.suspend(|| {
+                let why = r.reason.as_deref().unwrap_or("");
+                eprintln!("{} {} {why}", if r.pass { "PASS" } else { "FAIL" }, r.id)
+            });
+        }
+        bar.set_message(r.id.clone());
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    let written = if json {
+        print_stdout(&eval::report_json(&results).to_string())
+    } else {
+        print_stdout(eval::table(&eval::summarize(&results)).trim_end())
+    };
+    if written.is_err() {
+        return output_status(written, EXIT_RUNTIME);
+    }
+    let minutes = started.elapsed().as_secs_f64() / 60.0;
+    eprintln!(
+        "toolloop: {} cases in {:.1} min ({:.1} cases per minute, {jobs} at once)",
+        results.len(),
+        minutes,
+        results.len() as f64 / minutes.max(1e-9)
+    );
+    let errors = results.iter().filter(|r| r.error.is_some()).count();
+    if errors > 0 {
+        eprintln!("toolloop: {errors} cases could not run (see --json for why)");
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,146 @@
+//! Recorded `toolloop eval --json` reports judged again under today's checks, with no
+//! model (`toolloop eval DATA --rescore REPORT.json`).
+//!
+//! A change to what toolloop does *after* the model's first reply (declining a call,
+//! rewriting a date, grounding arguments) can be measured on replies already recorded:
+//! each case's first reply is judged again by the checks with the recorded p(tool), as the
+//! engine judges a reply, and the resulting call scored. A run of all 840 cases of three
+//! BFCL files takes most of an hour against the model; this takes a second. Cases whose
+//! recorded run took more than one reply (a declined call asked again, say) are kept as
+//! recorded: what the model would have written the second time cannot be replayed.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{Call, Case, load, score_calls};
+use crate::checks::{CheckLevels, Checks, Evidence, TurnContext, Verdict};
+use crate::message::{ChatReply, TokenLogprob};
+use crate::turn::Turn;
+
+/// The recorded reply as a server gives it: the text, and at the token where the kind
+/// begins, the recorded share of probability for a call against an answer.
+fn reply_of(text: &str, p_tool: f64) -> ChatReply {
+    let at = text
+        .find("_call")
+        .map_or(0, |i| i.saturating_sub("tool".len()));
+    let (head, rest) = text.split_at(at);
+    let p = p_tool.clamp(1e-9, 1.0 - 1e-9);
+    let tok = |token: &str, logprob: f64, top| TokenLogprob {
+        token: token.into(),
+        logprob,
+        top,
+    };
+    ChatReply {
+        text: text.into(),
+        logprobs: vec![
+            tok(head, 0.0, vec![]),
+            tok(
+                rest,
+                p.ln(),
+                vec![
+                    (rest.into(), p.ln()),
+                    ("final_answer".into(), (1.0 - p).ln()),
+                ],
+            ),
+        ],
+        ..ChatReply::default()
+    }
+}
+
+/// The calls today's checks make from a recorded first reply.
+fn replayed(
+    case: &Case,
+    text: &str,
+    p_tool: f64,
+    checks: &Checks,
+    threshold: Option<f64>,
+) -> Vec<Call> {
+    let Ok(parsed) = Turn::parse(text) else {
+        return Vec::new();
+    };
+    let Turn::ToolCall {
+        tool, arguments, ..
+    } = parsed.turn
+    else {
+        return Vec::new();
+    };
+    let said = Evidence::of([case.question.as_str()]);
+    let reply = reply_of(text, p_tool);
+    let ctx = TurnContext {
+        question: &case.question,
+        said: &said,
+        specs: &case.tools,
+        reply: &reply,
+        threshold,
+    };
+    let mut calls = vec![(tool, arguments)];
+    match checks.judge(&ctx, &mut calls, true).1 {
+        Verdict::Go => calls
+            .into_iter()
+            .map(|(name, arguments)| Call { name, arguments })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Judges every case of `report` (the JSON of `toolloop eval --json`) again with the
+/// checks `levels` leave on, against the BFCL files in `data`. Returns one line per case
+/// whose result changed and a last line `REPORT: was -> now of N`.
+pub(crate) fn rescore(
+    data: &Path,
+    report: &Path,
+    levels: &CheckLevels,
+    threshold: Option<f64>,
+) -> Result<String, String> {
+    let text = std::fs::read_to_string(report).map_err(|e| format!("{}: {e}", report.display()))?;
+    let r: Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not an eval report: {e}", report.display()))?;
+    let recorded = r["cases"].as_array().cloned().unwrap_or_default();
+    let mut out = String::new();
+    let Some(category) = recorded.first().and_then(|c| c["category"].as_str()) else {
+        let _ = writeln!(out, "{}: no cases", report.display());
+        return Ok(out);
+    };
+    let file = if data.is_dir() {
+        data.join(format!("BFCL_v4_{category}.json"))
+    } else {
+        data.to_path_buf()
+    };
+    let cases = load(&file).map_err(|e| e.to_string())?;
+    let checks = Checks::new(levels);
+    let (mut was, mut now) = (0, 0);
+    for c in &recorded {
+        let Some(case) = cases.iter().find(|k| c["id"] == k.id.as_str()) else {
+            continue;
+        };
+        let texts: Vec<&str> = c["texts"]
+            .as_array()
+            .map(|t| t.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let before = c["pass"].as_bool().unwrap_or(false);
+        let after = match texts.as_slice() {
+            [text] => {
+                let p_tool = c["p_tool"].as_f64().unwrap_or(1.0);
+                let calls = replayed(case, text, p_tool, &checks, threshold);
+                score_calls(category, &calls, &case.functions, &case.ground_truth).is_ok()
+            }
+            _ => before,
+        };
+        was += usize::from(before);
+        now += usize::from(after);
+        if after != before {
+            let verdict = if after { "now passes" } else { "now fails" };
+            let first = texts.first().unwrap_or(&"");
+            let _ = writeln!(out, "  {}: {verdict}: {first}", case.id);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{}: {was} -> {now} of {}",
+        report.display(),
+        recorded.len()
+    );
+    Ok(out)
+}
