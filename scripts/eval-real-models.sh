@@ -6,7 +6,7 @@
 #   baseline  another revision's defaults, built in target/baseline, when
 #             TOOLLOOP_EVAL_BASELINE=REV names one (the "before" of a round)
 #   before    this revision without the decision step and the argument checks
-#             (--decide direct --keep-invented-arguments)
+#             (--decide direct, and every check of a value off)
 #   after     this revision's defaults
 # plus any extra settings named in TOOLLOOP_EVAL_VARIANTS ("name:flags;name:flags").
 # TOOLLOOP_EVAL_MODELS picks the models (default "qwen gemma"). Everything it needs is
@@ -37,7 +37,7 @@ fi
 limit_flag=(--limit "$limit")
 [ "$limit" = all ] && limit_flag=()
 port=8093
-variants="${baseline_bin:+baseline:;}before:--decide direct --keep-invented-arguments;after:${TOOLLOOP_EVAL_VARIANTS:+;$TOOLLOOP_EVAL_VARIANTS}"
+variants="${baseline_bin:+baseline:;}before:--decide direct --check date-layout=off --check percent-fraction=off --check size-word-zeros=off --check repeated-value=off --check ungrounded-optional=off --check invented-required=off;after:${TOOLLOOP_EVAL_VARIANTS:+;$TOOLLOOP_EVAL_VARIANTS}"
 for model in ${TOOLLOOP_EVAL_MODELS:-qwen gemma}; do
   pid=$(scripts/real-model.sh serve "$model" "$port" "$jobs")
   IFS=';' read -ra vs <<<"$variants"

@@ -714,3 +714,100 @@ fn web_says_the_model_server_is_down_before_serving() {
     );
     assert!(!err.contains("the page is at"), "{err}");
 }
+
+mod checks {
+    use super::*;
+
+    #[test]
+    fn every_check_is_listed_with_its_default_and_one_is_shown_whole() {
+        let out = toolloop(&["checks"], b"");
+        assert_eq!(out.status.code(), Some(0));
+        let list = text(&out.stdout);
+        assert!(list.contains("tool-probability     on "), "{list}");
+        assert!(list.contains("date-layout          off"), "{list}");
+        let one = toolloop(&["checks", "invented-required"], b"");
+        let doc = text(&one.stdout);
+        assert!(
+            doc.starts_with("invented-required (default off; asks the person)"),
+            "{doc}"
+        );
+        assert!(doc.contains("Why:") && doc.contains("Example:"), "{doc}");
+        let json = toolloop(&["checks", "--json"], b"");
+        let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(
+            v.as_array().unwrap().len(),
+            list.lines().filter(|l| l.contains("  o")).count()
+        );
+    }
+
+    #[test]
+    fn an_unknown_check_is_a_usage_error_that_names_the_checks() {
+        let out = toolloop(&["ask", "hi", "--check", "date-layuot=off"], b"");
+        assert_eq!(out.status.code(), Some(2));
+        let err = text(&out.stderr);
+        assert!(err.contains("no check is called 'date-layuot'"), "{err}");
+        assert!(err.contains("date-layout"), "{err}");
+        let out = toolloop(&["checks", "nope"], b"");
+        assert_eq!(out.status.code(), Some(2));
+    }
+
+    #[test]
+    fn what_a_check_did_is_shown_without_verbose_and_in_json() {
+        // A call of the weather tool for a question that names no city: with
+        // invented-required on, the call becomes a question, and the person sees why.
+        let call = r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Paris"}}"#;
+        let fake = fake_ollama(&[call]);
+        let out = toolloop(
+            &[
+                "ask",
+                "What's the weather like?",
+                "--ollama-host",
+                &fake.url,
+                "--builtin",
+                "--demo",
+                "--check",
+                "invented-required=on",
+                "--json",
+            ],
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("[Check] invented-required: get_weather: city not given by the person"),
+            "{err}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["checks"][0]["event"], "invented");
+        assert_eq!(v["checks"][0]["check"], "invented-required");
+        assert!(
+            v["checks"][0]["line"]
+                .as_str()
+                .unwrap()
+                .contains("get_weather")
+        );
+    }
+
+    #[test]
+    fn a_check_off_by_default_leaves_the_call_as_the_model_wrote_it() {
+        let call = r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Paris"}}"#;
+        let answer = r#"{"kind":"final_answer","thought":"","content":"Rain."}"#;
+        let fake = fake_ollama(&[call, answer]);
+        let out = toolloop(
+            &[
+                "ask",
+                "What's the weather like?",
+                "--ollama-host",
+                &fake.url,
+                "--builtin",
+                "--demo",
+                "--json",
+            ],
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["steps"][0]["arguments"]["city"], "Paris");
+        assert_eq!(v["checks"], serde_json::json!([]));
+    }
+}

@@ -182,16 +182,16 @@ function handle(view, run, e) {
       step(view, "call", "You answered", e.answer);
       break;
     case "decision":
-      if (e.declined) step(view, "repair", "Call declined", `${e.tool} (p=${e.p_tool.toFixed(2)}): the model is asked to answer instead`);
+      if (e.declined) step(view, "repair", `Call declined (${e.check || "decision"})`, `${e.tool} (p=${e.p_tool.toFixed(2)}): ${e.instead && e.instead.length ? "the model is asked again among " + e.instead.join(", ") : "the model is asked to answer instead"}`);
       break;
     case "invented":
-      step(view, "repair", "Not called", `${e.tool}: nobody gave ${e.arguments.join(", ")}`);
+      step(view, "repair", `Not called (${e.check})`, `${e.tool}: nobody gave ${e.arguments.join(", ")}`);
       break;
     case "reformatted":
-      step(view, "repair", "Rewritten", `${e.tool}: ${e.argument} ${JSON.stringify(e.from)} → ${JSON.stringify(e.to)} (${e.why})`);
+      step(view, "repair", `Rewritten (${e.check})`, `${e.tool}: ${e.argument} ${JSON.stringify(e.from)} → ${JSON.stringify(e.to)} (${e.why})`);
       break;
     case "ungrounded":
-      step(view, "repair", "Left out", `${e.tool}: ${e.arguments.join(", ")} (nobody gave them)`);
+      step(view, "repair", `Left out (${e.check})`, `${e.tool}: ${e.arguments.join(", ")} (nobody gave them)`);
       break;
     case "repeat":
       step(view, "problem", "Repeated call", `${e.tool} (${e.count} times)`);
@@ -200,7 +200,7 @@ function handle(view, run, e) {
       step(view, "problem", "Tool unavailable", `${e.tool}: ${e.reason}`);
       break;
     case "repetition":
-      step(view, "repair", "Stopped a loop", `"${e.phrase}"`);
+      step(view, "repair", `Stopped a loop (${e.check})`, `"${e.phrase}"`);
       break;
     case "warning":
       step(view, "problem", "Warning", e.message);

@@ -19,7 +19,7 @@ use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, TurnContext};
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "date-layout",
-    default_on: true,
+    default_on: false,
     effect: Effect::Rewrites,
     what: "rewrites a date into the layout its parameter's description names",
     why: "small models write dates year first whatever layout the tool documents",

@@ -12,7 +12,7 @@ use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, TurnContext, grou
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "invented-required",
-    default_on: true,
+    default_on: false,
     effect: Effect::Asks,
     what: "asks the person for a required value nobody gave instead of calling",
     why: "a required value the model made up is the mark of a call the question did not ask for",

@@ -54,6 +54,18 @@ pub enum Effect {
     Asks,
 }
 
+impl std::fmt::Display for Effect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Effect::Cuts => "cuts the reply",
+            Effect::Declines => "declines the call",
+            Effect::Rewrites => "rewrites a value",
+            Effect::Drops => "leaves an argument out",
+            Effect::Asks => "asks the person",
+        })
+    }
+}
+
 /// A check's declaration: its name, its default, and its doc in clippy's sections.
 #[derive(Debug)]
 pub struct CheckInfo {
@@ -116,15 +128,22 @@ impl CheckLevels {
         }
     }
 
-    /// Turns every check that rewrites, drops or asks about an argument's value on or off.
-    pub fn set_value_checks(&mut self, on: bool) {
+    /// Turns every check on or off.
+    pub fn set_all(&mut self, on: bool) {
         for c in ALL {
-            let info = c.info();
-            if matches!(info.effect, Effect::Rewrites | Effect::Drops | Effect::Asks) {
-                self.set.insert(info.name, on);
-            }
+            self.set.insert(c.info().name, on);
         }
     }
+}
+
+/// Every check's declaration, in the order the checks run.
+///
+/// ```
+/// let names: Vec<_> = toolloop::checks::all().map(|c| c.name).collect();
+/// assert!(names.contains(&"tool-probability"));
+/// ```
+pub fn all() -> impl Iterator<Item = &'static CheckInfo> {
+    ALL.iter().map(|c| c.info())
 }
 
 /// What the checks see of a turn.
@@ -163,6 +182,8 @@ pub(crate) struct Judgement {
     pub support: Option<f64>,
     /// Whether the call is declined.
     pub declined: bool,
+    /// The check that declined it.
+    pub by: Option<&'static str>,
     /// The tools the model should choose among instead (none: answer).
     pub instead: Vec<String>,
 }
@@ -215,6 +236,8 @@ pub(crate) enum Verdict {
     },
     /// Do not call: ask the person for these arguments of this tool.
     Ask {
+        /// The check that asks.
+        check: &'static str,
         /// The tool.
         tool: String,
         /// The arguments nobody gave.
@@ -331,7 +354,15 @@ impl Checks {
             for c in &self.on {
                 if let Some(missing) = c.judge_call(ctx, &mut call, &mut findings) {
                     let tool = tool.clone();
-                    return (findings, Verdict::Ask { tool, missing });
+                    let check = c.info().name;
+                    return (
+                        findings,
+                        Verdict::Ask {
+                            check,
+                            tool,
+                            missing,
+                        },
+                    );
                 }
             }
         }

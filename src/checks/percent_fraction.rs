@@ -16,7 +16,7 @@ use super::{CallUnderCheck, Check, CheckInfo, Effect, Evidence, Finding, TurnCon
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "percent-fraction",
-    default_on: true,
+    default_on: false,
     effect: Effect::Rewrites,
     what: "passes a percentage the person wrote as the fraction a float parameter takes",
     why: "asked for 8%, small models pass 8 where the tool reads 0.08",

@@ -16,7 +16,7 @@ use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, TurnContext};
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "repeated-value",
-    default_on: true,
+    default_on: false,
     effect: Effect::Rewrites,
     what: "cuts another argument's value from the start or end of a name",
     why: "small models copy a whole phrase into a name and its parts into the parameters beside it",

@@ -14,7 +14,7 @@ use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, TurnContext};
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "size-word-zeros",
-    default_on: true,
+    default_on: false,
     effect: Effect::Rewrites,
     what: "gives a number said with a size word (million, bn) back its miscounted zeros",
     why: "spelling out \"50 million\", small models write 500000000",

@@ -41,6 +41,7 @@ impl Check for ToolProbability {
         };
         if ctx.threshold.is_some_and(|t| p < t) {
             judgement.declined = true;
+            judgement.by.get_or_insert(self.info().name);
         }
     }
 }

@@ -74,6 +74,7 @@ impl Check for ToolRelevance {
         }
         if own.is_some_and(|s| s < MIN_SUPPORT) && p_tool < SURE {
             judgement.declined = true;
+            judgement.by.get_or_insert(self.info().name);
         }
         let best = supports.iter().filter_map(|(_, s)| *s).fold(0.0, f64::max);
         // Other tools are offered when the question points to them much more, and also
@@ -84,6 +85,7 @@ impl Check for ToolRelevance {
             && best >= MIN_SUPPORT
             && (best >= own + MARGIN || (judgement.declined && best > own))
         {
+            judgement.by.get_or_insert(self.info().name);
             judgement.instead = supports
                 .into_iter()
                 .filter(|(_, s)| s.is_some_and(|s| s >= best - 0.05))

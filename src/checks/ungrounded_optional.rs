@@ -11,7 +11,7 @@ use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, TurnContext, grou
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "ungrounded-optional",
-    default_on: true,
+    default_on: false,
     effect: Effect::Drops,
     what: "leaves out an optional argument whose value nobody gave",
     why: "small models fill every optional parameter with a value of their own",

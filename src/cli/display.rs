@@ -143,6 +143,13 @@ impl Observer for Progress {
                 self.line(self.paint("33", &format!("[Warning] {message}")));
             }
             Event::Stopped { .. } => self.stop_spinner(),
+            // Whatever a check did to a call is shown, -v or not: a value the model
+            // wrote and the tool never saw must not go unseen.
+            _ if !self.verbose => {
+                if let Some(line) = event.check_line() {
+                    self.line(self.paint("35", &format!("[Check] {line}")));
+                }
+            }
             _ => {}
         }
     }

@@ -113,6 +113,25 @@ fn parse_url(s: &str) -> Result<String, String> {
     }
 }
 
+/// `NAME=on|off`, NAME a check's name or `all`.
+fn parse_check(s: &str) -> Result<(String, bool), String> {
+    let (name, level) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=on or NAME=off, got {s:?}"))?;
+    let on = match level.trim() {
+        "on" => true,
+        "off" => false,
+        other => return Err(format!("expected on or off after {name}=, got {other:?}")),
+    };
+    let name = name.trim();
+    if name != "all" {
+        crate::CheckLevels::default()
+            .set(name, on)
+            .map_err(|e| format!("{e} (or all)"))?;
+    }
+    Ok((name.to_string(), on))
+}
+
 /// Any `OLLAMA_HOST` form that makes a usable address.
 fn parse_ollama_host(s: &str) -> Result<String, String> {
     parse_url(&crate::backend::ollama::parse_host(s))
@@ -210,10 +229,10 @@ pub struct ModelArgs {
     /// first, then the kind).
     #[arg(long, value_enum, default_value = "probability")]
     pub decide: DecideArg,
-    /// Pass every argument the model wrote: keep optional ones the question never gave,
-    /// and call even when a required value was never given (instead of asking for it).
-    #[arg(long)]
-    pub keep_invented_arguments: bool,
+    /// Turn a check on or off: NAME=on|off, NAME being one that `toolloop checks` lists,
+    /// or `all`. Repeatable; later ones win.
+    #[arg(long = "check", value_name = "NAME=on|off", value_parser = parse_check)]
+    pub checks: Vec<(String, bool)>,
     /// With --decide probability: the least probability the model must give a tool call.
     #[arg(long, value_name = "P", default_value_t = Config::default().tool_threshold)]
     pub tool_threshold: f64,
@@ -321,6 +340,17 @@ pub enum Command {
         /// under today's checks and this command's flags, without a model; repeatable.
         #[arg(long, value_name = "REPORT", conflicts_with_all = ["native_tools", "no_constraint"])]
         rescore: Vec<PathBuf>,
+    },
+    /// List the checks between the model's reply and the tool, with their defaults; with
+    /// a name, that check's whole doc. Set them with --check NAME=on|off.
+    ///
+    /// Example: toolloop checks date-layout
+    Checks {
+        /// One check's name.
+        name: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
     },
     /// List the tool catalogue.
     ///

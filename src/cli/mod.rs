@@ -81,6 +81,7 @@ pub fn main() -> ExitCode {
         Command::Repair { verbose } => run_repair(verbose),
         Command::Schema { tools } => run_schema(&tools),
         Command::Tools { tools, json } => run_tools(&tools, json),
+        Command::Checks { name, json } => run_checks(name.as_deref(), json),
         Command::ServeTools { addr, opts } => run_serve(&addr, &opts),
         Command::Web(w) => run_web(&w.model, &w.tools, w.no_tools, &w.web),
     }
@@ -130,9 +131,14 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
     config.options.temperature = Some(model.temperature);
     config.options.num_ctx = Some(model.num_ctx);
     config.options.num_predict = Some(model.num_predict);
-    config
-        .checks
-        .set_value_checks(!model.keep_invented_arguments);
+    for (name, on) in &model.checks {
+        if name == "all" {
+            config.checks.set_all(*on);
+        } else {
+            // Names were checked when the flag was parsed.
+            let _ = config.checks.set(name, *on);
+        }
+    }
     config
 }
 
@@ -432,6 +438,47 @@ fn run_schema(tools: &ToolArgs) -> ExitCode {
         }
         Err(e) => fail(with_flags(e)),
     }
+}
+
+fn run_checks(name: Option<&str>, json: bool) -> ExitCode {
+    let checks: Vec<_> = crate::checks::all()
+        .filter(|c| name.is_none_or(|n| n == c.name))
+        .collect();
+    if checks.is_empty() {
+        let names: Vec<_> = crate::checks::all().map(|c| c.name).collect();
+        return usage(format!(
+            "no check is called '{}'; the checks are: {}",
+            name.unwrap_or_default(),
+            names.join(", ")
+        ));
+    }
+    let text = if json {
+        let list: Vec<_> = checks
+            .iter()
+            .map(|c| {
+                serde_json::json!({"name": c.name, "default": if c.default_on {"on"} else {"off"},
+                    "effect": c.effect.to_string(), "what": c.what, "why": c.why, "example": c.example})
+            })
+            .collect();
+        serde_json::to_string_pretty(&list).unwrap_or_default()
+    } else if name.is_some() {
+        let c = checks[0];
+        let default = if c.default_on { "on" } else { "off" };
+        format!(
+            "{} (default {default}; {})\n\nWhat it does: {}\n\nWhy: {}\n\nExample: {}",
+            c.name, c.effect, c.what, c.why, c.example
+        )
+    } else {
+        let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        let mut out = String::new();
+        for c in &checks {
+            let default = if c.default_on { "on " } else { "off" };
+            out.push_str(&format!("{:width$}  {default}  {}\n", c.name, c.what));
+        }
+        out.push_str("\nSet one with --check NAME=on|off; `toolloop checks NAME` shows its doc.");
+        out
+    };
+    output_status(print_stdout(&text), 0)
 }
 
 fn run_tools(tools: &ToolArgs, json: bool) -> ExitCode {

@@ -14,6 +14,8 @@
 //! public: a library user who wants these figures runs `toolloop eval`.
 
 pub(crate) mod bfcl;
+#[cfg(test)]
+mod invariant;
 mod native;
 mod report;
 mod rescore;
@@ -156,6 +158,10 @@ pub struct EvalSettings {
 struct Recorder {
     specs: Vec<ToolSpec>,
     calls: Arc<Mutex<Vec<Call>>>,
+    /// The calls of the turn under way, counted from its `tool_call` events (which come
+    /// before the calls run): the run stops once all of them are recorded. Stopping at
+    /// the first would race the others of a several-call turn, which run side by side.
+    expected: Arc<std::sync::atomic::AtomicUsize>,
     stop: StopHandle,
 }
 
@@ -174,13 +180,16 @@ impl ToolSource for Recorder {
         arguments: &Map<String, Value>,
         _deadline: Deadline,
     ) -> Result<ToolResult, ToolError> {
-        if let Ok(mut calls) = self.calls.lock() {
+        let recorded = self.calls.lock().map_or(usize::MAX, |mut calls| {
             calls.push(Call {
                 name: name.to_string(),
                 arguments: arguments.clone(),
             });
+            calls.len()
+        });
+        if recorded >= self.expected.load(std::sync::atomic::Ordering::SeqCst) {
+            self.stop.stop();
         }
-        self.stop.stop();
         Ok(ToolResult::ok("recorded"))
     }
 }
@@ -260,6 +269,8 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
     let calls = Arc::new(Mutex::new(Vec::new()));
     let tally = Arc::new(Mutex::new(Tally::default()));
     let seen = Arc::clone(&tally);
+    let expected = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let announced = Arc::clone(&expected);
     let built = Orchestrator::builder()
         .settings(config)
         .backend(backend.clone())
@@ -268,11 +279,15 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         .source(Recorder {
             specs: case.tools.clone(),
             calls: Arc::clone(&calls),
+            expected,
             stop,
         })
         .observer(move |e: &Event| {
             let Ok(mut t) = seen.lock() else { return };
             match e {
+                Event::ToolCall { .. } => {
+                    announced.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
                 Event::Invalid { .. } => t.invalid += 1,
                 Event::ModelReply { text, .. } => {
                     t.replies += 1;

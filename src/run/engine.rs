@@ -367,7 +367,11 @@ impl Engine {
                 missing_params,
             } => self.ask(thought, question, missing_params),
             Turn::ToolCall { .. } | Turn::ToolCalls { .. } => match verdict {
-                Verdict::Ask { tool, missing } => self.ask_instead(thought, tool, missing),
+                Verdict::Ask {
+                    check,
+                    tool,
+                    missing,
+                } => self.ask_instead(thought, check, tool, missing),
                 _ => self.tool_calls(thought, calls),
             },
         }
@@ -387,9 +391,10 @@ impl Engine {
 
     /// A call with invented required values becomes the question for them; the history
     /// shows the question, so the model resumes from it with the person's answer.
-    fn ask_instead(&mut self, thought: String, tool: String, invented: Vec<String>) {
+    fn ask_instead(&mut self, thought: String, check: &str, tool: String, invented: Vec<String>) {
         let question = feedback::ask_for(&tool, &invented);
         self.events.push(Event::Invented {
+            check: check.to_string(),
             tool,
             arguments: invented.clone(),
         });

@@ -106,6 +106,9 @@ pub enum Event {
     /// The reply repeated itself while it streamed: the generation was stopped and the
     /// reply cut after what came before the loop (`crate::checks::looping_reply`).
     Repetition {
+        /// The check that found it.
+        #[serde(default)]
+        check: String,
         /// The word pair that repeated.
         phrase: String,
         /// Bytes of the reply kept.
@@ -114,6 +117,9 @@ pub enum Event {
     /// Optional arguments the person never gave were left out of a call
     /// (`crate::checks::grounding`).
     Ungrounded {
+        /// The check that left them out.
+        #[serde(default)]
+        check: String,
         /// The tool.
         tool: String,
         /// The arguments left out.
@@ -122,6 +128,9 @@ pub enum Event {
     /// An argument was rewritten the way its tool documents it: a date into the layout
     /// its description names, a percentage into a fraction ([`crate::checks`]).
     Reformatted {
+        /// The check that rewrote it.
+        #[serde(default)]
+        check: String,
         /// The tool.
         tool: String,
         /// The argument.
@@ -136,6 +145,9 @@ pub enum Event {
     /// Required arguments whose values nobody gave: the call was not made and the person
     /// is asked for them instead (`crate::checks::grounding::invented_required`).
     Invented {
+        /// The check that asks.
+        #[serde(default)]
+        check: String,
         /// The tool.
         tool: String,
         /// The arguments asked for.
@@ -144,6 +156,9 @@ pub enum Event {
     /// The model's own probability of calling a tool, read at its choice of kind
     /// (`crate::checks::tool_probability`).
     Decision {
+        /// The check that declined the call, when one did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        check: Option<String>,
         /// The tool it called.
         tool: String,
         /// The share of probability it gave to calling a tool.
@@ -202,10 +217,70 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// What a check did, in one line, for an event that says so (`date-layout:
+    /// get_tip: tip_percent 18 → 0.18 (…)`); none for every other event, and for a
+    /// decision that let the call go ahead. The command line prints these without `-v`.
+    pub fn check_line(&self) -> Option<String> {
+        Some(match self {
+            Event::Repetition {
+                check,
+                phrase,
+                kept,
+            } => format!(
+                "{check}: the reply kept repeating \"{phrase}\"; stopped, {kept} bytes kept"
+            ),
+            Event::Ungrounded {
+                check,
+                tool,
+                arguments,
+            } => format!(
+                "{check}: {tool}: left out {} (nobody gave it)",
+                arguments.join(", ")
+            ),
+            Event::Reformatted {
+                check,
+                tool,
+                argument,
+                from,
+                to,
+                why,
+            } => format!("{check}: {tool}: {argument} {from} → {to} ({why})"),
+            Event::Invented {
+                check,
+                tool,
+                arguments,
+            } => format!(
+                "{check}: {tool}: {} not given by the person; asking for it instead of calling",
+                arguments.join(", ")
+            ),
+            Event::Decision {
+                check,
+                tool,
+                p_tool,
+                support,
+                declined: true,
+                instead,
+            } => format!(
+                "{}: declined {tool}: p(tool) {p_tool:.2}, support {}; {}",
+                check.as_deref().unwrap_or("decision"),
+                support.map_or("-".to_string(), |s| format!("{s:.2}")),
+                if instead.is_empty() {
+                    "asking for an answer instead".to_string()
+                } else {
+                    format!("asking again among {}", instead.join(", "))
+                }
+            ),
+            _ => return None,
+        })
+    }
+}
+
 impl From<Finding> for Event {
     fn from(f: Finding) -> Self {
         match f {
             Finding::Decision { tool, judgement } => Event::Decision {
+                check: judgement.by.map(str::to_string),
                 tool,
                 p_tool: judgement.p_tool.unwrap_or(1.0),
                 support: judgement.support,
@@ -213,13 +288,14 @@ impl From<Finding> for Event {
                 instead: judgement.instead,
             },
             Finding::Rewritten {
+                check,
                 tool,
                 argument,
                 from,
                 to,
                 why,
-                ..
             } => Event::Reformatted {
+                check: check.to_string(),
                 tool,
                 argument,
                 from,
@@ -227,8 +303,14 @@ impl From<Finding> for Event {
                 why,
             },
             Finding::Dropped {
-                tool, arguments, ..
-            } => Event::Ungrounded { tool, arguments },
+                check,
+                tool,
+                arguments,
+            } => Event::Ungrounded {
+                check: check.to_string(),
+                tool,
+                arguments,
+            },
         }
     }
 }
@@ -340,40 +422,21 @@ impl Trace {
             Event::AnswerRetracted { reason } => {
                 format!("[ANSWER] the answer shown so far is withdrawn: {reason}")
             }
-            Event::Repetition { phrase, kept } => format!(
-                "[REPEAT] the reply kept repeating \"{phrase}\"; stopped, {kept} bytes kept"
-            ),
-            Event::Ungrounded { tool, arguments } => format!(
-                "[GROUND] {tool}: left out {} (not given by the person)",
-                arguments.join(", ")
-            ),
-            Event::Reformatted {
-                tool,
-                argument,
-                from,
-                to,
-                why,
-            } => format!("[GROUND] {tool}: {argument} {from} written {to} ({why})"),
-            Event::Invented { tool, arguments } => format!(
-                "[GROUND] {tool}: {} not given by the person; asking for it instead of calling",
-                arguments.join(", ")
-            ),
             Event::Decision {
                 tool,
                 p_tool,
                 support,
-                declined,
-                instead,
+                declined: false,
+                ..
             } => format!(
-                "[DECIDE] {tool}: p(tool) = {p_tool:.3}, support {}{}",
+                "[DECIDE] {tool}: p(tool) = {p_tool:.3}, support {}",
                 support.map_or("-".to_string(), |s| format!("{s:.2}")),
-                match (declined, instead.is_empty()) {
-                    (false, _) => String::new(),
-                    (true, true) => ": declined, asking for an answer instead".into(),
-                    (true, false) =>
-                        format!(": declined, asking again among {}", instead.join(", ")),
-                }
             ),
+            Event::Repetition { .. }
+            | Event::Ungrounded { .. }
+            | Event::Reformatted { .. }
+            | Event::Invented { .. }
+            | Event::Decision { .. } => format!("[CHECK] {}", event.check_line()?),
             Event::Repeat { tool, count } => {
                 format!("[OBSERVE] {tool}: repeated call #{count}, earlier result reused")
             }

@@ -52,6 +52,8 @@ pub struct Orchestrator {
     stop: StopHandle,
     /// The checks that watch each reply as it streams.
     checks: Checks,
+    /// What the checks did in the run under way, for its [`Outcome::checks`].
+    checked: Vec<Event>,
 }
 
 impl Orchestrator {
@@ -114,6 +116,7 @@ impl Orchestrator {
             self.config.clone(),
             self.schema.clone(),
         );
+        self.checked.clear();
         self.emit(&Event::RunStarted {
             query: query.to_string(),
             model: self.backend.describe(),
@@ -175,6 +178,7 @@ impl Orchestrator {
                         Ok((reply, found)) => {
                             if let Some(l) = found {
                                 self.emit(&Event::Repetition {
+                                    check: "looping-reply".into(),
                                     phrase: l.phrase,
                                     kept: reply.text.len(),
                                 });
@@ -229,6 +233,9 @@ impl Orchestrator {
     }
 
     fn emit(&mut self, event: &Event) {
+        if event.check_line().is_some() {
+            self.checked.push(event.clone());
+        }
         self.observers.iter_mut().for_each(|o| o.event(event));
     }
 
@@ -312,6 +319,7 @@ impl Orchestrator {
             delta_start,
             usage,
             elapsed,
+            checks: std::mem::take(&mut self.checked),
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::backend::{Message, Usage};
 use crate::run::ending::{Ending, StopKind, seconds};
 use crate::run::engine::StepRecord;
 use crate::run::error::OrchestratorError;
+use crate::run::events::Event;
 
 /// What a run gave: how it ended, and everything that happened on the way.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,6 +31,10 @@ pub struct Outcome {
     pub usage: Usage,
     /// Wall time of the run.
     pub elapsed: Duration,
+    /// What the checks did: every call they changed, declined or turned into a question,
+    /// and every reply they cut, as the events that said so ([`Event::check_line`]).
+    #[serde(default)]
+    pub checks: Vec<Event>,
 }
 
 impl Outcome {
@@ -77,8 +82,9 @@ impl Outcome {
     }
 
     /// The outcome as the command line's `--json` prints it: `answer`, `stop_reason`,
-    /// `iterations`, `steps`, `usage`, `ms`, and what the ending carries (`question` and
-    /// `missing_params`, `blocked_reason`, or `error`).
+    /// `iterations`, `steps`, `usage`, `ms`, `checks` (what each check did: its event with
+    /// a `line` in words), and what the ending carries (`question` and `missing_params`,
+    /// `blocked_reason`, or `error`).
     pub fn to_json(&self) -> Value {
         let mut v = json!({
             "answer": self.answer(),
@@ -87,6 +93,11 @@ impl Outcome {
             "steps": self.steps,
             "usage": self.usage,
             "ms": self.elapsed.as_millis() as u64,
+            "checks": self.checks.iter().map(|e| {
+                let mut v = json!(e);
+                v["line"] = json!(e.check_line());
+                v
+            }).collect::<Vec<_>>(),
         });
         match &self.ending {
             Ending::Clarify {

@@ -4,8 +4,9 @@
 //! a few of its words would hurt there: a `$ref` only resolves from the root, an
 //! unbounded string lets a small model ramble until the token limit, and a negated
 //! character class lets the model write a bare quote that breaks the JSON
-//! ([`quote_safe`]). One layout a description asks for, a city with its state, goes
-//! into the grammar too ([`city_and_state`]).
+//! (`quote_safe`). Nothing a description says in words goes into the grammar: a layout
+//! read from words ("city and state") refused right values the tool takes ("Seattle",
+//! "Washington, D.C."), 20 of BFCL's 1,000 right calls (`BENCHMARKS.md`).
 
 use serde_json::{Map, Value, json};
 
@@ -32,22 +33,6 @@ pub(crate) fn listed_values(param: &Value) -> impl Iterator<Item = &Value> {
 /// How far user-supplied schemas are walked when they are prepared; deeper parts are kept
 /// as they are.
 const WALK_DEPTH: usize = 64;
-
-/// The pattern for a string the description says is a city and its state ("The city
-/// and state, e.g. Chicago, IL", "In the format City, State"): a name, a comma and a
-/// two-letter code.
-///
-/// The model never sees the description's layout in the grammar, and left free Qwen
-/// 0.5B wrote "Chicago" for such a parameter every time; a tool that asked for the state
-/// has to guess it. With the layout in the grammar it wrote "Chicago, IL" and "Los
-/// Angeles, CA": on the 18 BFCL `simple_python` cases with such a parameter, 8 right
-/// calls became 12 (`BENCHMARKS.md`). Unlike a date, the state cannot be added after the
-/// fact without knowing it, so this one layout goes into the grammar.
-pub fn city_and_state(description: &Value) -> Option<String> {
-    let d = description.as_str()?.to_lowercase();
-    (d.contains("city and state") || d.contains("city, state"))
-        .then(|| quote_safe("^[^,]+, [A-Z]{2}$"))
-}
 
 /// `pattern` with every negated character class also refusing `"` and `\`.
 ///
@@ -149,9 +134,6 @@ fn rewrite(schema: &mut Value, prefix: &str, depth: usize) {
                 m.contains_key("maxLength") || SELF_CONSTRAINING.iter().any(|k| m.contains_key(*k));
             if is_string && !bounded {
                 m.insert("maxLength".into(), json!(ARG_STRING_MAX));
-                if let Some(pattern) = m.get("description").and_then(city_and_state) {
-                    m.insert("pattern".into(), json!(pattern));
-                }
             }
             for (key, child) in m.iter_mut() {
                 // Values of these keywords are data, not schemas.
@@ -177,14 +159,6 @@ fn rewrite(schema: &mut Value, prefix: &str, depth: usize) {
 /// rustdoc cannot run them.
 #[cfg(test)]
 mod examples {
-    #[test]
-    fn city_and_state_gets_a_layout() {
-        use crate::turn::tool_schema::city_and_state;
-        use serde_json::json;
-        assert!(city_and_state(&json!("The city and state, e.g. Seattle, WA")).is_some());
-        assert!(city_and_state(&json!("The state where the city is located.")).is_none());
-    }
-
     #[test]
     fn a_negated_class_refuses_the_quote() {
         use crate::turn::tool_schema::quote_safe;

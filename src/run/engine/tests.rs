@@ -63,6 +63,13 @@ fn engine(max: u32) -> Engine {
     )
 }
 
+/// The defaults with one check that is off by default turned on.
+fn with_check(name: &str) -> Config {
+    let mut c = Config::default();
+    c.checks.set(name, true).unwrap();
+    c
+}
+
 fn engine_with_ctx(num_ctx: u32) -> Engine {
     Engine::new(vec![Message::system("sys")], "what is 2+2", vec![calc()], {
         let mut c = Config::default();
@@ -262,7 +269,7 @@ fn a_call_with_a_required_value_nobody_gave_becomes_a_question() {
         vec![Message::system("sys")],
         "what's the weather like?",
         vec![weather()],
-        Config::default(),
+        with_check("invented-required"),
     );
     e.next_step();
     e.model_replied(&reply(
@@ -370,7 +377,7 @@ fn optional_arguments_nobody_gave_are_left_out() {
         vec![Message::system("sys")],
         "Weather in Oslo?",
         vec![spec],
-        Config::default(),
+        with_check("ungrounded-optional"),
     );
     e.next_step();
     e.model_replied(&reply(
@@ -403,7 +410,7 @@ fn feedback_that_quotes_an_invented_value_does_not_ground_it() {
         vec![Message::system("sys")],
         "Weather in Oslo?",
         vec![spec],
-        Config::default(),
+        with_check("ungrounded-optional"),
     );
     let kelvin = r#"{"kind":"tool_call","thought":"","tool":"weather","arguments":{"city":"Oslo","unit":"kelvin"}}"#;
     e.next_step();
@@ -512,7 +519,7 @@ fn a_date_is_called_in_the_layout_its_tool_documents_and_the_trace_says_so() {
         vec![Message::system("sys")],
         "UV index for Tokyo on June 1 2023?",
         vec![spec],
-        Config::default(),
+        with_check("date-layout"),
     );
     e.next_step();
     e.model_replied(&reply(
@@ -534,9 +541,9 @@ fn a_date_is_called_in_the_layout_its_tool_documents_and_the_trace_says_so() {
         .filter_map(crate::run::events::Trace::line)
         .collect();
     assert!(
-        trace
-            .iter()
-            .any(|t| t.contains(r#"date "2023-06-01" written "06-01-2023" (the layout"#)),
+        trace.iter().any(|t| t.contains(
+            r#"[CHECK] date-layout: uv_index: date "2023-06-01" → "06-01-2023" (the layout"#
+        )),
         "{trace:?}"
     );
 }

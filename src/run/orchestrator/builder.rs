@@ -166,13 +166,6 @@ impl OrchestratorBuilder {
         self
     }
 
-    /// Whether the checks that rewrite, leave out or ask about an argument's value run
-    /// (all on by default).
-    pub fn ground_arguments(mut self, on: bool) -> Self {
-        self.config.checks.set_value_checks(on);
-        self
-    }
-
     /// Extra instructions appended to the system prompt.
     pub fn system(mut self, text: impl Into<String>) -> Self {
         self.config.system = Some(text.into());
@@ -280,6 +273,7 @@ impl OrchestratorBuilder {
             preflight_done: !self.preflight,
             stop: self.stop,
             checks: Checks::new(&self.config.checks),
+            checked: Vec::new(),
             config: self.config,
         })
     }

@@ -1,0 +1,189 @@
+//! The invariant every check must keep: **a right call passes unchanged**. A scripted
+//! model plays each case's ground-truth call (the first possible value of each argument,
+//! an optional one left out where BFCL allows that); the call the loop dispatches must
+//! pass BFCL's own checker against that ground truth. A check that changes, drops or
+//! refuses a right call breaks it, whatever it gains elsewhere.
+//!
+//! Run over the everyday set shipped in `tests/data/everyday` on every `cargo test`, and
+//! over BFCL's non-live categories with a ground truth when they are fetched
+//! (`scripts/bfcl-data.sh`; `.ci/run` does, and runs the ignored test).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use super::{Case, EvalSettings, SharedBackend, load, run_case};
+use crate::backend::Scripted;
+use crate::config::Config;
+
+/// The first of an argument's possible values, as a model would write it; none where
+/// the first is "" (BFCL's "may be left out": a right call leaves it out). A dict's
+/// values are possible values again, key by key, as BFCL's checker reads them.
+fn first_option(options: &Value) -> Option<Value> {
+    let first = options.as_array()?.first()?;
+    (first != "").then(|| written(first))
+}
+
+fn written(value: &Value) -> Value {
+    match value {
+        Value::Object(keys) => Value::Object(
+            keys.iter()
+                .filter_map(|(k, options)| Some((k.clone(), first_option(options)?)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(written).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The reply that makes exactly the ground-truth calls of `case`, as a model writes it.
+fn right_reply(case: &Case) -> String {
+    let calls: Vec<Value> = case
+        .ground_truth
+        .iter()
+        .filter_map(|t| t.as_object()?.iter().next())
+        .map(|(tool, args)| {
+            let arguments: Map<String, Value> = args
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(name, options)| Some((name.clone(), first_option(options)?)))
+                .collect();
+            json!({"tool": tool, "arguments": arguments})
+        })
+        .collect();
+    if let [one] = calls.as_slice() {
+        json!({"kind": "tool_call", "thought": "", "tool": one["tool"], "arguments": one["arguments"]})
+            .to_string()
+    } else {
+        json!({"kind": "tool_calls", "thought": "", "calls": calls}).to_string()
+    }
+}
+
+/// The cases whose right call the loop did not pass through, each with BFCL's reason.
+fn broken(cases: &[Case], config: &Config) -> Vec<(String, String)> {
+    let mut config = config.clone();
+    // Parallel cases carry several calls; the cap is BFCL's widest case.
+    config.max_calls_per_turn = 8;
+    let run = EvalSettings {
+        config,
+        constraint: super::Constraint::Narrowed,
+        native: None,
+    };
+    cases
+        .iter()
+        .filter(|c| !c.ground_truth.is_empty())
+        .filter_map(|case| {
+            let backend = SharedBackend::new(Box::new(Scripted::new([
+                right_reply(case),
+                r#"{"kind": "final_answer", "thought": "", "content": "done"}"#.to_string(),
+            ])));
+            let r = run_case(&backend, case, &run);
+            (!r.pass).then(|| {
+                let why = r.reason.unwrap_or_default();
+                let blame = blame(case, &run);
+                (
+                    case.id.clone(),
+                    format!("{why} [{blame}]; played {}", right_reply(case)),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The checks each of which, turned off alone, lets the right call of `case` through.
+fn blame(case: &Case, run: &EvalSettings) -> String {
+    let mut names = Vec::new();
+    for check in crate::checks::all() {
+        let mut run = run.clone();
+        let _ = run.config.checks.set(check.name, false);
+        let backend = SharedBackend::new(Box::new(Scripted::new([
+            right_reply(case),
+            r#"{"kind": "final_answer", "thought": "", "content": "done"}"#.to_string(),
+        ])));
+        if run_case(&backend, case, &run).pass {
+            names.push(check.name);
+        }
+    }
+    if names.is_empty() {
+        let mut run = run.clone();
+        run.config.checks.set_all(false);
+        let backend = SharedBackend::new(Box::new(Scripted::new([right_reply(case)])));
+        if run_case(&backend, case, &run).pass {
+            "several checks together".into()
+        } else {
+            "fails with every check off".into()
+        }
+    } else {
+        names.join(", ")
+    }
+}
+
+fn everyday() -> Vec<Case> {
+    load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/everyday")).unwrap()
+}
+
+fn bfcl_dir() -> PathBuf {
+    std::env::var_os("TOOLLOOP_BFCL").map_or_else(
+        || {
+            let home = std::env::var_os("HOME").unwrap_or_default();
+            Path::new(&home).join(".cache/toolloop/bfcl")
+        },
+        PathBuf::from,
+    )
+}
+
+fn report(broken: &[(String, String)], of: usize) -> String {
+    let mut s = format!(
+        "{} of {of} right calls did not reach the tool as written:\n",
+        broken.len()
+    );
+    for (id, why) in broken {
+        s.push_str(&format!("  {id}: {why}\n"));
+    }
+    s
+}
+
+/// BFCL cases whose listed right call fails the case's own function schema, so no loop
+/// that validates a call can pass it on: the data's fault, not a check's.
+const BFCL_EXCEPTIONS: [(&str, &str); 4] = [
+    (
+        "simple_python_200",
+        "the answer leaves out fuel_efficiency, which the function requires",
+    ),
+    (
+        "parallel_multiple_21",
+        "x and y are the strings \"data['sales']\", the function takes arrays of floats",
+    ),
+    (
+        "parallel_multiple_26",
+        "the answer passes type, which the function does not have",
+    ),
+    (
+        "parallel_multiple_94",
+        "sort_list takes integers, the answer sorts fruit names",
+    ),
+];
+
+#[test]
+fn every_right_call_of_the_everyday_set_reaches_the_tool_unchanged() {
+    let cases = everyday();
+    let with_truth = cases.iter().filter(|c| !c.ground_truth.is_empty()).count();
+    assert!(with_truth >= 60, "{with_truth}");
+    let broken = broken(&cases, &Config::default());
+    assert!(broken.is_empty(), "{}", report(&broken, with_truth));
+}
+
+#[test]
+#[ignore = "needs BFCL data: run scripts/bfcl-data.sh (or set TOOLLOOP_BFCL)"]
+fn every_right_call_of_bfcl_reaches_the_tool_unchanged() {
+    let dir = bfcl_dir();
+    let mut cases = Vec::new();
+    for category in ["simple_python", "multiple", "parallel", "parallel_multiple"] {
+        cases.extend(load(&dir.join(format!("BFCL_v4_{category}.json"))).unwrap());
+    }
+    cases.retain(|c| !BFCL_EXCEPTIONS.iter().any(|(id, _)| c.id == *id));
+    assert_eq!(cases.len(), 1000 - BFCL_EXCEPTIONS.len());
+    let broken = broken(&cases, &Config::default());
+    assert!(broken.is_empty(), "{}", report(&broken, cases.len()));
+}
