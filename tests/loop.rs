@@ -723,3 +723,129 @@ fn a_reply_cut_by_the_stop_handle_is_not_taken_as_the_answer() {
     assert_eq!(out.stop_reason(), StopKind::Cancelled);
     assert_eq!(out.answer(), None);
 }
+
+/// Tools that only record what they were called with, for tests that must show a call
+/// never reached its tool.
+fn recording_tools() -> (Arc<Mutex<Vec<String>>>, Catalogue) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut f = FnTools::new();
+    for (name, param) in [("run_sql", "query"), ("delete_file", "path")] {
+        let s = Arc::clone(&seen);
+        f.add(
+            ToolSpec::new(
+                name,
+                "Runs what it is given",
+                json!({"type": "object", "properties": {param: {"type": "string"}}, "required": [param]}),
+            ),
+            move |args| {
+                s.lock().unwrap().push(serde_json::Value::Object(args.clone()).to_string());
+                Ok(json!("done"))
+            },
+        );
+    }
+    (
+        seen,
+        Catalogue::load(vec![Box::new(f)], Deadline::none()).unwrap(),
+    )
+}
+
+fn cut(text: &str) -> ScriptedReply {
+    ScriptedReply {
+        reply: text.into(),
+        stop: StopReason::Length,
+        usage: Usage::default(),
+        logprobs: Vec::new(),
+    }
+}
+
+#[test]
+fn a_call_cut_at_the_token_limit_inside_a_value_is_never_run() {
+    // `DELETE FROM orders WHERE` cut before its condition: repaired, it would delete
+    // every order. Asked again with twice the room, the model writes the whole call.
+    let (seen, tools) = recording_tools();
+    let whole = r#"{"kind":"tool_call","thought":"","tool":"run_sql","arguments":{"query":"DELETE FROM orders WHERE id = 7"}}"#;
+    let model = Scripted::from_replies([
+        cut(
+            r#"{"kind":"tool_call","thought":"","tool":"run_sql","arguments":{"query":"DELETE FROM orders WHERE"#,
+        ),
+        ScriptedReply {
+            reply: whole.into(),
+            ..cut(whole)
+        },
+        ScriptedReply {
+            stop: StopReason::Finished,
+            ..cut(&answer("Deleted."))
+        },
+    ]);
+    let requests = model.seen_options();
+    let mut o = Orchestrator::builder()
+        .backend(model)
+        .catalogue(tools)
+        .build()
+        .unwrap();
+    let out = o.run("Delete order 7").unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [r#"{"query":"DELETE FROM orders WHERE id = 7"}"#]
+    );
+    assert_eq!(out.answer(), Some("Deleted."));
+    let limits: Vec<_> = requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|o| o.num_predict)
+        .collect();
+    assert_eq!(limits[1], limits[0].map(|n| n * 2), "{limits:?}");
+}
+
+#[test]
+fn a_call_cut_twice_ends_the_run_unrun_with_its_own_exit_code() {
+    let (seen, tools) = recording_tools();
+    let model = Scripted::from_replies([
+        cut(
+            r#"{"kind":"tool_call","thought":"","tool":"delete_file","arguments":{"path":"/home/me/pro"#,
+        ),
+        cut(
+            r#"{"kind":"tool_call","thought":"","tool":"delete_file","arguments":{"path":"/home/me/projects/old"#,
+        ),
+    ]);
+    let mut o = Orchestrator::builder()
+        .backend(model)
+        .catalogue(tools)
+        .build()
+        .unwrap();
+    let out = o.run("Delete my old projects folder").unwrap();
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "{:?}",
+        seen.lock().unwrap()
+    );
+    assert_eq!(out.stop_reason(), StopKind::CutOff);
+    assert_eq!(out.stop_reason().exit_code(), 6);
+    let message = out.ending.message().unwrap();
+    assert!(
+        message.contains("delete_file was cut off at the token limit"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_reply_cut_after_its_values_are_whole_is_still_run() {
+    // Only the closers are missing: the repair the product was built for.
+    let (seen, tools) = recording_tools();
+    let model = Scripted::from_replies([
+        cut(r#"{"kind":"tool_call","thought":"","tool":"run_sql","arguments":{"query":"SELECT 1""#),
+        ScriptedReply {
+            stop: StopReason::Finished,
+            ..cut(&answer("1"))
+        },
+    ]);
+    let mut o = Orchestrator::builder()
+        .backend(model)
+        .catalogue(tools)
+        .build()
+        .unwrap();
+    let out = o.run("Select one").unwrap();
+    assert_eq!(*seen.lock().unwrap(), [r#"{"query":"SELECT 1"}"#]);
+    assert_eq!(out.answer(), Some("1"));
+}

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Backend, BackendError, ChatReply, ChatRequest, Message, StopReason, TextSink, Timings,
-    TokenLogprob, Usage,
+    Backend, BackendError, ChatReply, ChatRequest, GenOptions, Message, StopReason, TextSink,
+    Timings, TokenLogprob, Usage,
 };
 use crate::deadline::Deadline;
 
@@ -89,6 +89,7 @@ pub struct Scripted {
     used: usize,
     delay: Duration,
     seen: SeenRequests,
+    options: Arc<Mutex<Vec<GenOptions>>>,
 }
 
 impl Scripted {
@@ -104,6 +105,7 @@ impl Scripted {
             used: 0,
             delay: Duration::ZERO,
             seen: SeenRequests::default(),
+            options: Arc::default(),
         }
     }
 
@@ -157,6 +159,11 @@ impl Scripted {
         Arc::clone(&self.seen)
     }
 
+    /// A handle on the generation options of every request received so far.
+    pub fn seen_options(&self) -> Arc<Mutex<Vec<GenOptions>>> {
+        Arc::clone(&self.options)
+    }
+
     /// Replies not used yet.
     pub fn remaining(&self) -> usize {
         self.replies.len()
@@ -177,6 +184,9 @@ impl Backend for Scripted {
         let started = Instant::now();
         if let Ok(mut seen) = self.seen.lock() {
             seen.push(request.messages.to_vec());
+        }
+        if let Ok(mut options) = self.options.lock() {
+            options.push(request.options.clone());
         }
         if !self.delay.is_zero() {
             let wait = deadline.cap(self.delay);

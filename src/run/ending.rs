@@ -31,6 +31,9 @@ pub const EXIT_MAX_ITERATIONS: u8 = 3;
 pub const EXIT_TIMEOUT: u8 = 4;
 /// Exit code when the model asked a question and nobody was there to answer.
 pub const EXIT_CLARIFY: u8 = 5;
+/// Exit code when the model's call was cut at the token limit, again after a re-ask with
+/// more room, and so was not run.
+pub const EXIT_CUT_OFF: u8 = 6;
 
 /// Why a run stopped, as a word: `stop_reason` in `--json`, the outcome and the
 /// `stopped` event.
@@ -54,6 +57,9 @@ pub enum StopKind {
     InvalidReplies,
     /// The person stopped the run ([`crate::deadline::StopHandle`]).
     Cancelled,
+    /// The model's call was cut at the token limit inside its arguments twice; it was
+    /// not run.
+    CutOff,
 }
 
 impl StopKind {
@@ -68,6 +74,7 @@ impl StopKind {
             StopKind::Blocked => "blocked",
             StopKind::InvalidReplies => "invalid_replies",
             StopKind::Cancelled => "cancelled",
+            StopKind::CutOff => "cut_off",
         }
     }
 
@@ -84,6 +91,7 @@ impl StopKind {
             StopKind::MaxIterations => EXIT_MAX_ITERATIONS,
             StopKind::Timeout => EXIT_TIMEOUT,
             StopKind::ClarificationNeeded => EXIT_CLARIFY,
+            StopKind::CutOff => EXIT_CUT_OFF,
             StopKind::Blocked | StopKind::InvalidReplies | StopKind::Cancelled => EXIT_RUNTIME,
         }
     }
@@ -142,6 +150,13 @@ pub enum Ending {
     },
     /// The person stopped the run.
     Cancelled,
+    /// A call cut at the token limit inside its arguments, twice: not run.
+    CutOff {
+        /// The tool the cut call was for.
+        tool: String,
+        /// The token limit of the last request, where known.
+        num_predict: Option<u32>,
+    },
 }
 
 impl Ending {
@@ -156,6 +171,7 @@ impl Ending {
             Ending::Blocked { .. } => StopKind::Blocked,
             Ending::InvalidReplies { .. } => StopKind::InvalidReplies,
             Ending::Cancelled => StopKind::Cancelled,
+            Ending::CutOff { .. } => StopKind::CutOff,
         }
     }
 
@@ -201,6 +217,11 @@ impl Ending {
                 format!("the model's replies were not valid turns: {detail}")
             }
             Ending::Cancelled => "stopped before an answer".into(),
+            Ending::CutOff { tool, num_predict } => format!(
+                "the call of {tool} was cut off at the token limit{}, twice; it was not run. \
+                 Raise `num_predict`",
+                num_predict.map_or(String::new(), |n| format!(" ({n} tokens)"))
+            ),
         })
     }
 }
@@ -229,6 +250,7 @@ mod tests {
             StopKind::Timeout,
             StopKind::Blocked,
             StopKind::InvalidReplies,
+            StopKind::CutOff,
         ] {
             assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
         }

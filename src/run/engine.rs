@@ -33,6 +33,7 @@ use crate::run::feedback::{self, ContextGuard};
 use crate::run::memory::{CallKey, Failures, Repeats};
 use crate::tool_spec::ToolSpec;
 use crate::turn::Turn;
+use crate::turn::repair::Fix;
 use crate::turn::schema::{CallSchema, Rejection};
 
 /// What the caller should do next.
@@ -136,6 +137,9 @@ pub struct Engine {
     run_start: usize,
     iterations: u32,
     invalid_streak: u32,
+    /// Calls cut at the token limit so far; the next request gets this many times the
+    /// room (`num_predict`), and a second cut call ends the run.
+    cut_calls: u32,
     repeats: Repeats,
     failures: Failures,
     steps: Vec<StepRecord>,
@@ -184,6 +188,7 @@ impl Engine {
             run_start,
             iterations: 0,
             invalid_streak: 0,
+            cut_calls: 0,
             repeats: Repeats::default(),
             failures: Failures::default(),
             steps: Vec::new(),
@@ -293,7 +298,46 @@ impl Engine {
             }
             return;
         }
+        if reply.stop == StopReason::Length
+            && parsed.fixes.contains(Fix::CutValue)
+            && let Some(tool) = first_tool(&parsed.turn)
+        {
+            return self.cut_call(&reply.text, tool);
+        }
         self.accept(reply, parsed.turn, !parsed.fixes.is_empty());
+    }
+
+    /// A call whose reply stopped at the token limit inside a value (a path, a SQL
+    /// statement cut part-way) is never run: repaired, it would be a call nobody wrote.
+    /// The model is asked again with twice the room once; a second cut ends the run.
+    fn cut_call(&mut self, raw: &str, tool: String) {
+        self.cut_calls += 1;
+        let num_predict = self.num_predict();
+        if self.cut_calls > 1 {
+            self.state = State::Done(Ending::CutOff { tool, num_predict });
+            return;
+        }
+        let error = format!(
+            "the call of {tool} was cut off at the token limit inside its arguments, so it was \
+             not run"
+        );
+        self.events.push(Event::Invalid {
+            error: error.clone(),
+            attempt: self.cut_calls,
+        });
+        self.history
+            .extend(feedback::invalid_reply(raw, StopReason::Length, &error));
+    }
+
+    /// The token limit for the next request: the configured one, doubled after a call
+    /// was cut at it.
+    pub fn num_predict(&self) -> Option<u32> {
+        let base = self.config.options.num_predict?;
+        Some(if self.cut_calls > 0 {
+            base.saturating_mul(2)
+        } else {
+            base
+        })
     }
 
     /// A turn that passed the schema: the checks judge its calls ([`crate::checks`]);
@@ -532,3 +576,12 @@ mod calls;
 
 #[cfg(test)]
 mod tests;
+
+/// The tool of a turn's first call, if it calls one.
+fn first_tool(turn: &Turn) -> Option<String> {
+    match turn {
+        Turn::ToolCall { tool, .. } => Some(tool.clone()),
+        Turn::ToolCalls { calls, .. } => calls.first().map(|c| c.tool.clone()),
+        _ => None,
+    }
+}

@@ -144,10 +144,15 @@ impl Orchestrator {
                 Step::Done => break,
                 Step::CallModel if deadline.is_expired() => engine.timed_out(limit),
                 Step::CallModel => {
+                    // More room after a call was cut at the token limit.
+                    let options = GenOptions {
+                        num_predict: engine.num_predict().or(self.options.num_predict),
+                        ..self.options.clone()
+                    };
                     let request = ChatRequest {
                         messages: engine.messages(),
                         schema: Some(engine.schema().as_value()),
-                        options: &self.options,
+                        options: &options,
                     };
                     let observers = &mut self.observers;
                     let mut answer = AnswerStream::default();

@@ -78,6 +78,10 @@ impl Outcome {
                 OrchestratorError::InvalidResponseFormat { detail, steps }
             }
             Ending::Cancelled => OrchestratorError::Cancelled { steps },
+            Ending::CutOff { .. } => OrchestratorError::InvalidResponseFormat {
+                detail: self.ending.message().unwrap_or_default(),
+                steps,
+            },
         })
     }
 
@@ -108,7 +112,9 @@ impl Outcome {
                 v["missing_params"] = json!(missing_params);
             }
             Ending::Blocked { reason } => v["blocked_reason"] = json!(reason),
-            Ending::InvalidReplies { .. } => v["error"] = json!(self.ending.message()),
+            Ending::InvalidReplies { .. } | Ending::CutOff { .. } => {
+                v["error"] = json!(self.ending.message())
+            }
             _ => {}
         }
         v

@@ -41,6 +41,11 @@ pub enum Fix {
     /// The input ended early: open strings and containers were closed, an incomplete
     /// tail (a cut key or number) was dropped and a cut literal completed.
     Truncated,
+    /// The input ended inside a value: a string was closed, a cut number dropped, or a
+    /// cut literal or bare word ended there. Always with [`Fix::Truncated`]. A value
+    /// written so may not be the one the writer meant (a path, a SQL statement cut
+    /// part-way), unlike closers added after complete values.
+    CutValue,
     /// A closer of the wrong kind (`]` for `{`) was read as the right one.
     MismatchedCloser,
     /// Closers after the end of the value were ignored.
@@ -86,11 +91,12 @@ pub enum Fix {
 }
 
 impl Fix {
-    const ALL: [Fix; 25] = [
+    const ALL: [Fix; 26] = [
         Fix::CodeFence,
         Fix::SurroundingText,
         Fix::TemplateTokens,
         Fix::Truncated,
+        Fix::CutValue,
         Fix::MismatchedCloser,
         Fix::ExtraCloser,
         Fix::SingleQuotes,
@@ -121,6 +127,7 @@ impl Fix {
             Fix::SurroundingText => "surrounding_text",
             Fix::TemplateTokens => "template_tokens",
             Fix::Truncated => "truncated",
+            Fix::CutValue => "cut_value",
             Fix::MismatchedCloser => "mismatched_closer",
             Fix::ExtraCloser => "extra_closer",
             Fix::SingleQuotes => "single_quotes",
@@ -153,6 +160,7 @@ impl fmt::Display for Fix {
             Fix::SurroundingText => "ignored text around the JSON",
             Fix::TemplateTokens => "removed chat-template tokens",
             Fix::Truncated => "closed truncated input and dropped its incomplete tail",
+            Fix::CutValue => "ended a value the input cut part-way",
             Fix::MismatchedCloser => "read a mismatched closer as the right one",
             Fix::ExtraCloser => "ignored extra closers",
             Fix::SingleQuotes => "replaced single quotes",
@@ -896,6 +904,7 @@ impl<'a> Parser<'a> {
                     self.out.truncate(mark);
                     return Val::Dropped;
                 }
+                self.fix(Fix::CutValue);
                 self.out.push('"');
                 return Val::Partial;
             };
@@ -938,6 +947,7 @@ impl<'a> Parser<'a> {
                             self.out.truncate(mark);
                             return Val::Dropped;
                         }
+                        self.fix(Fix::CutValue);
                         self.out.push('"');
                         return Val::Partial;
                     }
@@ -1176,6 +1186,7 @@ impl<'a> Parser<'a> {
                 reformatted = true;
                 self.out.push('0');
             } else if i >= s.len() {
+                self.fix(Fix::CutValue);
                 self.pos = i;
                 self.out.truncate(mark);
                 return Val::Dropped;
@@ -1204,6 +1215,7 @@ impl<'a> Parser<'a> {
             }
             if j == frac_start {
                 if j >= s.len() && ctx != Ctx::Top {
+                    self.fix(Fix::CutValue);
                     self.pos = j;
                     self.out.truncate(mark);
                     return Val::Dropped;
@@ -1225,6 +1237,7 @@ impl<'a> Parser<'a> {
             }
             if j == digits_start {
                 if j >= s.len() && ctx != Ctx::Top {
+                    self.fix(Fix::CutValue);
                     self.pos = j;
                     self.out.truncate(mark);
                     return Val::Dropped;
@@ -1253,6 +1266,7 @@ impl<'a> Parser<'a> {
         self.pos = i;
         if i >= s.len() && ctx != Ctx::Top {
             // The number may have been cut: `12` of `123`. Nothing is invented.
+            self.fix(Fix::CutValue);
             self.out.truncate(mark);
             return Val::Dropped;
         }
@@ -1306,6 +1320,7 @@ impl<'a> Parser<'a> {
                     && let Some(l) = LITERALS.iter().find(|l| l.starts_with(word))
                 {
                     self.fix(Fix::Truncated);
+                    self.fix(Fix::CutValue);
                     self.out.push_str(match *l {
                         "true" | "True" => "true",
                         "false" | "False" => "false",
@@ -1352,6 +1367,7 @@ impl<'a> Parser<'a> {
         self.push_quoted(text);
         if self.at_end() {
             self.fix(Fix::Truncated);
+            self.fix(Fix::CutValue);
             Val::Partial
         } else {
             Val::Complete
