@@ -5,10 +5,13 @@
 # runs in these settings:
 #   baseline  another revision's defaults, built in target/baseline, when
 #             TOOLLOOP_EVAL_BASELINE=REV names one (the "before" of a round)
-#   before    this revision without the decision step and the argument checks
-#             (--decide direct, and every check of a value off)
+#   before    this revision with every check off and --decide direct: the model alone
+#             (--decide direct --check all=off: the model alone, through the loop)
 #   after     this revision's defaults
 # plus any extra settings named in TOOLLOOP_EVAL_VARIANTS ("name:flags;name:flags").
+# TOOLLOOP_EVAL_CATEGORIES picks the categories (default "simple_python multiple
+# irrelevance"; everyday_simple, everyday_multiple, everyday_parallel and
+# everyday_irrelevance are the set shipped in tests/data/everyday).
 # TOOLLOOP_EVAL_MODELS picks the models (default "qwen gemma"). Everything it needs is
 # fetched and cached by scripts/real-model.sh and scripts/bfcl-data.sh. JSON reports go
 # to target/eval/ (`toolloop eval DATA --rescore REPORT` replays them under later rules).
@@ -37,7 +40,7 @@ fi
 limit_flag=(--limit "$limit")
 [ "$limit" = all ] && limit_flag=()
 port=8093
-variants="${baseline_bin:+baseline:;}before:--decide direct --check date-layout=off --check percent-fraction=off --check size-word-zeros=off --check repeated-value=off --check ungrounded-optional=off --check invented-required=off;after:${TOOLLOOP_EVAL_VARIANTS:+;$TOOLLOOP_EVAL_VARIANTS}"
+variants="${baseline_bin:+baseline:;}before:--decide direct --check all=off;after:${TOOLLOOP_EVAL_VARIANTS:+;$TOOLLOOP_EVAL_VARIANTS}"
 for model in ${TOOLLOOP_EVAL_MODELS:-qwen gemma}; do
   pid=$(scripts/real-model.sh serve "$model" "$port" "$jobs")
   IFS=';' read -ra vs <<<"$variants"
@@ -47,29 +50,36 @@ for model in ${TOOLLOOP_EVAL_MODELS:-qwen gemma}; do
     bin=./target/release/toolloop
     [ "$name" = baseline ] && bin="$baseline_bin"
     echo "== $model, $name ($flags), $limit cases per category, $jobs at once" >&2
-    for category in simple_python multiple irrelevance; do
+    for category in ${TOOLLOOP_EVAL_CATEGORIES:-simple_python multiple irrelevance}; do
+      file="$data/BFCL_v4_$category.json"
+      case "$category" in everyday_*) file="tests/data/everyday/BFCL_v4_$category.json" ;; esac
       # shellcheck disable=SC2086
-      "$bin" eval "$data/BFCL_v4_$category.json" "${limit_flag[@]}" --jobs "$jobs" \
+      "$bin" eval "$file" "${limit_flag[@]}" --jobs "$jobs" \
         --backend openai --base-url "http://127.0.0.1:$port/v1" --model "$model" \
         --timeout 120 --num-predict 256 $flags --json > "$out/$model-$name-$category.json"
     done
   done
   kill "$pid"; wait "$pid" 2>/dev/null || true
 done
-python3 - "$out" "$variants" <<'PY'
+python3 - "$out" "$variants" "${TOOLLOOP_EVAL_CATEGORIES:-simple_python multiple irrelevance}" <<'PY'
 import json, sys, os
 out, variants = sys.argv[1], [v.split(":")[0] for v in sys.argv[2].split(";") if v]
-print("| model | setting | category | cases | accuracy | invalid turns | s/case | tokens/case |")
-print("|---|---|---|---|---|---|---|---|")
+categories = sys.argv[3].split()
+def share(half):
+    passed, of = half if half else (0, 0)
+    return f"{passed}/{of}" if of else "-"
+print("| model | setting | category | cases | accuracy | tuning | validation | invalid turns | s/case | tokens/case |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for model in ("qwen", "gemma"):
     for name in variants:
-        for category in ("simple_python", "multiple", "irrelevance"):
+        for category in categories:
             path = os.path.join(out, f"{model}-{name}-{category}.json")
-            if not os.path.exists(path):
+            if not os.path.exists(path) or os.path.getsize(path) == 0:
                 continue
             for s in json.load(open(path))["summary"]:
                 if s["category"] == "all":
                     continue
                 print(f"| {model} | {name} | {s['category']} | {s['cases']} | {100*s['accuracy']:.1f}% | "
+                      f"{share(s.get('tuning'))} | {share(s.get('validation'))} | "
                       f"{100*s['invalid_turn_rate']:.1f}% | {s['mean_ms']/1000:.2f} | {s.get('mean_tokens', 0):.1f} |")
 PY

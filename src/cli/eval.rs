@@ -33,7 +33,7 @@ pub(super) fn run_rescore(
 pub(super) fn run_eval(
     path: &std::path::Path,
     model: &ModelArgs,
-    (limit, category): (Option<usize>, Option<&str>),
+    (limit, category, half): (Option<usize>, Option<&str>, Option<eval::Half>),
     (no_constraint, native_tools): (bool, bool),
     jobs: usize,
     json: bool,
@@ -42,6 +42,10 @@ pub(super) fn run_eval(
     let hint = "fetch BFCL data with scripts/bfcl-data.sh";
     let cases = match eval::load(path)
         .map_err(|e| format!("{e}; {hint}"))
+        .map(|mut c| {
+            c.retain(|c| half.is_none_or(|h| eval::half(&c.id) == h));
+            c
+        })
         .and_then(|c| {
             eval::select(c, category, limit).map_err(|e| format!("{e} in {}", path.display()))
         }) {

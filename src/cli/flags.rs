@@ -322,6 +322,10 @@ pub enum Command {
         /// Only this category (e.g. simple_python, multiple, irrelevance).
         #[arg(long)]
         category: Option<String>,
+        /// Only one half: tuning (cases with an even number) or validation (odd). The
+        /// summary reports both halves either way.
+        #[arg(long, value_enum)]
+        half: Option<crate::eval::Half>,
         /// Send no schema: measure what the constraint buys.
         #[arg(long)]
         no_constraint: bool,

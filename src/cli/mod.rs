@@ -65,6 +65,7 @@ pub fn main() -> ExitCode {
             model,
             limit,
             category,
+            half,
             no_constraint,
             native_tools,
             jobs,
@@ -73,7 +74,7 @@ pub fn main() -> ExitCode {
         } => run_eval(
             &path,
             &model,
-            (limit, category.as_deref()),
+            (limit, category.as_deref(), half),
             (no_constraint, native_tools),
             jobs as usize,
             json,

@@ -39,7 +39,7 @@ pub use bfcl::{Call, Case, load, score_calls};
 #[cfg(test)]
 use bfcl::{score, to_json_schema};
 pub use native::native_case;
-pub use report::{report_json, select, summarize, table};
+pub use report::{Half, half, report_json, select, summarize, table};
 pub(crate) use rescore::rescore;
 
 /// How much of the schema is sent with each request.

@@ -26,6 +26,38 @@ pub struct Summary {
     /// Mean generated tokens per case.
     #[serde(default)]
     pub mean_tokens: f64,
+    /// Passed and run in the tuning half (cases with an even number, [`half`]).
+    #[serde(default)]
+    pub tuning: (usize, usize),
+    /// Passed and run in the validation half (odd numbers): the figures that decide.
+    #[serde(default)]
+    pub validation: (usize, usize),
+}
+
+/// Which half of a data set a case is in, by a rule fixed before any result was seen:
+/// the number that ends its id (`simple_python_12`), even for tuning, odd for validation.
+/// Rules are tuned on the first and kept or dropped by the second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum Half {
+    /// Even case numbers.
+    Tuning,
+    /// Odd case numbers.
+    Validation,
+}
+
+/// The half `id` is in (an id without a number is in the tuning half).
+pub fn half(id: &str) -> Half {
+    let n: u64 = id
+        .rsplit('_')
+        .next()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0);
+    if n.is_multiple_of(2) {
+        Half::Tuning
+    } else {
+        Half::Validation
+    }
 }
 
 /// Sums results up by category (sorted), plus an `all` row.
@@ -44,7 +76,13 @@ pub fn summarize(results: &[CaseResult]) -> Vec<Summary> {
             let replies: u32 = rs.iter().map(|r| r.replies).sum();
             let invalid: u32 = rs.iter().map(|r| r.invalid_turns).sum();
             let passed = rs.iter().filter(|r| r.pass).count();
+            let in_half = |h: Half| {
+                let of: Vec<_> = rs.iter().filter(|r| half(&r.id) == h).collect();
+                (of.iter().filter(|r| r.pass).count(), of.len())
+            };
             Summary {
+                tuning: in_half(Half::Tuning),
+                validation: in_half(Half::Validation),
                 category: c,
                 cases: rs.len(),
                 passed,
@@ -98,15 +136,32 @@ pub fn select(
 /// The summary as the text table `toolloop eval` prints.
 pub fn table(summary: &[Summary]) -> String {
     let mut out = format!(
-        "{:<16} {:>6} {:>9} {:>13} {:>10} {:>9} {:>11}\n",
-        "category", "cases", "accuracy", "invalid turns", "iterations", "s/case", "tokens/case"
+        "{:<22} {:>6} {:>9} {:>9} {:>10} {:>13} {:>10} {:>9} {:>11}\n",
+        "category",
+        "cases",
+        "accuracy",
+        "tuning",
+        "validation",
+        "invalid turns",
+        "iterations",
+        "s/case",
+        "tokens/case"
     );
+    let share = |(passed, of): (usize, usize)| {
+        if of == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.1}%", 100.0 * passed as f64 / of as f64)
+        }
+    };
     for s in summary {
         out.push_str(&format!(
-            "{:<16} {:>6} {:>8.1}% {:>12.1}% {:>10.2} {:>9.2} {:>11.1}\n",
+            "{:<22} {:>6} {:>8.1}% {:>9} {:>10} {:>12.1}% {:>10.2} {:>9.2} {:>11.1}\n",
             s.category,
             s.cases,
             s.accuracy * 100.0,
+            share(s.tuning),
+            share(s.validation),
             s.invalid_turn_rate * 100.0,
             s.mean_iterations,
             s.mean_ms / 1000.0,

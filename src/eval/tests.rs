@@ -257,3 +257,12 @@ fn parallel_calls_match_in_any_order_and_all_are_needed() {
     );
     assert!(score_calls("parallel", &[call("Rome")], &functions, &truth).is_err());
 }
+
+#[test]
+fn the_halves_are_fixed_by_the_case_number() {
+    use super::{Half, half};
+    assert_eq!(half("simple_python_12"), Half::Tuning);
+    assert_eq!(half("simple_python_13"), Half::Validation);
+    assert_eq!(half("everyday_parallel_1"), Half::Validation);
+    assert_eq!(half("no-number"), Half::Tuning);
+}
