@@ -267,7 +267,8 @@ async function ask(question) {
   await ensureConversation();
   let started;
   try {
-    started = await api("POST", `/api/conversations/${conversation}/runs`, { question });
+    const body = Object.keys(checkLevels).length ? { question, checks: checkLevels } : { question };
+    started = await api("POST", `/api/conversations/${conversation}/runs`, body);
   } catch (e) {
     if (e.status === 404) { conversation = null; return ask(question); }
     throw e;
@@ -290,6 +291,30 @@ async function ask(question) {
   };
 }
 
+// The checks this page's runs turn on or off, by name, over the server's defaults.
+const checkLevels = {};
+
+function showChecks(checks) {
+  const list = $("check-list");
+  list.textContent = "";
+  for (const c of checks || []) {
+    const li = el("li");
+    const label = el("label");
+    const box = document.createElement("input");
+    box.type = "checkbox";
+    box.checked = c.on;
+    box.addEventListener("change", () => {
+      if (box.checked === c.on) delete checkLevels[c.name];
+      else checkLevels[c.name] = box.checked;
+    });
+    label.appendChild(box);
+    label.appendChild(el("code", null, c.name));
+    label.appendChild(document.createTextNode(` ${c.what}`));
+    li.appendChild(label);
+    list.appendChild(li);
+  }
+}
+
 async function loadTools() {
   try {
     const t = await api("GET", "/api/tools");
@@ -305,6 +330,7 @@ async function loadTools() {
       list.appendChild(li);
     }
     $("tools-toggle").textContent = `Tools (${t.tools.length})`;
+    showChecks(t.checks);
   } catch (e) {
     status("Could not list the tools: " + e.message);
   }

@@ -32,6 +32,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+use crate::checks::CheckLevels;
 use crate::serve::bounds::{BodyError, Bound, Bounds, Serving, read_body};
 
 pub mod runs;
@@ -272,7 +273,10 @@ fn fail(status: StatusCode, message: &str) -> Response {
 }
 
 async fn tools(State(runs): State<Arc<Runs>>) -> Response {
-    let body = json!({"model": runs.model(), "tools": runs.catalogue().specs()});
+    let checks: Vec<Value> = crate::checks::all()
+        .map(|c| json!({"name": c.name, "on": runs.checks().is_on(c.name), "what": c.what}))
+        .collect();
+    let body = json!({"model": runs.model(), "tools": runs.catalogue().specs(), "checks": checks});
     Js(body).into_response()
 }
 
@@ -313,6 +317,38 @@ fn no_run() -> Response {
 
 /// Reads a JSON body `{"<field>": "text"}` within the caps, or the response saying why not.
 async fn text_field(headers: &HeaderMap, body: Body, field: &str) -> Result<String, Response> {
+    let value = json_body(headers, body).await?;
+    text_of(&value, field)
+}
+
+/// The run's own check levels from `{"checks": {"NAME": true|false}}`, over the server's.
+fn checks_of(value: &Value, defaults: &CheckLevels) -> Result<Option<CheckLevels>, Response> {
+    let Some(set) = value.get("checks") else {
+        return Ok(None);
+    };
+    let Some(set) = set.as_object() else {
+        return Err(fail(
+            StatusCode::BAD_REQUEST,
+            "\"checks\" is an object of check names and true or false",
+        ));
+    };
+    let mut levels = defaults.clone();
+    for (name, on) in set {
+        let Some(on) = on.as_bool() else {
+            return Err(fail(
+                StatusCode::BAD_REQUEST,
+                &format!("\"checks\".\"{name}\" must be true or false"),
+            ));
+        };
+        levels
+            .set(name, on)
+            .map_err(|e| fail(StatusCode::BAD_REQUEST, &e))?;
+    }
+    Ok(Some(levels))
+}
+
+/// Reads a JSON body within the caps, or the response saying why not.
+async fn json_body(headers: &HeaderMap, body: Body) -> Result<Value, Response> {
     let json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -344,12 +380,16 @@ async fn text_field(headers: &HeaderMap, body: Body, field: &str) -> Result<Stri
             ));
         }
     };
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+    serde_json::from_slice(&bytes).map_err(|e| {
         fail(
             StatusCode::BAD_REQUEST,
             &format!("the body is not valid JSON: {e}"),
         )
-    })?;
+    })
+}
+
+/// The non-empty, bounded string `field` of a JSON body.
+fn text_of(value: &Value, field: &str) -> Result<String, Response> {
     let text = value[field].as_str().map(str::trim).unwrap_or("");
     if text.is_empty() {
         return Err(fail(
@@ -372,11 +412,16 @@ async fn start_run(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let question = match text_field(&headers, body, "question").await {
-        Ok(q) => q,
+    let body = match json_body(&headers, body).await {
+        Ok(v) => v,
         Err(r) => return r,
     };
-    match runs.start(&id, question) {
+    let (question, checks) =
+        match text_of(&body, "question").and_then(|q| Ok((q, checks_of(&body, runs.checks())?))) {
+            Ok(q) => q,
+            Err(r) => return r,
+        };
+    match runs.start(&id, question, checks) {
         Ok(run) => (
             StatusCode::ACCEPTED,
             Js(json!({

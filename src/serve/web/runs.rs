@@ -6,6 +6,7 @@
 //! (not only forwarding events) lets a page that reconnects, or a second page, see the
 //! run from its start, and is what the transcript download is made of.
 
+use crate::checks::CheckLevels;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -278,6 +279,11 @@ impl Runs {
         &self.config.model
     }
 
+    /// The checks runs get unless a run sets its own.
+    pub fn checks(&self) -> &CheckLevels {
+        &self.config.checks
+    }
+
     /// A new, empty conversation's id; `None` when every kept conversation is busy.
     pub fn new_conversation(&self) -> Option<String> {
         let mut state = self.lock();
@@ -337,6 +343,7 @@ impl Runs {
         self: &Arc<Self>,
         conversation: &str,
         question: String,
+        checks: Option<CheckLevels>,
     ) -> Result<Arc<Run>, StartError> {
         let mut state = self.lock();
         let c = state
@@ -372,7 +379,8 @@ impl Runs {
             .spawn(move || {
                 // A panic in a tool or a bug must not leave the conversation busy and the
                 // run's place taken for ever.
-                let run = std::panic::AssertUnwindSafe(|| me.execute(&r, &question, &turns));
+                let run =
+                    std::panic::AssertUnwindSafe(|| me.execute(&r, &question, &turns, checks));
                 let delta = std::panic::catch_unwind(run).unwrap_or_else(|_| {
                     let message = "the run failed inside toolloop (a panic; see the log)";
                     r.push(json!({"event": "error", "message": message}));
@@ -389,14 +397,24 @@ impl Runs {
 
     /// The run itself: a blocking orchestrator run; what it adds to the conversation's
     /// history when it answered.
-    fn execute(&self, run: &Arc<Run>, question: &str, turns: &[Message]) -> Option<Vec<Message>> {
+    fn execute(
+        &self,
+        run: &Arc<Run>,
+        question: &str,
+        turns: &[Message],
+        checks: Option<CheckLevels>,
+    ) -> Option<Vec<Message>> {
         let deadline = Deadline::after(self.config.timeout);
+        let mut config = self.config.clone();
+        if let Some(levels) = checks {
+            config.checks = levels;
+        }
         let waiting = Arc::clone(run);
         let clarify = move |_: &str, _: &[String]| waiting.wait_for_answer(deadline);
         let built = (self.make_backend)().and_then(|backend| {
             Orchestrator::builder()
                 .backend(backend)
-                .settings(self.config.clone())
+                .settings(config)
                 .shared_catalogue(Arc::clone(&self.catalogue))
                 .observer(LogObserver {
                     run: Arc::clone(run),
