@@ -318,31 +318,24 @@ fn no_run() -> Response {
 /// Reads a JSON body `{"<field>": "text"}` within the caps, or the response saying why not.
 async fn text_field(headers: &HeaderMap, body: Body, field: &str) -> Result<String, Response> {
     let value = json_body(headers, body).await?;
-    text_of(&value, field)
+    text_of(&value, field).map_err(|r| *r)
 }
 
-/// The run's own check levels from `{"checks": {"NAME": true|false}}`, over the server's.
-fn checks_of(value: &Value, defaults: &CheckLevels) -> Result<Option<CheckLevels>, Response> {
+/// The run's own check levels from `{"checks": {"NAME": true|false}}`, over the server's;
+/// an error says what is wrong with them.
+fn checks_of(value: &Value, defaults: &CheckLevels) -> Result<Option<CheckLevels>, String> {
     let Some(set) = value.get("checks") else {
         return Ok(None);
     };
-    let Some(set) = set.as_object() else {
-        return Err(fail(
-            StatusCode::BAD_REQUEST,
-            "\"checks\" is an object of check names and true or false",
-        ));
-    };
+    let set = set
+        .as_object()
+        .ok_or("\"checks\" is an object of check names and true or false")?;
     let mut levels = defaults.clone();
     for (name, on) in set {
-        let Some(on) = on.as_bool() else {
-            return Err(fail(
-                StatusCode::BAD_REQUEST,
-                &format!("\"checks\".\"{name}\" must be true or false"),
-            ));
-        };
-        levels
-            .set(name, on)
-            .map_err(|e| fail(StatusCode::BAD_REQUEST, &e))?;
+        let on = on
+            .as_bool()
+            .ok_or_else(|| format!("\"checks\".\"{name}\" must be true or false"))?;
+        levels.set(name, on)?;
     }
     Ok(Some(levels))
 }
@@ -389,19 +382,19 @@ async fn json_body(headers: &HeaderMap, body: Body) -> Result<Value, Response> {
 }
 
 /// The non-empty, bounded string `field` of a JSON body.
-fn text_of(value: &Value, field: &str) -> Result<String, Response> {
+fn text_of(value: &Value, field: &str) -> Result<String, Box<Response>> {
     let text = value[field].as_str().map(str::trim).unwrap_or("");
     if text.is_empty() {
-        return Err(fail(
+        return Err(Box::new(fail(
             StatusCode::BAD_REQUEST,
             &format!("the body needs a non-empty \"{field}\" string"),
-        ));
+        )));
     }
     if text.len() > MAX_TEXT {
-        return Err(fail(
+        return Err(Box::new(fail(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!("\"{field}\" is longer than 16 KiB"),
-        ));
+        )));
     }
     Ok(text.to_string())
 }
@@ -416,11 +409,14 @@ async fn start_run(
         Ok(v) => v,
         Err(r) => return r,
     };
-    let (question, checks) =
-        match text_of(&body, "question").and_then(|q| Ok((q, checks_of(&body, runs.checks())?))) {
-            Ok(q) => q,
-            Err(r) => return r,
-        };
+    let question = match text_of(&body, "question") {
+        Ok(q) => q,
+        Err(r) => return *r,
+    };
+    let checks = match checks_of(&body, runs.checks()) {
+        Ok(c) => c,
+        Err(e) => return fail(StatusCode::BAD_REQUEST, &e),
+    };
     match runs.start(&id, question, checks) {
         Ok(run) => (
             StatusCode::ACCEPTED,
