@@ -24,6 +24,8 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "rewrites a date into the layout its parameter's description names",
     why: "small models write dates year first whatever layout the tool documents",
     example: "`date: \"2023-06-01\"` for a parameter \"in the format mm-dd-yyyy\" becomes `\"06-01-2023\"`",
+    safety: "Unsafe: the evidence is the description's words, not the schema; a value the schema accepts is rewritten. Off by default: turn it on for tools that document a date layout only in words.",
+    measured: "",
 };
 
 /// The `date-layout` check.

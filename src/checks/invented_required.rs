@@ -17,6 +17,8 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "asks the person for a required value nobody gave instead of calling",
     why: "a required value the model made up is the mark of a call the question did not ask for",
     example: "\"latest trend in technology?\" with `region: \"world\"`: the person is asked for `region`",
+    safety: "Unsafe: it turns a right call into a question when a value was said in other words (\"a quarter of an hour\" for 15 minutes). Off by default.",
+    measured: "",
 };
 
 /// The `invented-required` check.

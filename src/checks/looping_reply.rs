@@ -25,6 +25,8 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "stops a reply that repeats itself and cuts it where the loop began",
     why: "small models can loop until the token limit, and the person waits for nothing",
     example: "`[\"heating systems\", \"heating systems\", ...]` is cut after the first; the repairer closes the array",
+    safety: "It acts on the reply's own text, never on a value the model finished: it cuts only where a phrase repeats enough times that the model is stuck. On by default.",
+    measured: "",
 };
 
 /// The `looping-reply` check.

@@ -81,6 +81,12 @@ pub struct CheckInfo {
     pub why: &'static str,
     /// A reply or call it changes, and what it becomes.
     pub example: &'static str,
+    /// Why its default is safe: what evidence it acts on, and whether a right call can
+    /// come out changed (`src/eval/invariant.rs` tests that none does by default).
+    pub safety: &'static str,
+    /// What it did, measured: on the invariant's right calls and on the validation
+    /// halves of the real-model runs (`BENCHMARKS.md`), against the same run with it off.
+    pub measured: &'static str,
 }
 
 /// Which checks are on: each check's default unless set here by name.

@@ -21,6 +21,8 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "passes a percentage the person wrote as the fraction a float parameter takes",
     why: "asked for 8%, small models pass 8 where the tool reads 0.08",
     example: "\"a rate of 8%\" with `rate: 8` (a number parameter) becomes `rate: 0.08`",
+    safety: "Unsafe: the evidence is the person's words and the parameter's words; a tool that says \"e.g. 20 for 20%\" gets a wrong fraction. Off by default.",
+    measured: "",
 };
 
 /// The `percent-fraction` check.

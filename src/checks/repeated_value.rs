@@ -21,6 +21,8 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "cuts another argument's value from the start or end of a name",
     why: "small models copy a whole phrase into a name and its parts into the parameters beside it",
     example: "`league: \"2021 La Liga\"` beside `season: \"2021\"` becomes `league: \"La Liga\"`",
+    safety: "Unsafe: it judges a name by another argument's value, so a title that ends with a name can be cut. Off by default.",
+    measured: "",
 };
 
 /// The `repeated-value` check.

@@ -19,6 +19,8 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "gives a number said with a size word (million, bn) back its miscounted zeros",
     why: "spelling out \"50 million\", small models write 500000000",
     example: "\"a payout of 50 million\" with `amount: 500000000` becomes `amount: 50000000`",
+    safety: "Unsafe: the evidence is the person's words; a value the schema accepts is rewritten. Off by default.",
+    measured: "",
 };
 
 /// The `size-word-zeros` check.

@@ -24,6 +24,8 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "declines a call whose share of the model's probability is below the threshold",
     why: "a small model under the narrowed schema calls some tool for nearly every question",
     example: "\"Tell me a joke\" answered with a call at p(tool) 0.31 < 0.50: the model is asked to answer",
+    safety: "It reads the model's own probability and only declines, never changes a value: the declined model is asked again. On by default; issue 27 calibrates it per model.",
+    measured: "",
 };
 
 /// The `tool-probability` check.

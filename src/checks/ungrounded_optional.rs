@@ -16,6 +16,8 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "leaves out an optional argument whose value nobody gave",
     why: "small models fill every optional parameter with a value of their own",
     example: "\"movies by Herbert Ross\" with `genre: \"Fantasy\"`: the call goes without `genre`",
+    safety: "Unsafe: it drops a value the schema accepts when the person's words do not contain it (\"budget\" for `cheap` is dropped). Off by default.",
+    measured: "",
 };
 
 /// The `ungrounded-optional` check.

@@ -458,17 +458,22 @@ fn run_checks(name: Option<&str>, json: bool) -> ExitCode {
             .iter()
             .map(|c| {
                 serde_json::json!({"name": c.name, "default": if c.default_on {"on"} else {"off"},
-                    "effect": c.effect.to_string(), "what": c.what, "why": c.why, "example": c.example})
+                    "effect": c.effect.to_string(), "what": c.what, "why": c.why, "example": c.example,
+                    "safety": c.safety, "measured": c.measured})
             })
             .collect();
         serde_json::to_string_pretty(&list).unwrap_or_default()
     } else if name.is_some() {
         let c = checks[0];
         let default = if c.default_on { "on" } else { "off" };
-        format!(
-            "{} (default {default}; {})\n\nWhat it does: {}\n\nWhy: {}\n\nExample: {}",
-            c.name, c.effect, c.what, c.why, c.example
-        )
+        let mut text = format!(
+            "{} (default {default}; {})\n\nWhat it does: {}\n\nWhy: {}\n\nExample: {}\n\nIts default: {}",
+            c.name, c.effect, c.what, c.why, c.example, c.safety
+        );
+        if !c.measured.is_empty() {
+            text.push_str(&format!("\n\nMeasured: {}", c.measured));
+        }
+        text
     } else {
         let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
         let mut out = String::new();

@@ -4,10 +4,11 @@
 //! A change to what toolloop does *after* the model's first reply (declining a call,
 //! rewriting a date, grounding arguments) can be measured on replies already recorded:
 //! each case's first reply is judged again by the checks with the recorded p(tool), as the
-//! engine judges a reply, and the resulting call scored. A run of all 840 cases of three
-//! BFCL files takes most of an hour against the model; this takes a second. Cases whose
-//! recorded run took more than one reply (a declined call asked again, say) are kept as
-//! recorded: what the model would have written the second time cannot be replayed.
+//! engine judges a reply, and the resulting calls scored. A run of all 840 cases of three
+//! BFCL files takes most of an hour against the model; this takes a second. What the
+//! model would have written when asked again cannot be replayed: a case whose first
+//! reply is stopped now and was stopped then too keeps its recorded result, and one
+//! stopped only now counts as making no call (the model, asked again, might have).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -49,6 +50,18 @@ fn reply_of(text: &str, p_tool: f64) -> ChatReply {
     }
 }
 
+/// What today's checks make of a recorded first reply.
+enum Replay {
+    /// The reply was not a turn: what followed cannot be replayed.
+    Unreadable,
+    /// An answer or a question: no call.
+    NoCall,
+    /// The checks let these calls go.
+    Calls(Vec<Call>),
+    /// The checks declined the call or turned it into a question.
+    Stopped,
+}
+
 /// The calls today's checks make from a recorded first reply.
 fn replayed(
     case: &Case,
@@ -56,15 +69,16 @@ fn replayed(
     p_tool: f64,
     checks: &Checks,
     threshold: Option<f64>,
-) -> Vec<Call> {
+) -> Replay {
     let Ok(parsed) = Turn::parse(text) else {
-        return Vec::new();
+        return Replay::Unreadable;
     };
-    let Turn::ToolCall {
-        tool, arguments, ..
-    } = parsed.turn
-    else {
-        return Vec::new();
+    let mut calls = match parsed.turn {
+        Turn::ToolCall {
+            tool, arguments, ..
+        } => vec![(tool, arguments)],
+        Turn::ToolCalls { calls, .. } => calls.into_iter().map(|c| (c.tool, c.arguments)).collect(),
+        _ => return Replay::NoCall,
     };
     let said = Evidence::of([case.question.as_str()]);
     let reply = reply_of(text, p_tool);
@@ -75,13 +89,14 @@ fn replayed(
         reply: &reply,
         threshold,
     };
-    let mut calls = vec![(tool, arguments)];
     match checks.judge(&ctx, &mut calls, true).1 {
-        Verdict::Go => calls
-            .into_iter()
-            .map(|(name, arguments)| Call { name, arguments })
-            .collect(),
-        _ => Vec::new(),
+        Verdict::Go => Replay::Calls(
+            calls
+                .into_iter()
+                .map(|(name, arguments)| Call { name, arguments })
+                .collect(),
+        ),
+        _ => Replay::Stopped,
     }
 }
 
@@ -111,6 +126,8 @@ pub(crate) fn rescore(
     let cases = load(&file).map_err(|e| e.to_string())?;
     let checks = Checks::new(levels);
     let (mut was, mut now) = (0, 0);
+    // Per half: tuning, then validation (`super::half`).
+    let mut halves = [(0, 0, 0); 2];
     for c in &recorded {
         let Some(case) = cases.iter().find(|k| c["id"] == k.id.as_str()) else {
             continue;
@@ -120,27 +137,44 @@ pub(crate) fn rescore(
             .map(|t| t.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         let before = c["pass"].as_bool().unwrap_or(false);
-        let after = match texts.as_slice() {
-            [text] => {
-                let p_tool = c["p_tool"].as_f64().unwrap_or(1.0);
-                let calls = replayed(case, text, p_tool, &checks, threshold);
-                score_calls(category, &calls, &case.functions, &case.ground_truth).is_ok()
-            }
+        let p_tool = c["p_tool"].as_f64().unwrap_or(1.0);
+        let score = |calls: &[Call]| {
+            score_calls(category, calls, &case.functions, &case.ground_truth).is_ok()
+        };
+        let after = match texts
+            .first()
+            .map(|t| replayed(case, t, p_tool, &checks, threshold))
+        {
+            Some(Replay::Calls(calls)) => score(&calls),
+            // What the model wrote when asked again was recorded only if it was asked
+            // then too; a call stopped only now counts as no call.
+            Some(Replay::Stopped) if texts.len() > 1 => before,
+            Some(Replay::Stopped) => score(&[]),
+            Some(Replay::NoCall) if texts.len() == 1 => score(&[]),
             _ => before,
         };
         was += usize::from(before);
         now += usize::from(after);
+        let h = &mut halves[usize::from(super::half(&case.id) == super::Half::Validation)];
+        *h = (h.0 + usize::from(before), h.1 + usize::from(after), h.2 + 1);
         if after != before {
             let verdict = if after { "now passes" } else { "now fails" };
             let first = texts.first().unwrap_or(&"");
             let _ = writeln!(out, "  {}: {verdict}: {first}", case.id);
         }
     }
+    let [t, v] = halves;
     let _ = writeln!(
         out,
-        "{}: {was} -> {now} of {}",
+        "{}: {was} -> {now} of {} (tuning {} -> {} of {}, validation {} -> {} of {})",
         report.display(),
-        recorded.len()
+        recorded.len(),
+        t.0,
+        t.1,
+        t.2,
+        v.0,
+        v.1,
+        v.2
     );
     Ok(out)
 }
