@@ -37,7 +37,7 @@ pub struct Summary {
 /// Which half of a data set a case is in, by a rule fixed before any result was seen:
 /// the number that ends its id (`simple_python_12`), even for tuning, odd for validation.
 /// Rules are tuned on the first and kept or dropped by the second.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Half {
     /// Even case numbers.
@@ -115,17 +115,26 @@ pub fn select(
     }
     if let Some(n) = limit {
         // Evenly spread over each category's file, not its first n: BFCL files are
-        // ordered by topic, so the first cases are not a sample of the rest.
-        let mut total = std::collections::HashMap::<String, usize>::new();
+        // ordered by topic, so the first cases are not a sample of the rest. Each half
+        // gets its share (the tuning half the odd one), so both are reported: a spread
+        // over the whole file with an even step would take one half only.
+        let group = |c: &Case| (c.category.clone(), half(&c.id));
+        let mut total = std::collections::HashMap::<(String, Half), usize>::new();
         for c in &cases {
-            *total.entry(c.category.clone()).or_default() += 1;
+            *total.entry(group(c)).or_default() += 1;
         }
-        let mut seen = std::collections::HashMap::<String, usize>::new();
+        let mut seen = std::collections::HashMap::<(String, Half), usize>::new();
         cases.retain(|c| {
-            let i = seen.entry(c.category.clone()).or_default();
-            let t = total[&c.category];
-            // Case i is kept when it is the k-th pick, k*t/n, for some k below n.
-            let keep = (0..n.min(t)).any(|k| k * t / n.min(t) == *i);
+            let g = group(c);
+            let i = seen.entry(g.clone()).or_default();
+            let t = total[&g];
+            let share = match g.1 {
+                Half::Tuning => n.div_ceil(2),
+                Half::Validation => n / 2,
+            };
+            let m = share.min(t);
+            // Case i is kept when it is the k-th pick, k*t/m, for some k below m.
+            let keep = (0..m).any(|k| k * t / m == *i);
             *i += 1;
             keep
         });
