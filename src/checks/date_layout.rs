@@ -25,7 +25,7 @@ pub static INFO: CheckInfo = CheckInfo {
     why: "small models write dates year first whatever layout the tool documents",
     example: "`date: \"2023-06-01\"` for a parameter \"in the format mm-dd-yyyy\" becomes `\"06-01-2023\"`",
     safety: "Unsafe: the evidence is the description's words, not the schema; a value the schema accepts is rewritten. Off by default: turn it on for tools that document a date layout only in words.",
-    measured: "",
+    measured: "Invariant: breaks no right call. Qwen 0.5B, validation halves, on against off: unchanged (everyday and BFCL).",
 };
 
 /// The `date-layout` check.

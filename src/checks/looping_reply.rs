@@ -26,7 +26,7 @@ pub static INFO: CheckInfo = CheckInfo {
     why: "small models can loop until the token limit, and the person waits for nothing",
     example: "`[\"heating systems\", \"heating systems\", ...]` is cut after the first; the repairer closes the array",
     safety: "It acts on the reply's own text, never on a value the model finished: it cuts only where a phrase repeats enough times that the model is stuck. On by default.",
-    measured: "",
+    measured: "Invariant: no right call cut (everyday 60, BFCL 996). Not flipped in the replays: it acts while the reply streams, which a replay of recorded text cannot redo.",
 };
 
 /// The `looping-reply` check.

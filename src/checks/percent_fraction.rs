@@ -22,7 +22,7 @@ pub static INFO: CheckInfo = CheckInfo {
     why: "asked for 8%, small models pass 8 where the tool reads 0.08",
     example: "\"a rate of 8%\" with `rate: 8` (a number parameter) becomes `rate: 0.08`",
     safety: "Unsafe: the evidence is the person's words and the parameter's words; a tool that says \"e.g. 20 for 20%\" gets a wrong fraction. Off by default.",
-    measured: "",
+    measured: "Invariant: breaks no right call. Qwen 0.5B, validation halves, on against off: unchanged (everyday and BFCL).",
 };
 
 /// The `percent-fraction` check.

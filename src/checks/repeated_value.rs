@@ -22,7 +22,7 @@ pub static INFO: CheckInfo = CheckInfo {
     why: "small models copy a whole phrase into a name and its parts into the parameters beside it",
     example: "`league: \"2021 La Liga\"` beside `season: \"2021\"` becomes `league: \"La Liga\"`",
     safety: "Unsafe: it judges a name by another argument's value, so a title that ends with a name can be cut. Off by default.",
-    measured: "",
+    measured: "Invariant: breaks no right call. Qwen 0.5B, validation halves, on against off: everyday unchanged; BFCL 1 made right, 0 wrong.",
 };
 
 /// The `repeated-value` check.

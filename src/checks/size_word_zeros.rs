@@ -20,7 +20,7 @@ pub static INFO: CheckInfo = CheckInfo {
     why: "spelling out \"50 million\", small models write 500000000",
     example: "\"a payout of 50 million\" with `amount: 500000000` becomes `amount: 50000000`",
     safety: "Unsafe: the evidence is the person's words; a value the schema accepts is rewritten. Off by default.",
-    measured: "",
+    measured: "Invariant: breaks no right call. Qwen 0.5B, validation halves, on against off: unchanged (everyday and BFCL).",
 };
 
 /// The `size-word-zeros` check.

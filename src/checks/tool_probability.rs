@@ -25,7 +25,7 @@ pub static INFO: CheckInfo = CheckInfo {
     why: "a small model under the narrowed schema calls some tool for nearly every question",
     example: "\"Tell me a joke\" answered with a call at p(tool) 0.31 < 0.50: the model is asked to answer",
     safety: "It reads the model's own probability and only declines, never changes a value: the declined model is asked again. On by default; issue 27 calibrates it per model.",
-    measured: "",
+    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B, recorded replies judged with it off: unchanged on every half (no call there was below 0.5).",
 };
 
 /// The `tool-probability` check.
