@@ -718,6 +718,21 @@ fn web_says_the_model_server_is_down_before_serving() {
 mod checks {
     use super::*;
 
+    /// Asks for the weather without naming a city, with the demo tools, as JSON.
+    fn weather_nowhere(url: &str, extra: &[&str]) -> Output {
+        let mut args = vec![
+            "ask",
+            "What's the weather like?",
+            "--ollama-host",
+            url,
+            "--builtin",
+            "--demo",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        toolloop(&args, b"")
+    }
+
     #[test]
     fn every_check_is_listed_with_its_default_and_one_is_shown_whole() {
         let out = toolloop(&["checks"], b"");
@@ -757,20 +772,7 @@ mod checks {
         // invented-required on, the call becomes a question, and the person sees why.
         let call = r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Paris"}}"#;
         let fake = fake_ollama(&[call]);
-        let out = toolloop(
-            &[
-                "ask",
-                "What's the weather like?",
-                "--ollama-host",
-                &fake.url,
-                "--builtin",
-                "--demo",
-                "--check",
-                "invented-required=on",
-                "--json",
-            ],
-            b"",
-        );
+        let out = weather_nowhere(&fake.url, &["--check", "invented-required=on"]);
         assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
         let err = text(&out.stderr);
         assert!(
@@ -793,18 +795,7 @@ mod checks {
         let call = r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Paris"}}"#;
         let answer = r#"{"kind":"final_answer","thought":"","content":"Rain."}"#;
         let fake = fake_ollama(&[call, answer]);
-        let out = toolloop(
-            &[
-                "ask",
-                "What's the weather like?",
-                "--ollama-host",
-                &fake.url,
-                "--builtin",
-                "--demo",
-                "--json",
-            ],
-            b"",
-        );
+        let out = weather_nowhere(&fake.url, &[]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["steps"][0]["arguments"]["city"], "Paris");
