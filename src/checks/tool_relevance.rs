@@ -33,7 +33,7 @@ pub static INFO: CheckInfo = CheckInfo {
     why: "a small model's own probability hardly tells a fitting tool from an unfitting one",
     example: "\"What is the capital of France?\" with a BMI tool (support 0.00, p 0.95): declined",
     safety: "It declines only a call the model was not sure of (below 0.97) whose tool shares no word with the question; it never changes a value. On by default; its word overlap fails in other languages (issue 27).",
-    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B, validation halves, on against off: everyday 13 calls made right, 3 made wrong (right calls in other languages declined); BFCL 14 right, 0 wrong.",
+    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B, validation halves, on against off: everyday 13 calls made right, 3 made wrong (right calls in other languages declined); BFCL 14 right, 0 wrong. Gemma 3 270M: everyday 2 right, 0 wrong; BFCL 4 right, 0 wrong.",
 };
 
 /// Below this share of the question's content words in the tool's own text
