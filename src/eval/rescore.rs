@@ -163,6 +163,14 @@ pub(crate) fn rescore(
             let _ = writeln!(out, "  {}: {verdict}: {first}", case.id);
         }
     }
+    if halves[0].2 + halves[1].2 == 0 {
+        return Err(format!(
+            "none of the {} cases of {} is in {}: give the data the report was run on",
+            recorded.len(),
+            report.display(),
+            file.display()
+        ));
+    }
     let [t, v] = halves;
     let _ = writeln!(
         out,

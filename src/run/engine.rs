@@ -137,8 +137,8 @@ pub struct Engine {
     run_start: usize,
     iterations: u32,
     invalid_streak: u32,
-    /// Calls cut at the token limit so far; the next request gets this many times the
-    /// room (`num_predict`), and a second cut call ends the run.
+    /// Calls cut at the token limit so far: after the first, requests get twice the room
+    /// (`num_predict`); a second ends the run.
     cut_calls: u32,
     repeats: Repeats,
     failures: Failures,
