@@ -14,6 +14,7 @@ use crate::backend::ollama::Ollama;
 use crate::backend::openai::OpenAi;
 use crate::backend::scripted::Recorder;
 use crate::backend::{Backend, BackendError, GenOptions};
+use crate::calibration::{CalibrationFile, Thresholds};
 use crate::checks::CheckLevels;
 use crate::tools::ToolSetup;
 use crate::turn::schema::{Decide, Narrowing};
@@ -53,7 +54,7 @@ pub enum BackendKind {
 /// assert_eq!(c.model, "gemma3:4b");
 /// assert_eq!(c.max_iterations, 10);
 /// assert_eq!(c.timeout, Duration::from_secs(30));
-/// assert_eq!(c.threshold(), Some(0.5));
+/// assert_eq!(c.thresholds().map(|t| t.p_min), Some(0.5));
 /// ```
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -90,9 +91,15 @@ pub struct Config {
     /// Which checks between the model's reply and the tool run ([`crate::checks`];
     /// default: each check's own default).
     pub checks: CheckLevels,
-    /// Under [`Decide::Probability`], the least share of probability the model must give
-    /// to calling a tool for the call to go ahead (see `crate::checks::tool_probability`).
-    pub tool_threshold: f64,
+    /// Under [`Decide::Probability`], the thresholds the decision step declines calls by
+    /// ([`Thresholds`]). `None` (the default): the entry for this model and server in the
+    /// calibration file ([`Config::calibration`]), read when an orchestrator is built,
+    /// else [`Thresholds::default`].
+    pub thresholds: Option<Thresholds>,
+    /// The calibration file `toolloop calibrate` writes (default
+    /// `$TOOLLOOP_CALIBRATION`, else `~/.config/toolloop/calibration.json`); `None`:
+    /// read none.
+    pub calibration: Option<PathBuf>,
     /// Invalid replies in a row that are fed back before the run gives up (default 2).
     pub max_invalid_retries: u32,
     /// Repeats of one identical call before only an answer is allowed (default 3).
@@ -142,7 +149,8 @@ impl Default for Config {
             // log-probabilities from the server it decides as `Direct` does.
             decide: Decide::Probability,
             checks: CheckLevels::default(),
-            tool_threshold: 0.5,
+            thresholds: None,
+            calibration: crate::calibration::default_path(),
             max_invalid_retries: 2,
             max_repeats: 3,
             max_calls_per_turn: 1,
@@ -169,10 +177,36 @@ impl Config {
         o
     }
 
-    /// The least share of probability a call needs to go ahead: [`Config::tool_threshold`]
-    /// when the model decides by probability, else none.
-    pub fn threshold(&self) -> Option<f64> {
-        (self.decide == Decide::Probability).then_some(self.tool_threshold)
+    /// The thresholds calls are declined by when the model decides by probability
+    /// ([`Config::thresholds`], else the defaults), else none: the model's own choice
+    /// stands.
+    pub fn thresholds(&self) -> Option<Thresholds> {
+        (self.decide == Decide::Probability).then(|| self.thresholds.clone().unwrap_or_default())
+    }
+
+    /// The address of the model server this config names, as the calibration file keys it.
+    pub fn server(&self) -> String {
+        match self.backend {
+            BackendKind::Ollama => crate::backend::parse_host(&self.ollama_host),
+            BackendKind::OpenAi => self.base_url.trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// Fills in [`Config::thresholds`] from the calibration file when they are not set:
+    /// the entry for this model and server, else the defaults. An unreadable file is an
+    /// error that says what to do.
+    pub fn calibrated(mut self) -> Result<Self, String> {
+        if self.thresholds.is_some() || self.decide != Decide::Probability {
+            return Ok(self);
+        }
+        let found = match &self.calibration {
+            Some(path) => CalibrationFile::read(path)?
+                .lookup(&self.model, &self.server())
+                .cloned(),
+            None => None,
+        };
+        self.thresholds = Some(found.unwrap_or_default());
+        Ok(self)
     }
 
     /// The model backend this config names, wrapped in a recorder when `record` is set.

@@ -61,6 +61,7 @@
 #![deny(missing_docs)]
 
 pub mod backend;
+mod calibration;
 pub mod checks;
 #[cfg(feature = "cli")]
 pub mod cli;
@@ -83,6 +84,7 @@ mod validate;
 
 pub use backend::{Backend, BackendError, GenOptions, Message};
 pub use backend::{Ollama, OpenAi, Scripted};
+pub use calibration::{Calibration, CalibrationFile, Thresholds};
 pub use checks::{CheckInfo, CheckLevels};
 pub use config::{BackendKind, Config};
 pub use deadline::{Deadline, StopHandle};

@@ -182,7 +182,12 @@ function handle(view, run, e) {
       step(view, "call", "You answered", e.answer);
       break;
     case "decision":
-      if (e.declined) step(view, "repair", `Call declined (${e.check || "decision"})`, `${e.tool} (p=${e.p_tool.toFixed(2)}): ${e.instead && e.instead.length ? "the model is asked again among " + e.instead.join(", ") : "the model is asked to answer instead"}`);
+      if (e.declined) {
+        const why = e.reason || `p ${e.p_tool.toFixed(2)}`;
+        const source = e.thresholds ? ` (${e.thresholds})` : "";
+        const next = e.instead && e.instead.length ? "the model is asked again among " + e.instead.join(", ") : "the model is asked to answer instead";
+        step(view, "repair", `Call declined (${e.check || "decision"})`, `${e.tool}: ${why}${source}; ${next}`);
+      }
       break;
     case "invented":
       step(view, "repair", `Not called (${e.check})`, `${e.tool}: nobody gave ${e.arguments.join(", ")}`);

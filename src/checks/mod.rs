@@ -8,7 +8,8 @@
 //! `Finding`s and the `Verdict` that come back. The order is `ALL`'s:
 //!
 //! 1. while the reply streams: `looping-reply`;
-//! 2. once per turn that calls a tool: `tool-probability`, then `tool-relevance`;
+//! 2. once per turn that calls a tool: `tool-probability`, `tool-fit` (which may first
+//!    have the engine put its question to the model), then `tool-relevance`;
 //! 3. on each call, in the order of the calls: `date-layout`, `percent-fraction`,
 //!    `size-word-zeros`, `repeated-value`, `ungrounded-optional`, `invented-required`.
 //!
@@ -21,6 +22,7 @@ pub(crate) mod looping_reply;
 pub(crate) mod percent_fraction;
 pub(crate) mod repeated_value;
 pub(crate) mod size_word_zeros;
+pub(crate) mod tool_fit;
 pub(crate) mod tool_probability;
 pub(crate) mod tool_relevance;
 pub(crate) mod ungrounded_optional;
@@ -32,6 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
+use crate::calibration::Thresholds;
 use crate::message::ChatReply;
 use crate::tool_spec::ToolSpec;
 use crate::turn::tool_schema::SELF_CONSTRAINING;
@@ -163,9 +166,12 @@ pub(crate) struct TurnContext<'a> {
     pub specs: &'a [ToolSpec],
     /// The model's reply, with its per-token probabilities when the server gave them.
     pub reply: &'a ChatReply,
-    /// The least share of probability a call needs to go ahead; `None`: decide as the
-    /// model did.
-    pub threshold: Option<f64>,
+    /// The thresholds calls are declined by; `None`: decide as the model did.
+    pub thresholds: Option<&'a Thresholds>,
+    /// The model's share of "yes" to the fit question about the call's tool
+    /// ([`tool_fit`]), once asked; `None` before, or when the server gave no
+    /// probabilities.
+    pub fit: Option<f64>,
 }
 
 /// One call under check: its tool, its arguments, and which of them a check rewrote.
@@ -186,6 +192,10 @@ pub(crate) struct Judgement {
     pub p_tool: Option<f64>,
     /// How much of the question the tool's own text covers.
     pub support: Option<f64>,
+    /// The model's share of "yes" to the fit question, when it was asked.
+    pub fit: Option<f64>,
+    /// Why the call was declined, with the figures and thresholds (`p 0.42 < 0.50`).
+    pub reason: Option<String>,
     /// Whether the call is declined.
     pub declined: bool,
     /// The check that declined it.
@@ -262,6 +272,12 @@ pub(crate) trait Check: Sync {
         None
     }
 
+    /// Whether the check needs the model's answer to the fit question ([`tool_fit`])
+    /// before it can judge this turn.
+    fn wants_fit(&self, _ctx: &TurnContext<'_>, _judgement: &mut Judgement) -> bool {
+        false
+    }
+
     /// Judges a turn that calls `tool` (the turn's first call stands for all of them).
     fn judge_turn(&self, _ctx: &TurnContext<'_>, _tool: &str, _judgement: &mut Judgement) {}
 
@@ -281,6 +297,7 @@ pub(crate) trait Check: Sync {
 pub(crate) static ALL: &[&dyn Check] = &[
     &looping_reply::LoopingReply,
     &tool_probability::ToolProbability,
+    &tool_fit::ToolFit,
     &tool_relevance::ToolRelevance,
     &date_layout::DateLayout,
     &percent_fraction::PercentFraction,
@@ -319,6 +336,13 @@ impl Checks {
     /// The watchers for a streaming reply.
     pub fn watchers(&self) -> Vec<Box<dyn StreamWatch>> {
         self.on.iter().filter_map(|c| c.watch()).collect()
+    }
+
+    /// Whether a check on needs the fit question answered before it judges a turn
+    /// (unless it is answered already).
+    pub fn wants_fit(&self, ctx: &TurnContext<'_>) -> bool {
+        let mut judgement = Judgement::default();
+        ctx.fit.is_none() && self.on.iter().any(|c| c.wants_fit(ctx, &mut judgement))
     }
 
     /// Judges a turn's calls: the turn-level checks on the first (unless `judge_turn` is

@@ -18,7 +18,8 @@ fn conform(arguments: &mut Map<String, Value>, schema: &Value, said: &Evidence) 
         said,
         specs: std::slice::from_ref(&spec),
         reply: &reply,
-        threshold: None,
+        thresholds: None,
+        fit: None,
     };
     let mut call = CallUnderCheck {
         spec: &spec,

@@ -24,7 +24,7 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "declines a call whose share of the model's probability is below the threshold",
     why: "a small model under the narrowed schema calls some tool for nearly every question",
     example: "\"Tell me a joke\" answered with a call at p(tool) 0.31 < 0.50: the model is asked to answer",
-    safety: "It reads the model's own probability and only declines, never changes a value: the declined model is asked again. On by default; issue 27 calibrates it per model.",
+    safety: "It reads the model's own probability and only declines, never changes a value: the declined model is asked again. Its threshold is measured per model (`toolloop calibrate`); uncalibrated, 0.5.",
     measured: "Invariant: stands aside (no probabilities). Qwen 0.5B, recorded replies judged with it off: unchanged on every half (no call there was below 0.5).",
 };
 
@@ -41,9 +41,13 @@ impl Check for ToolProbability {
         let Some(p) = judgement.read_p_tool(ctx.reply) else {
             return;
         };
-        if ctx.threshold.is_some_and(|t| p < t) {
+        let Some(t) = ctx.thresholds else {
+            return;
+        };
+        if p < t.p_min {
             judgement.declined = true;
             judgement.by.get_or_insert(self.info().name);
+            judgement.reason = Some(format!("p {p:.2} < {:.2}", t.p_min));
         }
     }
 }

@@ -16,9 +16,13 @@ pub(super) fn run_rescore(
     model: &ModelArgs,
     reports: &[std::path::PathBuf],
 ) -> ExitCode {
-    let config = config(model, &ToolArgs::default(), true);
+    let config = match config(model, &ToolArgs::default(), true).calibrated() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let thresholds = config.thresholds();
     for report in reports {
-        match eval::rescore(data, report, &config.checks, config.threshold()) {
+        match eval::rescore(data, report, &config.checks, thresholds.as_ref()) {
             Ok(text) => {
                 if let Err(e) = print_stdout(text.trim_end()) {
                     return output_status(Err(e), EXIT_RUNTIME);
@@ -56,17 +60,6 @@ pub(super) fn run_eval(
         Err(e) => return fail(e),
     };
     let config = config(model, &ToolArgs::default(), true);
-    // The first backend is the one checked; the others are made alike, one per job.
-    let mut backends = Vec::with_capacity(jobs);
-    for _ in 0..jobs.clamp(1, cases.len().max(1)) {
-        match config.backend() {
-            Ok(b) => backends.push(b),
-            Err(e) => return fail(with_flags(e)),
-        }
-    }
-    if let Err(e) = backends[0].preflight(Deadline::after(Duration::from_secs(30))) {
-        return fail(with_flags(e));
-    }
     if native_tools && config.backend != crate::config::BackendKind::OpenAi {
         return fail("--native-tools needs --backend openai (an OpenAI-compatible server)");
     }
@@ -82,26 +75,11 @@ pub(super) fn run_eval(
         },
         config,
     };
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(cases.len() as u64),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} {elapsed}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
     let started = std::time::Instant::now();
-    let results = eval::run_all(backends, &cases, &run, |r| {
-        if model.verbose {
-            bar.suspend(|| {
-                let why = r.reason.as_deref().unwrap_or("");
-                eprintln!("{} {} {why}", if r.pass { "PASS" } else { "FAIL" }, r.id)
-            });
-        }
-        bar.set_message(r.id.clone());
-        bar.inc(1);
-    });
-    bar.finish_and_clear();
+    let results = match run_cases(&run, &cases, jobs, model.verbose) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
     let written = if json {
         print_stdout(&eval::report_json(&results).to_string())
     } else {
@@ -120,6 +98,135 @@ pub(super) fn run_eval(
     let errors = results.iter().filter(|r| r.error.is_some()).count();
     if errors > 0 {
         eprintln!("toolloop: {errors} cases could not run (see --json for why)");
+    }
+    ExitCode::SUCCESS
+}
+
+/// Runs `cases` with `jobs` at once, a progress bar on stderr; the model server is
+/// checked first.
+fn run_cases(
+    run: &eval::EvalSettings,
+    cases: &[eval::Case],
+    jobs: usize,
+    verbose: bool,
+) -> Result<Vec<eval::CaseResult>, ExitCode> {
+    // The first backend is the one checked; the others are made alike, one per job.
+    let mut backends = Vec::with_capacity(jobs);
+    for _ in 0..jobs.clamp(1, cases.len().max(1)) {
+        match run.config.backend() {
+            Ok(b) => backends.push(b),
+            Err(e) => return Err(fail(with_flags(e))),
+        }
+    }
+    if let Err(e) = backends[0].preflight(Deadline::after(Duration::from_secs(30))) {
+        return Err(fail(with_flags(e)));
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(cases.len() as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let results = eval::run_all(backends, cases, run, |r| {
+        if verbose {
+            bar.suspend(|| {
+                let why = r.reason.as_deref().unwrap_or("");
+                eprintln!("{} {} {why}", if r.pass { "PASS" } else { "FAIL" }, r.id)
+            });
+        }
+        bar.set_message(r.id.clone());
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    Ok(results)
+}
+
+/// `calibrate`: the decision's thresholds measured for the model and server the flags
+/// name, written to the calibration file unless `dry_run`.
+pub(super) fn run_calibrate(
+    data: Option<&std::path::Path>,
+    model: &ModelArgs,
+    jobs: usize,
+    (json, dry_run): (bool, bool),
+) -> ExitCode {
+    let cases = match data {
+        Some(path) => match eval::load(path) {
+            Ok(c) if !c.is_empty() => c,
+            Ok(_) => return fail(format!("no BFCL case in {}", path.display())),
+            Err(e) => return fail(e.to_string()),
+        },
+        None => eval::everyday(),
+    };
+    let mut config = config(model, &ToolArgs::default(), true);
+    if config.decide != crate::turn::schema::Decide::Probability {
+        return fail("calibrate measures the decision by probability: leave out --decide");
+    }
+    let Some(file_path) = config.calibration.clone() else {
+        return fail("no calibration file: give --calibration FILE");
+    };
+    let mut file = match crate::CalibrationFile::read(&file_path) {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
+    // Nothing declined, every call questioned: what is measured is the model's own.
+    config.thresholds = Some(crate::Thresholds {
+        p_min: 0.0,
+        p_sure: 1.01,
+        fit_min: 0.0,
+        p_weight: 0.0,
+        calibrated_for: None,
+    });
+    let _ = config.checks.set("tool-probability", true);
+    let _ = config.checks.set("tool-fit", true);
+    let run = eval::EvalSettings {
+        native: None,
+        constraint: eval::Constraint::Narrowed,
+        config: config.clone(),
+    };
+    let started = std::time::Instant::now();
+    let results = match run_cases(&run, &cases, jobs, model.verbose) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let obs = eval::calibrate::observe(&cases, &results);
+    let who = format!("{} at {}", config.model, config.server());
+    let thresholds = eval::calibrate::choose(&obs, &config.model);
+    let measured = eval::calibrate::measure(&obs, &thresholds);
+    let entry = crate::Calibration {
+        model: config.model.clone(),
+        server: config.server(),
+        thresholds: thresholds.clone(),
+        data: data.map_or("the everyday set (built in)".into(), |p| {
+            p.display().to_string()
+        }),
+        when: eval::calibrate::now(),
+        measured: serde_json::to_value(measured).unwrap_or_default(),
+    };
+    let written = if json {
+        let mut v = serde_json::to_value(&entry).unwrap_or_default();
+        v["observations"] = serde_json::to_value(&obs).unwrap_or_default();
+        print_stdout(&serde_json::to_string_pretty(&v).unwrap_or_default())
+    } else {
+        print_stdout(&eval::calibrate::table(&who, &thresholds, &measured))
+    };
+    if written.is_err() {
+        return output_status(written, EXIT_RUNTIME);
+    }
+    eprintln!(
+        "toolloop: {} cases in {:.1} min",
+        results.len(),
+        started.elapsed().as_secs_f64() / 60.0
+    );
+    if !dry_run {
+        if let Err(e) = file.save(&file_path, entry) {
+            return fail(e);
+        }
+        eprintln!(
+            "toolloop: saved for {who} in {}; ask, chat, eval and web use it from now on",
+            file_path.display()
+        );
     }
     ExitCode::SUCCESS
 }

@@ -79,6 +79,13 @@ pub fn main() -> ExitCode {
             jobs as usize,
             json,
         ),
+        Command::Calibrate {
+            data,
+            model,
+            jobs,
+            json,
+            dry_run,
+        } => eval::run_calibrate(data.as_deref(), &model, jobs as usize, (json, dry_run)),
         Command::Repair { verbose } => run_repair(verbose),
         Command::Schema { tools } => run_schema(&tools),
         Command::Tools { tools, json } => run_tools(&tools, json),
@@ -125,13 +132,20 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
         timeout: Duration::from_secs_f64(model.timeout),
         system: model.system.clone(),
         decide: model.decide.into(),
-        tool_threshold: model.tool_threshold,
+        calibration: model.calibration.clone().or(defaults.calibration.clone()),
         max_calls_per_turn: model.max_calls_per_turn,
         ..defaults
     };
     config.options.temperature = Some(model.temperature);
     config.options.num_ctx = Some(model.num_ctx);
     config.options.num_predict = Some(model.num_predict);
+    if let Some(p_min) = model.tool_threshold {
+        let calibrated = config.clone().calibrated().ok().and_then(|c| c.thresholds);
+        config.thresholds = Some(crate::Thresholds {
+            p_min,
+            ..calibrated.unwrap_or_default()
+        });
+    }
     for (name, on) in &model.checks {
         if name == "all" {
             config.checks.set_all(*on);

@@ -109,6 +109,12 @@ fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>, EvalError> {
         path: path.display().to_string(),
         detail: e.to_string(),
     })?;
+    parse_lines(path, &text)
+}
+
+/// The JSON values of `text`, one a line, with their line numbers (`path` names it in
+/// errors).
+fn parse_lines(path: &Path, text: &str) -> Result<Vec<(usize, Value)>, EvalError> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -149,22 +155,60 @@ pub fn load(path: &Path) -> Result<Vec<Case>, EvalError> {
         }
         return Ok(all);
     }
-    let category = category_of(path);
     let answers_path = path
         .parent()
         .unwrap_or(Path::new("."))
         .join("possible_answer")
         .join(path.file_name().unwrap_or_default());
+    let answers = match answers_path.is_file() {
+        true => read_lines(&answers_path)?,
+        false => Vec::new(),
+    };
+    cases_of(path, read_lines(path)?, answers)
+}
+
+/// The everyday set (`tests/data/everyday`), built into the binary: what `toolloop
+/// calibrate` measures on when it is given no data.
+pub fn everyday() -> Vec<Case> {
+    macro_rules! set {
+        ($($name:literal),*) => {[$(
+            (
+                concat!("BFCL_v4_everyday_", $name, ".json"),
+                include_str!(concat!("../../tests/data/everyday/BFCL_v4_everyday_", $name, ".json")),
+                include_str!(concat!("../../tests/data/everyday/possible_answer/BFCL_v4_everyday_", $name, ".json")),
+            ),
+        )*]};
+    }
+    let mut all = Vec::new();
+    for (name, text, answers) in set!("simple", "multiple", "parallel") {
+        let path = Path::new(name);
+        let parsed = parse_lines(path, text)
+            .and_then(|c| Ok((c, parse_lines(path, answers)?)))
+            .and_then(|(c, a)| cases_of(path, c, a));
+        all.extend(parsed.unwrap_or_default());
+    }
+    let irrelevance = include_str!("../../tests/data/everyday/BFCL_v4_everyday_irrelevance.json");
+    let path = Path::new("BFCL_v4_everyday_irrelevance.json");
+    let parsed = parse_lines(path, irrelevance).and_then(|c| cases_of(path, c, Vec::new()));
+    all.extend(parsed.unwrap_or_default());
+    all
+}
+
+/// The cases of the file at `path` from its lines and its possible answers' lines.
+fn cases_of(
+    path: &Path,
+    lines: Vec<(usize, Value)>,
+    answer_lines: Vec<(usize, Value)>,
+) -> Result<Vec<Case>, EvalError> {
+    let category = category_of(path);
     let mut answers = std::collections::HashMap::new();
-    if answers_path.is_file() {
-        for (_, v) in read_lines(&answers_path)? {
-            if let Some(id) = v["id"].as_str() {
-                answers.insert(id.to_string(), v["ground_truth"].clone());
-            }
+    for (_, v) in answer_lines {
+        if let Some(id) = v["id"].as_str() {
+            answers.insert(id.to_string(), v["ground_truth"].clone());
         }
     }
     let mut cases = Vec::new();
-    for (line, v) in read_lines(path)? {
+    for (line, v) in lines {
         let err = |detail: &str| EvalError::Format {
             path: path.display().to_string(),
             line,

@@ -14,6 +14,7 @@
 //! public: a library user who wants these figures runs `toolloop eval`.
 
 pub(crate) mod bfcl;
+pub(crate) mod calibrate;
 #[cfg(test)]
 mod invariant;
 mod native;
@@ -35,7 +36,7 @@ use crate::run::orchestrator::Orchestrator;
 use crate::tool_spec::ToolSpec;
 use crate::tools::{ToolError, ToolResult, ToolSetup, ToolSource};
 use crate::turn::schema::Narrowing;
-pub use bfcl::{Call, Case, load, score_calls};
+pub use bfcl::{Call, Case, everyday, load, score_calls};
 #[cfg(test)]
 use bfcl::{score, to_json_schema};
 pub use native::native_case;
@@ -89,6 +90,9 @@ pub struct CaseResult {
     /// The model's share of probability for its first tool call, where it was read.
     #[serde(default)]
     pub p_tool: Option<f64>,
+    /// The model's share of "yes" to the fit question about that call, where it was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<f64>,
 }
 
 /// Runs `cases` on one thread per backend, each case on whichever backend is free (a
@@ -201,6 +205,7 @@ struct Tally {
     replies: u32,
     texts: Vec<String>,
     p_tool: Option<f64>,
+    fit: Option<f64>,
 }
 
 /// A backend that sends no schema, for [`Constraint::Off`].
@@ -293,8 +298,9 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
                     t.replies += 1;
                     t.texts.push(text.clone());
                 }
-                Event::Decision { p_tool, .. } => {
-                    t.p_tool.get_or_insert(*p_tool);
+                Event::Decision { p_tool, fit, .. } if t.p_tool.is_none() => {
+                    t.p_tool = Some(*p_tool);
+                    t.fit = *fit;
                 }
                 _ => {}
             }
@@ -324,6 +330,7 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         tokens,
         texts: t.texts,
         p_tool: t.p_tool,
+        fit: t.fit,
         ..CaseResult::scored(case, calls, error)
     }
 }

@@ -16,6 +16,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{Call, Case, load, score_calls};
+use crate::calibration::Thresholds;
 use crate::checks::{CheckLevels, Checks, Evidence, TurnContext, Verdict};
 use crate::message::{ChatReply, TokenLogprob};
 use crate::turn::Turn;
@@ -67,8 +68,9 @@ fn replayed(
     case: &Case,
     text: &str,
     p_tool: f64,
+    fit: Option<f64>,
     checks: &Checks,
-    threshold: Option<f64>,
+    thresholds: Option<&Thresholds>,
 ) -> Replay {
     let Ok(parsed) = Turn::parse(text) else {
         return Replay::Unreadable;
@@ -87,7 +89,8 @@ fn replayed(
         said: &said,
         specs: &case.tools,
         reply: &reply,
-        threshold,
+        thresholds,
+        fit,
     };
     match checks.judge(&ctx, &mut calls, true).1 {
         Verdict::Go => Replay::Calls(
@@ -107,7 +110,7 @@ pub(crate) fn rescore(
     data: &Path,
     report: &Path,
     levels: &CheckLevels,
-    threshold: Option<f64>,
+    thresholds: Option<&Thresholds>,
 ) -> Result<String, String> {
     let text = std::fs::read_to_string(report).map_err(|e| format!("{}: {e}", report.display()))?;
     let r: Value = serde_json::from_str(&text)
@@ -138,12 +141,14 @@ pub(crate) fn rescore(
             .unwrap_or_default();
         let before = c["pass"].as_bool().unwrap_or(false);
         let p_tool = c["p_tool"].as_f64().unwrap_or(1.0);
+        // A fit question the run did not ask was not recorded: the check stands aside.
+        let fit = c["fit"].as_f64();
         let score = |calls: &[Call]| {
             score_calls(category, calls, &case.functions, &case.ground_truth).is_ok()
         };
         let after = match texts
             .first()
-            .map(|t| replayed(case, t, p_tool, &checks, threshold))
+            .map(|t| replayed(case, t, p_tool, fit, &checks, thresholds))
         {
             Some(Replay::Calls(calls)) => score(&calls),
             // What the model wrote when asked again was recorded only if it was asked

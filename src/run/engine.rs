@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::checks::{Checks, TurnContext, Verdict};
+use crate::checks::{Checks, Verdict};
 use crate::config::Config;
 use crate::message::{ChatReply, Message, StopReason, Usage};
 use crate::run::ending::Ending;
@@ -54,6 +54,10 @@ pub enum Step {
         /// Each call's tool and arguments, checked like a single call's.
         calls: Vec<(String, Map<String, Value>)>,
     },
+    /// Put the fit question ([`Engine::fit_question`]) to the model, constrained to
+    /// [`Engine::fit_schema`] and with log-probabilities; answer with
+    /// [`Engine::fit_replied`]. Its text is not part of the run's history.
+    AskFit,
     /// Ask the person; answer with [`Engine::user_answered`].
     AskUser {
         /// The model's question.
@@ -113,6 +117,13 @@ enum State {
         question: String,
         missing_params: Vec<String>,
     },
+    /// A call waits for the model's answer to the fit question before it is judged.
+    Confirming {
+        reply: Box<ChatReply>,
+        turn: Box<Turn>,
+        repaired: bool,
+        question: Vec<Message>,
+    },
     /// Over.
     Done(Ending),
 }
@@ -140,6 +151,9 @@ pub struct Engine {
     /// Calls cut at the token limit so far: after the first, requests get twice the room
     /// (`num_predict`); a second ends the run.
     cut_calls: u32,
+    /// The model's share of "yes" to the fit question about the turn being judged: the
+    /// outer `Some` once asked, the inner one when it could be read.
+    fit: Option<Option<f64>>,
     repeats: Repeats,
     failures: Failures,
     steps: Vec<StepRecord>,
@@ -189,6 +203,7 @@ impl Engine {
             iterations: 0,
             invalid_streak: 0,
             cut_calls: 0,
+            fit: None,
             repeats: Repeats::default(),
             failures: Failures::default(),
             steps: Vec::new(),
@@ -215,6 +230,7 @@ impl Engine {
                     _ => Step::CallTools { calls: run },
                 }
             }
+            State::Confirming { .. } => Step::AskFit,
             State::Asking {
                 question,
                 missing_params,
@@ -342,7 +358,7 @@ impl Engine {
 
     /// A turn that passed the schema: the checks judge its calls ([`crate::checks`]);
     /// then it goes into the history and is carried out.
-    fn accept(&mut self, reply: &ChatReply, turn: Turn, repaired: bool) {
+    fn accept(&mut self, reply: &ChatReply, mut turn: Turn, repaired: bool) {
         let (thought, mut calls) = match &turn {
             Turn::ToolCall {
                 thought,
@@ -360,23 +376,10 @@ impl Engine {
         };
         let mut verdict = Verdict::Go;
         if !calls.is_empty() {
-            let said = feedback::evidence(&self.history);
-            let ctx = TurnContext {
-                question: &self.history[self.run_start].content,
-                said: &said,
-                specs: &self.specs,
-                reply,
-                threshold: self.config.threshold(),
-            };
-            let judge_turn = !self.answer_only();
-            let (findings, v) = self.checks.judge(&ctx, &mut calls, judge_turn);
-            self.events.extend(findings.into_iter().map(Event::from));
-            if let Verdict::Decline { instead } = &v {
-                let keep = |name: &str| instead.iter().any(|n| n == name);
-                self.shortlist = Some(schema_of(&self.specs, keep, &self.config));
-                return;
+            match self.judge(reply, turn, repaired, &mut calls) {
+                Some((back, v)) => (turn, verdict) = (back, v),
+                None => return,
             }
-            verdict = v;
         }
         self.invalid_streak = 0;
         self.shortlist = None;
@@ -573,6 +576,7 @@ fn schema_of(specs: &[ToolSpec], keep: impl Fn(&str) -> bool, config: &Config) -
 }
 
 mod calls;
+mod decide;
 
 #[cfg(test)]
 mod tests;

@@ -166,8 +166,17 @@ pub enum Event {
         /// The share of the question's words the tool's own text has
         /// (`crate::checks::tool_relevance`); none when the question has no content word.
         support: Option<f64>,
+        /// The model's share of "yes" to the fit question (`tool-fit`), when it was asked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fit: Option<f64>,
         /// Whether the call was declined: the model is asked again.
         declined: bool,
+        /// Why it was declined: the figures against the thresholds (`p 0.62 < 0.80`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// Where the thresholds came from (`calibrated for qwen2.5-coder-0.5b`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thresholds: Option<String>,
         /// When declined for another tool that fits the question's words better: the
         /// tools the model may choose from now. Empty: only an answer is asked for.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -261,10 +270,19 @@ impl Event {
                 support,
                 declined: true,
                 instead,
+                reason,
+                thresholds,
+                ..
             } => format!(
-                "{}: declined {tool}: p(tool) {p_tool:.2}, support {}; {}",
+                "{}: declined {tool}: {}{}; {}",
                 check.as_deref().unwrap_or("decision"),
-                support.map_or("-".to_string(), |s| format!("{s:.2}")),
+                reason.clone().unwrap_or_else(|| format!(
+                    "p {p_tool:.2}, support {}",
+                    support.map_or("-".to_string(), |s| format!("{s:.2}"))
+                )),
+                thresholds
+                    .as_ref()
+                    .map_or(String::new(), |t| format!(" ({t})")),
                 if instead.is_empty() {
                     "asking for an answer instead".to_string()
                 } else {
@@ -284,7 +302,10 @@ impl From<Finding> for Event {
                 tool,
                 p_tool: judgement.p_tool.unwrap_or(1.0),
                 support: judgement.support,
+                fit: judgement.fit,
                 declined: judgement.declined || !judgement.instead.is_empty(),
+                reason: judgement.reason,
+                thresholds: None,
                 instead: judgement.instead,
             },
             Finding::Rewritten {

@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message};
+use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message, keep_going};
 use crate::checks::Checks;
 use crate::config::Config;
 use crate::deadline::{Deadline, StopHandle};
@@ -23,6 +23,11 @@ use crate::run::request::watched_chat;
 use crate::tools::{Catalogue, ToolSpec};
 use crate::turn::answer_stream::AnswerStream;
 use crate::turn::schema::CallSchema;
+
+/// Room for the fit question's answer, `{"answer": "yes"}`: about six tokens.
+const FIT_TOKENS: u32 = 16;
+/// Alternatives read at the fit answer's token: "yes" and "no" in their spellings.
+const FIT_TOP_LOGPROBS: u32 = 10;
 
 /// A model, its tools and the run's policies, ready to answer questions.
 ///
@@ -196,6 +201,33 @@ impl Orchestrator {
                         Err(e) => {
                             self.flush(&mut engine);
                             return Err(OrchestratorError::backend(e, engine.steps().to_vec()));
+                        }
+                    }
+                }
+                Step::AskFit if deadline.is_expired() => engine.timed_out(limit),
+                Step::AskFit => {
+                    let options = GenOptions {
+                        num_predict: Some(FIT_TOKENS),
+                        top_logprobs: Some(FIT_TOP_LOGPROBS),
+                        temperature: Some(0.0),
+                        ..self.options.clone()
+                    };
+                    let schema = engine.fit_schema();
+                    let request = ChatRequest {
+                        messages: engine.fit_question(),
+                        schema: Some(&schema),
+                        options: &options,
+                    };
+                    match self.backend.chat(&request, deadline, &mut keep_going) {
+                        Ok(reply) => engine.fit_replied(Some(&reply)),
+                        Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
+                        Err(e) => {
+                            self.emit(&Event::Warning {
+                                message: format!(
+                                    "the fit question got no answer ({e}); the call is judged without it"
+                                ),
+                            });
+                            engine.fit_replied(None);
                         }
                     }
                 }

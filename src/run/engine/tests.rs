@@ -5,7 +5,7 @@ use crate::backend::Timings;
 use crate::tools::{ToolError, ToolResult};
 use serde_json::json;
 
-fn reply(text: &str) -> ChatReply {
+pub(super) fn reply(text: &str) -> ChatReply {
     ChatReply {
         text: text.into(),
         stop: StopReason::Finished,
@@ -15,7 +15,7 @@ fn reply(text: &str) -> ChatReply {
     }
 }
 
-fn calc() -> ToolSpec {
+pub(super) fn calc() -> ToolSpec {
     ToolSpec::new(
         "calculator",
         "math",
@@ -35,7 +35,7 @@ fn weather() -> ToolSpec {
 
 /// The log-probabilities of a reply whose `kind` the model chose as "tool" with
 /// probability `p` (and "final" for the rest).
-fn kind_logprobs(p: f64) -> Vec<crate::backend::TokenLogprob> {
+pub(super) fn kind_logprobs(p: f64) -> Vec<crate::backend::TokenLogprob> {
     use crate::backend::TokenLogprob;
     vec![
         TokenLogprob {
@@ -51,7 +51,7 @@ fn kind_logprobs(p: f64) -> Vec<crate::backend::TokenLogprob> {
     ]
 }
 
-fn engine(max: u32) -> Engine {
+pub(super) fn engine(max: u32) -> Engine {
     Engine::new(
         vec![Message::system("sys")],
         "what is 2+2",
@@ -64,7 +64,7 @@ fn engine(max: u32) -> Engine {
 }
 
 /// The defaults with one check that is off by default turned on.
-fn with_check(name: &str) -> Config {
+pub(super) fn with_check(name: &str) -> Config {
     let mut c = Config::default();
     c.checks.set(name, true).unwrap();
     c
@@ -78,7 +78,7 @@ fn engine_with_ctx(num_ctx: u32) -> Engine {
     })
 }
 
-const CALL: &str =
+pub(super) const CALL: &str =
     r#"{"kind":"tool_call","thought":"math","tool":"calculator","arguments":{"expression":"2+2"}}"#;
 const ANSWER: &str = r#"{"kind":"final_answer","thought":"done","content":"4"}"#;
 
@@ -562,7 +562,7 @@ fn a_call_declined_for_its_tool_is_asked_again_among_the_tools_the_question_poin
         vec![Message::system("sys")],
         "What are the names of proteins found in the plasma membrane?",
         vec![calc(), proteins],
-        Config::default(),
+        with_check("tool-relevance"),
     );
     e.next_step();
     let mut wrong = reply(CALL);

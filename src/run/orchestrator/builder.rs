@@ -205,7 +205,11 @@ impl OrchestratorBuilder {
 
     /// Connects the tool sources (within the connect timeout) and builds the
     /// orchestrator; a backend is required.
-    pub fn build(self) -> Result<Orchestrator, OrchestratorError> {
+    pub fn build(mut self) -> Result<Orchestrator, OrchestratorError> {
+        self.config = self
+            .config
+            .calibrated()
+            .map_err(OrchestratorError::Config)?;
         let backend = self
             .backend
             .ok_or_else(|| OrchestratorError::Config("no model backend was given".into()))?;

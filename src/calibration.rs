@@ -1,0 +1,206 @@
+//! The thresholds the decision step declines calls by, and the file that keeps them per
+//! model and server.
+//!
+//! How sure a model is of a call, and how it answers the fit question, differ from model
+//! to model: Qwen2.5-Coder 0.5B gives needless calls a median 0.89, Gemma 3 270M gives
+//! every call 0.97–0.99 (`BENCHMARKS.md`). One threshold for all models either declines
+//! right calls of one or lets every needless call of the other through. So `toolloop
+//! calibrate` measures them on a labelled set against the person's own model and server
+//! and writes them here; `ask`, `chat`, `eval`, `web` and the library
+//! ([`crate::OrchestratorBuilder`]) read the entry for the model and server they use. A
+//! model nobody calibrated gets [`Thresholds::default`], which never declines a call the
+//! model gave 0.9 or more.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The thresholds of the decision step (`tool-probability`, `tool-fit`).
+///
+/// ```
+/// use toolloop::Thresholds;
+///
+/// let t = Thresholds::default();
+/// assert!(t.calibrated_for.is_none());
+/// assert!(t.p_min <= t.p_sure);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// A call with less than this share of the model's probability is declined
+    /// (`tool-probability`).
+    pub p_min: f64,
+    /// A call with at least this share goes ahead unquestioned; below it the model is
+    /// asked the fit question (`tool-fit`).
+    pub p_sure: f64,
+    /// A questioned call is declined (`tool-fit`) when its share of "yes" to the fit
+    /// question, plus `p_weight` times how far its p(tool) is below 1, is below this.
+    pub fit_min: f64,
+    /// How much the model's own p(tool) counts beside its answer to the fit question:
+    /// 0, the answer alone. Calibrated: on Qwen2.5-Coder 0.5B the needless calls that
+    /// answer "yes" as often as right ones are those it was less sure of.
+    #[serde(default)]
+    pub p_weight: f64,
+    /// The model and server these were measured for; `None`: the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrated_for: Option<String>,
+}
+
+impl Default for Thresholds {
+    /// For a model nobody calibrated: a call the model gave 0.9 or more always goes
+    /// ahead, and below that only a clear "no" to the fit question declines it. The
+    /// lowest "sure" level and fit threshold that kept every right call of both real
+    /// models on the tuning halves (`BENCHMARKS.md`, "Deciding by meaning").
+    fn default() -> Self {
+        Thresholds {
+            p_min: 0.5,
+            p_sure: 0.9,
+            fit_min: 0.4,
+            p_weight: 0.0,
+            calibrated_for: None,
+        }
+    }
+}
+
+impl Thresholds {
+    /// The score a questioned call is held to [`Thresholds::fit_min`] by.
+    pub fn fit_score(&self, p_tool: f64, fit: f64) -> f64 {
+        fit + self.p_weight * (p_tool - 1.0)
+    }
+
+    /// Whether a call with `p_tool` and, when asked, `fit` is declined.
+    pub fn declines(&self, p_tool: f64, fit: Option<f64>) -> bool {
+        p_tool < self.p_min
+            || (p_tool < self.p_sure
+                && fit.is_some_and(|f| self.fit_score(p_tool, f) < self.fit_min))
+    }
+
+    /// Where these came from, for the line that says a call was declined.
+    pub fn source(&self) -> String {
+        match &self.calibrated_for {
+            Some(m) => format!("calibrated for {m}"),
+            None => "not calibrated: defaults; run toolloop calibrate".into(),
+        }
+    }
+}
+
+/// One calibrated model: what it was measured on and the thresholds chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// The model's name as the server knows it.
+    pub model: String,
+    /// The server's address (Ollama's host or the OpenAI-compatible base URL).
+    pub server: String,
+    /// The thresholds chosen.
+    pub thresholds: Thresholds,
+    /// The labelled set it was measured on.
+    pub data: String,
+    /// When (UTC, RFC 3339).
+    pub when: String,
+    /// What was measured, per half: right calls kept and needless calls declined.
+    pub measured: serde_json::Value,
+}
+
+/// The calibration file: one entry per model and server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationFile {
+    /// The entries, newest last.
+    pub entries: Vec<Calibration>,
+}
+
+/// The calibration file's path: `$TOOLLOOP_CALIBRATION` when set, else
+/// `toolloop/calibration.json` in the user's configuration folder
+/// (`~/.config` on Linux).
+pub fn default_path() -> Option<PathBuf> {
+    match std::env::var_os("TOOLLOOP_CALIBRATION") {
+        Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
+        _ => dirs::config_dir().map(|d| d.join("toolloop").join("calibration.json")),
+    }
+}
+
+impl CalibrationFile {
+    /// Reads `path`; a file that does not exist is an empty one.
+    pub fn read(path: &Path) -> Result<Self, String> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| {
+                format!(
+                    "{}: not a calibration file ({e}); run toolloop calibrate again or delete it",
+                    path.display()
+                )
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    }
+
+    /// The thresholds measured for `model` on `server`, if any.
+    pub fn lookup(&self, model: &str, server: &str) -> Option<&Thresholds> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|e| e.model == model && same_server(&e.server, server))
+            .map(|e| &e.thresholds)
+    }
+
+    /// Puts `entry` in, in place of an earlier one for the same model and server, and
+    /// writes the file (its folder made if need be).
+    pub fn save(&mut self, path: &Path, entry: Calibration) -> Result<(), String> {
+        self.entries
+            .retain(|e| !(e.model == entry.model && same_server(&e.server, &entry.server)));
+        self.entries.push(entry);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// Whether two server addresses name the same server: compared without a trailing slash.
+fn same_server(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(model: &str, p_sure: f64) -> Calibration {
+        Calibration {
+            model: model.into(),
+            server: "http://127.0.0.1:8080/v1".into(),
+            thresholds: Thresholds {
+                p_sure,
+                calibrated_for: Some(model.into()),
+                ..Thresholds::default()
+            },
+            data: "tests/data/everyday".into(),
+            when: "2026-11-25T00:00:00Z".into(),
+            measured: serde_json::json!({}),
+        }
+    }
+
+    #[test]
+    fn an_entry_is_found_by_model_and_server_and_replaced_by_a_newer_one() {
+        let dir = std::env::temp_dir().join(format!("toolloop-cal-{}", std::process::id()));
+        let path = dir.join("sub/calibration.json");
+        let mut file = CalibrationFile::read(&path).unwrap();
+        file.save(&path, entry("qwen", 0.95)).unwrap();
+        file.save(&path, entry("gemma", 0.99)).unwrap();
+        file.save(&path, entry("qwen", 0.97)).unwrap();
+        let again = CalibrationFile::read(&path).unwrap();
+        assert_eq!(again.entries.len(), 2);
+        let t = again.lookup("qwen", "http://127.0.0.1:8080/v1/").unwrap();
+        assert_eq!(t.p_sure, 0.97);
+        assert!(again.lookup("qwen", "http://127.0.0.1:9999/v1").is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_broken_file_says_what_to_do() {
+        let path = std::env::temp_dir().join(format!("toolloop-calbad-{}", std::process::id()));
+        std::fs::write(&path, "{").unwrap();
+        let e = CalibrationFile::read(&path).unwrap_err();
+        assert!(e.contains("run toolloop calibrate again"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+    }
+}

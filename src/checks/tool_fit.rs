@@ -1,0 +1,175 @@
+//! `tool-fit`: a call the model was unsure of is checked by meaning: the model is asked
+//! a second, narrow question — does this tool do what the request asks, yes or no — and
+//! the call is declined when its share of "yes" is below the threshold.
+//!
+//! Words cannot decide this: a request in German shares no word with an English tool
+//! description, and `tool-relevance` declined nearly every right call made in another
+//! language (`BENCHMARKS.md`). The model reads the request in whatever language it was
+//! written, so the question is put to the same model on the same server, constrained to
+//! `{"answer": "yes" | "no"}`, and only its probabilities at the answer are read. On
+//! Qwen2.5-Coder 0.5B that share told right calls from needless ones far better than the
+//! model's own probability of calling (`BENCHMARKS.md`, "Deciding by meaning").
+//!
+//! It costs one short request (about 90 prompt tokens and 6 generated), asked only when
+//! the model's share of probability for the call was below the calibrated "sure" level
+//! ([`crate::Thresholds`]); a confident call is never questioned.
+
+use serde_json::{Value, json};
+
+use super::{Check, CheckInfo, Effect, Judgement, TurnContext};
+use crate::message::{ChatReply, Message};
+use crate::tool_spec::ToolSpec;
+
+/// The check's declaration.
+pub static INFO: CheckInfo = CheckInfo {
+    name: "tool-fit",
+    default_on: true,
+    effect: Effect::Declines,
+    what: "asks the model whether the tool does what the request asks when it was unsure of the call, and declines the call on a no",
+    why: "a small model under the narrowed schema calls some tool for nearly every question, and words cannot tell which calls fit in other languages",
+    example: "\"Tell me a joke about cats.\" with a weather tool: p(tool) 0.89 < 0.97, fit 0.45 < 0.49: declined, the model answers",
+    safety: "It only declines, never changes a value, and never questions a call the model was sure of (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`).",
+    measured: "See BENCHMARKS.md, \"Deciding by meaning\": right calls kept and needless calls declined, both halves, both models.",
+};
+
+/// The `tool-fit` check.
+#[derive(Debug)]
+pub struct ToolFit;
+
+impl Check for ToolFit {
+    fn info(&self) -> &'static CheckInfo {
+        &INFO
+    }
+
+    fn wants_fit(&self, ctx: &TurnContext<'_>, judgement: &mut Judgement) -> bool {
+        let (Some(t), Some(p)) = (ctx.thresholds, judgement.read_p_tool(ctx.reply)) else {
+            return false;
+        };
+        // Below `p_min` the call is declined whatever the answer would be.
+        p >= t.p_min && p < t.p_sure
+    }
+
+    fn judge_turn(&self, ctx: &TurnContext<'_>, _tool: &str, judgement: &mut Judgement) {
+        let (Some(t), Some(fit)) = (ctx.thresholds, ctx.fit) else {
+            return;
+        };
+        let Some(p) = judgement.read_p_tool(ctx.reply) else {
+            return;
+        };
+        judgement.fit = Some(fit);
+        if p < t.p_sure && t.fit_score(p, fit) < t.fit_min && !judgement.declined {
+            judgement.declined = true;
+            judgement.by.get_or_insert(self.info().name);
+            let score = match t.p_weight {
+                0.0 => format!("fit {fit:.2}"),
+                w => format!("fit {fit:.2} {:+.2} ({w} × (p {p:.2} − 1))", w * (p - 1.0)),
+            };
+            judgement.reason = Some(format!(
+                "{score} < {:.2}, p {p:.2} < {:.2}",
+                t.fit_min, t.p_sure
+            ));
+        }
+    }
+}
+
+/// The schema of the answer to the fit question.
+pub(crate) fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+        "required": ["answer"]
+    })
+}
+
+/// The fit question about `spec` for `request`: a system line and one user message. Kept
+/// in English whatever the request's language; the model reads both.
+pub(crate) fn question(request: &str, spec: &ToolSpec) -> Vec<Message> {
+    vec![
+        Message::system("You judge whether a tool is needed for a request. Reply in JSON."),
+        Message::user(format!(
+            "Tool: {name} — {description}\nRequest: {request}\nTo reply to this request, \
+             should the assistant call the tool {name}? Answer yes or no.",
+            name = spec.name,
+            description = spec.description,
+        )),
+    ]
+}
+
+/// The share of "yes" in the model's answer to the fit question: read at the first token
+/// where "yes" and "no" together carry most of the probability. `None` when the reply has
+/// no log-probabilities or no such token.
+pub(crate) fn read(reply: &ChatReply) -> Option<f64> {
+    let starts = |tok: &str, c: char| {
+        tok.trim()
+            .trim_matches('"')
+            .chars()
+            .next()
+            .is_some_and(|f| f.eq_ignore_ascii_case(&c))
+    };
+    for t in &reply.logprobs {
+        let mut alternatives = t.top.clone();
+        if !alternatives.iter().any(|(tok, _)| *tok == t.token) {
+            alternatives.push((t.token.clone(), t.logprob));
+        }
+        let share = |c: char| -> f64 {
+            alternatives
+                .iter()
+                .filter(|(tok, _)| starts(tok, c))
+                .map(|(_, lp)| lp.exp())
+                .sum()
+        };
+        let (yes, no) = (share('y'), share('n'));
+        if yes + no > 0.5 {
+            return Some(yes / (yes + no));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::TokenLogprob;
+
+    fn tok(token: &str, top: &[(&str, f64)]) -> TokenLogprob {
+        TokenLogprob {
+            token: token.into(),
+            logprob: top
+                .iter()
+                .find(|(t, _)| *t == token)
+                .map_or(-30.0, |(_, p)| p.ln()),
+            top: top.iter().map(|(t, p)| (t.to_string(), p.ln())).collect(),
+        }
+    }
+
+    #[test]
+    fn the_share_of_yes_is_read_at_the_answer_token() {
+        let reply = ChatReply {
+            text: "{\"answer\": \"no\"}".into(),
+            logprobs: vec![
+                tok("{\"", &[("{\"", 1.0)]),
+                tok("answer", &[("answer", 1.0)]),
+                tok("\":", &[("\":", 1.0)]),
+                tok(" \"", &[(" \"", 1.0)]),
+                tok("no", &[("no", 0.6), ("yes", 0.3), ("No", 0.05)]),
+                tok("\"}", &[("\"}", 1.0)]),
+            ],
+            ..ChatReply::default()
+        };
+        let fit = read(&reply).unwrap();
+        assert!((fit - 0.3 / 0.95).abs() < 1e-9, "{fit}");
+    }
+
+    #[test]
+    fn no_logprobs_read_nothing() {
+        assert_eq!(read(&ChatReply::default()), None);
+    }
+
+    #[test]
+    fn the_question_names_the_tool_and_carries_the_request_as_written() {
+        let spec = ToolSpec::new("calculator", "Exact arithmetic", json!({"type": "object"}));
+        let q = question("Wie viel ist 37 mal 89?", &spec);
+        assert!(q[1].content.contains("calculator — Exact arithmetic"));
+        assert!(q[1].content.contains("Wie viel ist 37 mal 89?"));
+    }
+}

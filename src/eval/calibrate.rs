@@ -1,0 +1,270 @@
+//! `toolloop calibrate`: the decision step's thresholds, measured for one model on one
+//! server.
+//!
+//! Each case of a labelled set runs through the loop (`super::run_all`) with thresholds
+//! that decline nothing and put the fit question to every call, so the first call's
+//! tool, the model's share of probability for it and its answer to the fit question are
+//! all recorded. A case that needs a tool and whose first call names one of the tools of
+//! its answer is a *right call*; a case that needs none and gets a call is a *needless
+//! call*. [`choose`] then picks, on the tuning half only (`super::half`), the thresholds
+//! that decline the most needless calls while keeping at least 97% of the right ones,
+//! and [`measure`] reports what they do on both halves: the validation half says whether
+//! they hold.
+
+use serde::Serialize;
+
+use super::{Case, CaseResult, Half, half};
+use crate::calibration::Thresholds;
+
+/// What one case showed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Observation {
+    /// The case id.
+    pub id: String,
+    /// Whether the case needs a tool.
+    pub needs_tool: bool,
+    /// The tool of the model's first call.
+    pub tool: String,
+    /// Whether its first call named a tool of its answer (for a case that needs one) or
+    /// any tool (for one that needs none): the calls the thresholds act on.
+    pub called: bool,
+    /// The model's share of probability for that call.
+    pub p_tool: f64,
+    /// Its share of "yes" to the fit question; 1 when it could not be read.
+    pub fit: f64,
+}
+
+/// What a set of thresholds does on one half.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct HalfFigures {
+    /// Right calls that go ahead.
+    pub right_kept: usize,
+    /// Right calls in all.
+    pub right: usize,
+    /// Needless calls declined.
+    pub needless_declined: usize,
+    /// Needless calls in all.
+    pub needless: usize,
+    /// Calls the fit question is put to.
+    pub questioned: usize,
+}
+
+/// What a set of thresholds does on each half.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Measured {
+    /// On the tuning half (the thresholds were chosen on it).
+    pub tuning: HalfFigures,
+    /// On the validation half.
+    pub validation: HalfFigures,
+}
+
+/// The least share of right calls the chosen thresholds keep on the tuning half.
+pub const KEEP: f64 = 0.97;
+
+/// The observations of `results` (one per case of `cases` that made a call).
+pub fn observe(cases: &[Case], results: &[CaseResult]) -> Vec<Observation> {
+    results
+        .iter()
+        .filter_map(|r| {
+            let case = cases.iter().find(|c| c.id == r.id)?;
+            let call = r.call.as_ref()?;
+            let p_tool = r.p_tool?;
+            let needs_tool = !case.ground_truth.is_empty();
+            let right_tool = case
+                .ground_truth
+                .iter()
+                .any(|g| g.as_object().is_some_and(|o| o.contains_key(&call.name)));
+            Some(Observation {
+                id: r.id.clone(),
+                needs_tool,
+                tool: call.name.clone(),
+                called: !needs_tool || right_tool,
+                p_tool,
+                fit: r.fit.unwrap_or(1.0),
+            })
+        })
+        .filter(|o| o.called)
+        .collect()
+}
+
+/// Whether `t` declines the call `o` saw.
+fn declines(t: &Thresholds, o: &Observation) -> bool {
+    t.declines(o.p_tool, Some(o.fit))
+}
+
+/// The weights of p(tool) beside the fit answer that [`choose`] tries.
+pub const P_WEIGHTS: [f64; 5] = [0.0, 0.1, 0.2, 0.3, 0.5];
+
+/// What `t` does on each half of `obs`.
+pub fn measure(obs: &[Observation], t: &Thresholds) -> Measured {
+    let mut m = Measured::default();
+    for o in obs {
+        let h = match half(&o.id) {
+            Half::Tuning => &mut m.tuning,
+            Half::Validation => &mut m.validation,
+        };
+        let declined = declines(t, o);
+        if o.p_tool < t.p_sure {
+            h.questioned += 1;
+        }
+        if o.needs_tool {
+            h.right += 1;
+            h.right_kept += usize::from(!declined);
+        } else {
+            h.needless += 1;
+            h.needless_declined += usize::from(declined);
+        }
+    }
+    m
+}
+
+/// Thresholds between the observed values: the midpoints of neighbouring distinct
+/// values, and one below and one above them all.
+fn cuts(values: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    let mut out = vec![0.0];
+    out.extend(v.windows(2).map(|w| (w[0] + w[1]) / 2.0));
+    out.push(1.01);
+    out
+}
+
+/// The thresholds that decline the most needless calls of the tuning half while keeping
+/// at least [`KEEP`] of its right calls; among equals, the one that questions fewest
+/// calls, then the lowest (most lenient) thresholds.
+pub fn choose(obs: &[Observation], calibrated_for: &str) -> Thresholds {
+    let tuning: Vec<&Observation> = obs.iter().filter(|o| half(&o.id) == Half::Tuning).collect();
+    let right = tuning.iter().filter(|o| o.needs_tool).count();
+    let may_lose = ((1.0 - KEEP) * right as f64).floor() as usize;
+    let p_cuts = cuts(tuning.iter().map(|o| o.p_tool));
+    let mut best: Option<((usize, std::cmp::Reverse<usize>), Thresholds)> = None;
+    for p_weight in P_WEIGHTS {
+        let probe = Thresholds {
+            p_weight,
+            ..Thresholds::default()
+        };
+        let fit_cuts = cuts(tuning.iter().map(|o| probe.fit_score(o.p_tool, o.fit)));
+        for &p_min in p_cuts.iter().filter(|p| **p <= 0.5) {
+            for &p_sure in &p_cuts {
+                if p_sure < p_min {
+                    continue;
+                }
+                for &fit_min in &fit_cuts {
+                    let t = Thresholds {
+                        p_min,
+                        p_sure,
+                        fit_min,
+                        p_weight,
+                        calibrated_for: None,
+                    };
+                    let lost = tuning
+                        .iter()
+                        .filter(|o| o.needs_tool && declines(&t, o))
+                        .count();
+                    if lost > may_lose {
+                        continue;
+                    }
+                    let declined = tuning
+                        .iter()
+                        .filter(|o| !o.needs_tool && declines(&t, o))
+                        .count();
+                    let questioned = tuning.iter().filter(|o| o.p_tool < p_sure).count();
+                    let score = (declined, std::cmp::Reverse(questioned));
+                    // Strictly better only: the first found of equals has the lowest thresholds.
+                    if best.as_ref().is_none_or(|(s, _)| score > *s) {
+                        best = Some((score, t));
+                    }
+                }
+            }
+        }
+    }
+    let mut t = best.map(|(_, t)| t).unwrap_or_default();
+    t.calibrated_for = Some(calibrated_for.to_string());
+    t
+}
+
+/// Now, in UTC, as RFC 3339 (`2026-11-25T10:30:00+00:00`).
+pub fn now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    chrono::DateTime::from_timestamp(secs, 0)
+        .map(|t| t.to_rfc3339())
+        .unwrap_or_default()
+}
+
+/// The thresholds chosen and what they do on each half, as the command prints them.
+pub fn table(who: &str, t: &Thresholds, m: &Measured) -> String {
+    let row = |name: &str, h: &HalfFigures| {
+        format!(
+            "| {name} | {}/{} | {}/{} | {}/{} |\n",
+            h.right_kept,
+            h.right,
+            h.needless_declined,
+            h.needless,
+            h.questioned,
+            h.right + h.needless
+        )
+    };
+    format!(
+        "Calibrated for {who}:\n  a call below p(tool) {:.3} is declined;\n           below {:.3} the fit question is asked, and a share of yes below {:.3} declines it.\n\n         | half | right calls kept | needless calls declined | calls questioned |\n         |---|---|---|---|\n{}{}",
+        t.p_min,
+        t.p_sure.min(1.0),
+        t.fit_min,
+        row("tuning (chosen on)", &m.tuning),
+        row("validation", &m.validation),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn o(id: &str, needs_tool: bool, p_tool: f64, fit: f64) -> Observation {
+        Observation {
+            id: id.into(),
+            needs_tool,
+            tool: "t".into(),
+            called: true,
+            p_tool,
+            fit,
+        }
+    }
+
+    #[test]
+    fn the_chosen_thresholds_keep_every_right_call_of_a_small_tuning_half() {
+        // Tuning ids are even. Right calls: fit 0.55–0.7; needless: fit 0.4–0.5, one
+        // needless call the model was surer of than of any right call.
+        let obs = vec![
+            o("s_0", true, 0.95, 0.6),
+            o("s_2", true, 0.99, 0.55),
+            o("s_4", true, 0.90, 0.7),
+            o("i_0", false, 0.93, 0.45),
+            o("i_2", false, 0.97, 0.4),
+            o("i_4", false, 0.999, 0.5),
+            o("s_1", true, 0.92, 0.52),
+            o("i_1", false, 0.9, 0.3),
+        ];
+        let t = choose(&obs, "m");
+        let m = measure(&obs, &t);
+        assert_eq!(m.tuning.right_kept, 3);
+        assert_eq!(m.tuning.needless_declined, 3, "{t:?}");
+        assert!(t.fit_min > 0.5 && t.fit_min < 0.55, "{t:?}");
+        assert_eq!(m.validation.right_kept, 0, "0.52 is below the cut: {t:?}");
+        assert_eq!(t.calibrated_for.as_deref(), Some("m"));
+    }
+
+    #[test]
+    fn with_nothing_that_separates_the_thresholds_decline_nothing_right() {
+        let obs = vec![
+            o("s_0", true, 0.98, 0.5),
+            o("s_2", true, 0.97, 0.5),
+            o("i_0", false, 0.98, 0.5),
+        ];
+        let t = choose(&obs, "m");
+        let m = measure(&obs, &t);
+        assert_eq!(m.tuning.right_kept, 2);
+        assert_eq!(m.tuning.needless_declined, 0);
+    }
+}
