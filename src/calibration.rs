@@ -29,8 +29,9 @@ pub struct Thresholds {
     /// A call with less than this share of the model's probability is declined
     /// (`tool-probability`).
     pub p_min: f64,
-    /// A call with at least this share goes ahead unquestioned; below it the model is
-    /// asked the fit question (`tool-fit`).
+    /// A call with at least this share goes ahead unquestioned; below it, a call whose
+    /// tool shares no word with the request is put to the model as the fit question
+    /// (`tool-fit`).
     pub p_sure: f64,
     /// A questioned call is declined (`tool-fit`) when its share of "yes" to the fit
     /// question, plus `p_weight` times how far its p(tool) is below 1, is below this.
@@ -67,10 +68,12 @@ impl Thresholds {
         fit + self.p_weight * (p_tool - 1.0)
     }
 
-    /// Whether a call with `p_tool` and, when asked, `fit` is declined.
-    pub fn declines(&self, p_tool: f64, fit: Option<f64>) -> bool {
+    /// Whether a call with `p_tool` and, when asked, `fit` is declined; `supported`:
+    /// the request shares words with the tool, and the call is not questioned.
+    pub fn declines(&self, p_tool: f64, supported: bool, fit: Option<f64>) -> bool {
         p_tool < self.p_min
             || (p_tool < self.p_sure
+                && !supported
                 && fit.is_some_and(|f| self.fit_score(p_tool, f) < self.fit_min))
     }
 

@@ -802,3 +802,73 @@ mod checks {
         assert_eq!(v["checks"], serde_json::json!([]));
     }
 }
+
+mod calibrate {
+    use super::*;
+
+    fn text(b: &[u8]) -> String {
+        String::from_utf8_lossy(b).into_owned()
+    }
+
+    #[test]
+    fn a_server_that_is_down_is_named_before_anything_is_written() {
+        let dir = std::env::temp_dir().join(format!("toolloop-cal-cli-{}", std::process::id()));
+        let file = dir.join("calibration.json");
+        let url = common::dead_url();
+        let out = toolloop(
+            &[
+                "calibrate",
+                "--ollama-host",
+                &url,
+                "--calibration",
+                file.to_str().unwrap(),
+            ],
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("start it with `ollama serve`"),
+            "{}",
+            text(&out.stderr)
+        );
+        assert!(
+            !file.exists(),
+            "nothing is written when nothing was measured"
+        );
+    }
+
+    #[test]
+    fn a_broken_calibration_file_says_what_to_do() {
+        let file =
+            std::env::temp_dir().join(format!("toolloop-cal-bad-{}.json", std::process::id()));
+        std::fs::write(&file, "{not json").unwrap();
+        let out = toolloop(
+            &[
+                "ask",
+                "hi",
+                "--no-tools",
+                "--calibration",
+                file.to_str().unwrap(),
+                "--ollama-host",
+                &common::dead_url(),
+            ],
+            b"",
+        );
+        let err = text(&out.stderr);
+        assert_ne!(out.status.code(), Some(0));
+        assert!(
+            err.contains("not a calibration file") && err.contains("toolloop calibrate"),
+            "{err}"
+        );
+        std::fs::remove_file(&file).unwrap();
+    }
+
+    #[test]
+    fn help_says_what_it_costs() {
+        let out = toolloop(&["calibrate", "--help"], b"");
+        assert_eq!(out.status.code(), Some(0));
+        let help = text(&out.stdout);
+        assert!(help.contains("minutes"), "{help}");
+        assert!(help.contains("--calibration"), "{help}");
+    }
+}

@@ -274,7 +274,7 @@ pub(crate) trait Check: Sync {
 
     /// Whether the check needs the model's answer to the fit question ([`tool_fit`])
     /// before it can judge this turn.
-    fn wants_fit(&self, _ctx: &TurnContext<'_>, _judgement: &mut Judgement) -> bool {
+    fn wants_fit(&self, _ctx: &TurnContext<'_>, _tool: &str, _judgement: &mut Judgement) -> bool {
         false
     }
 
@@ -340,9 +340,13 @@ impl Checks {
 
     /// Whether a check on needs the fit question answered before it judges a turn
     /// (unless it is answered already).
-    pub fn wants_fit(&self, ctx: &TurnContext<'_>) -> bool {
+    pub fn wants_fit(&self, ctx: &TurnContext<'_>, tool: &str) -> bool {
         let mut judgement = Judgement::default();
-        ctx.fit.is_none() && self.on.iter().any(|c| c.wants_fit(ctx, &mut judgement))
+        ctx.fit.is_none()
+            && self
+                .on
+                .iter()
+                .any(|c| c.wants_fit(ctx, tool, &mut judgement))
     }
 
     /// Judges a turn's calls: the turn-level checks on the first (unless `judge_turn` is

@@ -12,11 +12,14 @@
 //!
 //! It costs one short request (about 90 prompt tokens and 6 generated), asked only when
 //! the model's share of probability for the call was below the calibrated "sure" level
-//! ([`crate::Thresholds`]); a confident call is never questioned.
+//! ([`crate::Thresholds`]) *and* the request shares no content word with the tool's own
+//! text ([`supported`]): shared words are evidence for a call, so such a call goes
+//! ahead unquestioned, while missing words are no evidence against one. Words never
+//! decline a call; the model's answer does.
 
 use serde_json::{Value, json};
 
-use super::{Check, CheckInfo, Effect, Judgement, TurnContext};
+use super::{Check, CheckInfo, Effect, Judgement, TurnContext, tool_relevance};
 use crate::message::{ChatReply, Message};
 use crate::tool_spec::ToolSpec;
 
@@ -25,7 +28,7 @@ pub static INFO: CheckInfo = CheckInfo {
     name: "tool-fit",
     default_on: true,
     effect: Effect::Declines,
-    what: "asks the model whether the tool does what the request asks when it was unsure of the call, and declines the call on a no",
+    what: "asks the model whether the tool does what the request asks when it was unsure of a call that shares no word with the tool, and declines it on a no",
     why: "a small model under the narrowed schema calls some tool for nearly every question, and words cannot tell which calls fit in other languages",
     example: "\"Tell me a joke about cats.\" with a weather tool: p(tool) 0.89 < 0.97, fit 0.45 < 0.49: declined, the model answers",
     safety: "It only declines, never changes a value, and never questions a call the model was sure of (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`).",
@@ -41,15 +44,15 @@ impl Check for ToolFit {
         &INFO
     }
 
-    fn wants_fit(&self, ctx: &TurnContext<'_>, judgement: &mut Judgement) -> bool {
+    fn wants_fit(&self, ctx: &TurnContext<'_>, tool: &str, judgement: &mut Judgement) -> bool {
         let (Some(t), Some(p)) = (ctx.thresholds, judgement.read_p_tool(ctx.reply)) else {
             return false;
         };
         // Below `p_min` the call is declined whatever the answer would be.
-        p >= t.p_min && p < t.p_sure
+        p >= t.p_min && p < t.p_sure && !supported(ctx, tool)
     }
 
-    fn judge_turn(&self, ctx: &TurnContext<'_>, _tool: &str, judgement: &mut Judgement) {
+    fn judge_turn(&self, ctx: &TurnContext<'_>, tool: &str, judgement: &mut Judgement) {
         let (Some(t), Some(fit)) = (ctx.thresholds, ctx.fit) else {
             return;
         };
@@ -57,7 +60,18 @@ impl Check for ToolFit {
             return;
         };
         judgement.fit = Some(fit);
-        if p < t.p_sure && t.fit_score(p, fit) < t.fit_min && !judgement.declined {
+        if judgement.support.is_none() {
+            judgement.support = ctx
+                .specs
+                .iter()
+                .find(|s| s.name == tool)
+                .and_then(|s| tool_relevance::support(ctx.question, s));
+        }
+        if p < t.p_sure
+            && !supported(ctx, tool)
+            && t.fit_score(p, fit) < t.fit_min
+            && !judgement.declined
+        {
             judgement.declined = true;
             judgement.by.get_or_insert(self.info().name);
             let score = match t.p_weight {
@@ -70,6 +84,19 @@ impl Check for ToolFit {
             ));
         }
     }
+}
+
+/// Whether the request shares content words with the tool's own text
+/// ([`tool_relevance::support`] at least [`tool_relevance::MIN_SUPPORT`]): evidence *for*
+/// the call, so it is not questioned. The absence of shared words is no evidence
+/// against it (a request in German shares none with an English description); then the
+/// model is asked.
+pub(crate) fn supported(ctx: &TurnContext<'_>, tool: &str) -> bool {
+    ctx.specs
+        .iter()
+        .find(|s| s.name == tool)
+        .and_then(|s| tool_relevance::support(ctx.question, s))
+        .is_some_and(|s| s >= tool_relevance::MIN_SUPPORT)
 }
 
 /// The schema of the answer to the fit question.

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::{Case, CaseResult, Half, half};
 use crate::calibration::Thresholds;
+use crate::checks::tool_relevance;
 
 /// What one case showed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -30,6 +31,8 @@ pub struct Observation {
     pub called: bool,
     /// The model's share of probability for that call.
     pub p_tool: f64,
+    /// Whether the request shares words with the tool (then it is not questioned).
+    pub supported: bool,
     /// Its share of "yes" to the fit question; 1 when it could not be read.
     pub fit: f64,
 }
@@ -78,6 +81,12 @@ pub fn observe(cases: &[Case], results: &[CaseResult]) -> Vec<Observation> {
                 id: r.id.clone(),
                 needs_tool,
                 tool: call.name.clone(),
+                supported: case
+                    .tools
+                    .iter()
+                    .find(|t| t.name == call.name)
+                    .and_then(|t| tool_relevance::support(&case.question, t))
+                    .is_some_and(|s| s >= tool_relevance::MIN_SUPPORT),
                 called: !needs_tool || right_tool,
                 p_tool,
                 fit: r.fit.unwrap_or(1.0),
@@ -89,7 +98,7 @@ pub fn observe(cases: &[Case], results: &[CaseResult]) -> Vec<Observation> {
 
 /// Whether `t` declines the call `o` saw.
 fn declines(t: &Thresholds, o: &Observation) -> bool {
-    t.declines(o.p_tool, Some(o.fit))
+    t.declines(o.p_tool, o.supported, Some(o.fit))
 }
 
 /// The weights of p(tool) beside the fit answer that [`choose`] tries.
@@ -104,7 +113,7 @@ pub fn measure(obs: &[Observation], t: &Thresholds) -> Measured {
             Half::Validation => &mut m.validation,
         };
         let declined = declines(t, o);
-        if o.p_tool < t.p_sure {
+        if o.p_tool >= t.p_min && o.p_tool < t.p_sure && !o.supported {
             h.questioned += 1;
         }
         if o.needs_tool {
@@ -169,7 +178,10 @@ pub fn choose(obs: &[Observation], calibrated_for: &str) -> Thresholds {
                         .iter()
                         .filter(|o| !o.needs_tool && declines(&t, o))
                         .count();
-                    let questioned = tuning.iter().filter(|o| o.p_tool < p_sure).count();
+                    let questioned = tuning
+                        .iter()
+                        .filter(|o| o.p_tool >= p_min && o.p_tool < p_sure && !o.supported)
+                        .count();
                     let score = (declined, std::cmp::Reverse(questioned));
                     // Strictly better only: the first found of equals has the lowest thresholds.
                     if best.as_ref().is_none_or(|(s, _)| score > *s) {
@@ -226,6 +238,7 @@ mod tests {
             id: id.into(),
             needs_tool,
             tool: "t".into(),
+            supported: false,
             called: true,
             p_tool,
             fit,

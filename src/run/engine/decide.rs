@@ -69,21 +69,10 @@ impl Engine {
         let judge_turn = !self.answer_only();
         if judge_turn
             && self.fit.is_none()
-            && self.checks.wants_fit(&ctx)
+            && self.checks.wants_fit(&ctx, &calls[0].0)
             && let Some(spec) = self.specs.iter().find(|s| s.name == calls[0].0)
         {
-            let question = if std::env::var_os("TOOLLOOP_FIT_IN_CONTEXT").is_some() {
-                let mut m = self.history.clone();
-                m.push(Message::assistant(reply.text.clone()));
-                m.push(Message::user(format!(
-                    "Before this call runs: to reply to my request, should the assistant call \
-                     the tool {} ({})? Answer yes or no.",
-                    spec.name, spec.description
-                )));
-                m
-            } else {
-                crate::checks::tool_fit::question(question, spec)
-            };
+            let question = crate::checks::tool_fit::question(question, spec);
             self.state = State::Confirming {
                 reply: Box::new(reply.clone()),
                 turn: Box::new(turn),
@@ -118,6 +107,7 @@ mod tests {
     use super::super::tests::{CALL, calc, engine, kind_logprobs, reply};
     use super::*;
     use crate::config::Config;
+    use crate::tool_spec::ToolSpec;
 
     /// The answer to the fit question with a share of "yes" of `yes`.
     fn fit_answer(yes: f64) -> ChatReply {
@@ -232,5 +222,27 @@ mod tests {
             "tool-probability: declined calculator: p 0.62 < 0.85 (calibrated for \
              qwen2.5-coder-0.5b); asking for an answer instead"
         );
+    }
+
+    #[test]
+    fn a_call_whose_tool_shares_the_requests_words_is_not_questioned() {
+        let weather = ToolSpec::new(
+            "get_weather",
+            "Current weather for a city",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+        );
+        let mut e = Engine::new(
+            vec![Message::system("sys")],
+            "What's the weather in Oslo?",
+            vec![weather],
+            Config::default(),
+        );
+        e.next_step();
+        let mut unsure = reply(
+            r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Oslo"}}"#,
+        );
+        unsure.logprobs = kind_logprobs(0.8);
+        e.model_replied(&unsure);
+        assert!(matches!(e.next_step(), Step::CallTool { .. }));
     }
 }
