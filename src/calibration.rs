@@ -55,7 +55,7 @@ impl Default for Thresholds {
         Thresholds {
             p_min: 0.5,
             p_sure: 0.9,
-            fit_min: 0.4,
+            fit_min: 0.45,
             p_weight: 0.0,
             calibrated_for: None,
         }

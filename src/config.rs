@@ -195,14 +195,19 @@ impl Config {
     /// Fills in [`Config::thresholds`] from the calibration file when they are not set:
     /// the entry for this model and server, else the defaults. An unreadable file is an
     /// error that says what to do.
-    pub fn calibrated(mut self) -> Result<Self, String> {
+    pub fn calibrated(self) -> Result<Self, String> {
+        let key = (self.model.clone(), self.server());
+        self.calibrated_for(&key)
+    }
+
+    /// Like [`Config::calibrated`], for the model and server `key` names (a backend's own,
+    /// `Backend::identity`).
+    pub(crate) fn calibrated_for(mut self, key: &(String, String)) -> Result<Self, String> {
         if self.thresholds.is_some() || self.decide != Decide::Probability {
             return Ok(self);
         }
         let found = match &self.calibration {
-            Some(path) => CalibrationFile::read(path)?
-                .lookup(&self.model, &self.server())
-                .cloned(),
+            Some(path) => CalibrationFile::read(path)?.lookup(&key.0, &key.1).cloned(),
             None => None,
         };
         self.thresholds = Some(found.unwrap_or_default());

@@ -123,6 +123,13 @@ pub trait Backend: Send {
     /// A short description for messages: `ollama gemma3:4b at http://127.0.0.1:11434`.
     fn describe(&self) -> String;
 
+    /// The model and the server's address, as the calibration file keys them
+    /// ([`crate::CalibrationFile`]); `None` (the default) for a backend that is not a
+    /// model server (a script, a test double).
+    fn identity(&self) -> Option<(String, String)> {
+        None
+    }
+
     /// Checks that the server is up and the model is there, before a run starts, so that
     /// the person gets "start the server" or "pull the model" at once.
     fn preflight(&mut self, _deadline: Deadline) -> Result<(), BackendError> {
@@ -142,6 +149,9 @@ pub trait Backend: Send {
 impl<B: Backend + ?Sized> Backend for Box<B> {
     fn describe(&self) -> String {
         (**self).describe()
+    }
+    fn identity(&self) -> Option<(String, String)> {
+        (**self).identity()
     }
     fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
         (**self).preflight(deadline)

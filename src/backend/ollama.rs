@@ -346,6 +346,10 @@ impl Backend for Ollama {
         format!("ollama {} at {}", self.model, self.base)
     }
 
+    fn identity(&self) -> Option<(String, String)> {
+        Some((self.model.clone(), self.base.clone()))
+    }
+
     fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
         self.probe(&deadline).map(|_| ())
     }

@@ -252,6 +252,10 @@ impl Backend for OpenAi {
         format!("{} at {}", self.model, self.base)
     }
 
+    fn identity(&self) -> Option<(String, String)> {
+        Some((self.model.clone(), self.base.clone()))
+    }
+
     fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
         let started = Instant::now();
         let Some(budget) = http::budget(&deadline, Duration::from_secs(10)) else {

@@ -267,6 +267,10 @@ impl<B: Backend> Backend for Recorder<B> {
         self.inner.describe()
     }
 
+    fn identity(&self) -> Option<(String, String)> {
+        self.inner.identity()
+    }
+
     fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
         self.inner.preflight(deadline)
     }

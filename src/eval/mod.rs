@@ -228,6 +228,10 @@ impl Backend for Unconstrained {
     fn describe(&self) -> String {
         self.0.describe()
     }
+
+    fn identity(&self) -> Option<(String, String)> {
+        self.0.identity()
+    }
 }
 
 /// One backend shared by the runs of one worker, case after case (each run owns a
@@ -255,6 +259,10 @@ impl Backend for SharedBackend {
 
     fn describe(&self) -> String {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).describe()
+    }
+
+    fn identity(&self) -> Option<(String, String)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).identity()
     }
 }
 

@@ -206,13 +206,18 @@ impl OrchestratorBuilder {
     /// Connects the tool sources (within the connect timeout) and builds the
     /// orchestrator; a backend is required.
     pub fn build(mut self) -> Result<Orchestrator, OrchestratorError> {
-        self.config = self
-            .config
-            .calibrated()
-            .map_err(OrchestratorError::Config)?;
         let backend = self
             .backend
             .ok_or_else(|| OrchestratorError::Config("no model backend was given".into()))?;
+        // Keyed by the backend's own model and server: a backend given to the builder
+        // need not be the one the config names.
+        let key = backend
+            .identity()
+            .unwrap_or_else(|| (self.config.model.clone(), self.config.server()));
+        self.config = self
+            .config
+            .calibrated_for(&key)
+            .map_err(OrchestratorError::Config)?;
         if let Some(e) = self.errors.first() {
             return Err(OrchestratorError::Config(e.clone()));
         }
