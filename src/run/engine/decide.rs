@@ -159,7 +159,7 @@ mod tests {
         let line = events.iter().find_map(Event::check_line).unwrap();
         assert!(
             line.starts_with(
-                "tool-fit: declined calculator: fit 0.20 < 0.40, p 0.80 < 0.90 (not calibrated"
+                "tool-fit: declined calculator: fit 0.20 < 0.45, p 0.80 < 0.90 (not calibrated"
             ),
             "{line}"
         );
