@@ -68,12 +68,19 @@ impl Thresholds {
         fit + self.p_weight * (p_tool - 1.0)
     }
 
-    /// Whether a call with `p_tool` and, when asked, `fit` is declined; `supported`:
-    /// the request shares words with the tool, and the call is not questioned.
+    /// Whether a call with `p_tool` is put to the model as the fit question: it was not
+    /// declined outright (`p_min`), the model was not sure of it (`p_sure`), and the
+    /// request shares no word with the tool (`supported` false).
+    pub fn questions(&self, p_tool: f64, supported: bool) -> bool {
+        p_tool >= self.p_min && p_tool < self.p_sure && !supported
+    }
+
+    /// Whether a call with `p_tool` and, when asked, `fit` is declined: below `p_min`
+    /// (`tool-probability`), or questioned and answered with too little "yes"
+    /// (`tool-fit`).
     pub fn declines(&self, p_tool: f64, supported: bool, fit: Option<f64>) -> bool {
         p_tool < self.p_min
-            || (p_tool < self.p_sure
-                && !supported
+            || (self.questions(p_tool, supported)
                 && fit.is_some_and(|f| self.fit_score(p_tool, f) < self.fit_min))
     }
 

@@ -838,6 +838,33 @@ mod calibrate {
     }
 
     #[test]
+    fn a_server_without_log_probabilities_leaves_no_calibration_behind() {
+        let fake = common::fake_ollama(&[r#"{"kind":"final_answer","thought":"","content":"hi"}"#]);
+        let file =
+            std::env::temp_dir().join(format!("toolloop-cal-nolp-{}.json", std::process::id()));
+        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/languages");
+        let out = toolloop(
+            &[
+                "calibrate",
+                data,
+                "--ollama-host",
+                &fake.url,
+                "--calibration",
+                file.to_str().unwrap(),
+            ],
+            b"",
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("nothing was saved"), "{err}");
+        assert!(
+            !file.exists(),
+            "a run that measured nothing wrote {}",
+            file.display()
+        );
+    }
+
+    #[test]
     fn a_broken_calibration_file_says_what_to_do() {
         let file =
             std::env::temp_dir().join(format!("toolloop-cal-bad-{}.json", std::process::id()));

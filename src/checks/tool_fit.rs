@@ -48,8 +48,7 @@ impl Check for ToolFit {
         let (Some(t), Some(p)) = (ctx.thresholds, judgement.read_p_tool(ctx.reply)) else {
             return false;
         };
-        // Below `p_min` the call is declined whatever the answer would be.
-        p >= t.p_min && p < t.p_sure && !supported(ctx, tool)
+        t.questions(p, supported(support(ctx, tool)))
     }
 
     fn judge_turn(&self, ctx: &TurnContext<'_>, tool: &str, judgement: &mut Judgement) {
@@ -60,17 +59,9 @@ impl Check for ToolFit {
             return;
         };
         judgement.fit = Some(fit);
-        if judgement.support.is_none() {
-            judgement.support = ctx
-                .specs
-                .iter()
-                .find(|s| s.name == tool)
-                .and_then(|s| tool_relevance::support(ctx.question, s));
-        }
-        if p < t.p_sure
-            && !supported(ctx, tool)
-            && t.fit_score(p, fit) < t.fit_min
-            && !judgement.declined
+        let own = support(ctx, tool);
+        judgement.support = judgement.support.or(own);
+        if t.questions(p, supported(own)) && t.fit_score(p, fit) < t.fit_min && !judgement.declined
         {
             judgement.declined = true;
             judgement.by.get_or_insert(self.info().name);
@@ -86,17 +77,20 @@ impl Check for ToolFit {
     }
 }
 
-/// Whether the request shares content words with the tool's own text
-/// ([`tool_relevance::support`] at least [`tool_relevance::MIN_SUPPORT`]): evidence *for*
-/// the call, so it is not questioned. The absence of shared words is no evidence
-/// against it (a request in German shares none with an English description); then the
-/// model is asked.
-pub(crate) fn supported(ctx: &TurnContext<'_>, tool: &str) -> bool {
+/// How much of the request `tool`'s own text covers ([`tool_relevance::support`]).
+fn support(ctx: &TurnContext<'_>, tool: &str) -> Option<f64> {
     ctx.specs
         .iter()
         .find(|s| s.name == tool)
         .and_then(|s| tool_relevance::support(ctx.question, s))
-        .is_some_and(|s| s >= tool_relevance::MIN_SUPPORT)
+}
+
+/// Whether a request with `support` shares enough content words with the tool (at least
+/// [`tool_relevance::MIN_SUPPORT`]): evidence *for* the call, so it is not questioned.
+/// The absence of shared words is no evidence against it (a request in German shares
+/// none with an English description); then the model is asked.
+pub(crate) fn supported(support: Option<f64>) -> bool {
+    support.is_some_and(|s| s >= tool_relevance::MIN_SUPPORT)
 }
 
 /// The schema of the answer to the fit question.

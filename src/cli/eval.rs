@@ -59,7 +59,11 @@ pub(super) fn run_eval(
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let config = config(model, &ToolArgs::default(), true);
+    // The calibration file is read once here, not again for every case.
+    let config = match config(model, &ToolArgs::default(), true).calibrated() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
     if native_tools && config.backend != crate::config::BackendKind::OpenAi {
         return fail("--native-tools needs --backend openai (an OpenAI-compatible server)");
     }
@@ -190,7 +194,30 @@ pub(super) fn run_calibrate(
         Ok(r) => r,
         Err(code) => return code,
     };
+    // A run that could not measure must not leave thresholds behind that look measured.
+    let failed: Vec<&eval::CaseResult> = results.iter().filter(|r| r.error.is_some()).collect();
+    if failed.len() * 10 > results.len() {
+        let why = failed[0].error.as_deref().unwrap_or_default();
+        return fail(format!(
+            "{} of {} cases could not run (the first: {why}); nothing was saved. Check the \
+             server, or give a longer --timeout",
+            failed.len(),
+            results.len()
+        ));
+    }
     let obs = eval::calibrate::observe(&cases, &results);
+    let tuning_right = obs
+        .iter()
+        .filter(|o| o.needs_tool && eval::half(&o.id) == eval::Half::Tuning)
+        .count();
+    if tuning_right == 0 {
+        return fail(
+            "no right call with its probability was seen on the tuning half, so nothing can \
+             be calibrated and nothing was saved: the server must report log-probabilities \
+             (llama-server, Ollama 0.12.11 or later), and the data must have cases that need \
+             a tool",
+        );
+    }
     let who = format!("{} at {}", config.model, config.server());
     let thresholds = eval::calibrate::choose(&obs, &config.model);
     let measured = eval::calibrate::measure(&obs, &thresholds);

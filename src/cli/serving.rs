@@ -24,7 +24,11 @@ pub(super) fn run_web(
             "toolloop: WARNING: serving on {addr}: anyone who can reach it can use the model and the tools"
         );
     }
-    let config = config(model, tools, no_tools);
+    // The calibration file is read once here, not again for every run of the page.
+    let config = match config(model, tools, no_tools).calibrated() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
     match crate::serve::web::start(config, addr, web.max_runs as usize) {
         Ok(w) => {
             eprintln!("toolloop: the page is at {} (Ctrl-C stops)", w.url());

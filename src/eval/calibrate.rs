@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::{Case, CaseResult, Half, half};
 use crate::calibration::Thresholds;
-use crate::checks::tool_relevance;
+use crate::checks::{tool_fit, tool_relevance};
 
 /// What one case showed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -26,9 +26,6 @@ pub struct Observation {
     pub needs_tool: bool,
     /// The tool of the model's first call.
     pub tool: String,
-    /// Whether its first call named a tool of its answer (for a case that needs one) or
-    /// any tool (for one that needs none): the calls the thresholds act on.
-    pub called: bool,
     /// The model's share of probability for that call.
     pub p_tool: f64,
     /// Whether the request shares words with the tool (then it is not questioned).
@@ -77,22 +74,22 @@ pub fn observe(cases: &[Case], results: &[CaseResult]) -> Vec<Observation> {
                 .ground_truth
                 .iter()
                 .any(|g| g.as_object().is_some_and(|o| o.contains_key(&call.name)));
-            Some(Observation {
+            // Only the calls the thresholds act on: the right tool for a case that needs
+            // one, any tool for a case that needs none.
+            (!needs_tool || right_tool).then(|| Observation {
                 id: r.id.clone(),
                 needs_tool,
                 tool: call.name.clone(),
-                supported: case
-                    .tools
-                    .iter()
-                    .find(|t| t.name == call.name)
-                    .and_then(|t| tool_relevance::support(&case.question, t))
-                    .is_some_and(|s| s >= tool_relevance::MIN_SUPPORT),
-                called: !needs_tool || right_tool,
+                supported: tool_fit::supported(
+                    case.tools
+                        .iter()
+                        .find(|t| t.name == call.name)
+                        .and_then(|t| tool_relevance::support(&case.question, t)),
+                ),
                 p_tool,
                 fit: r.fit.unwrap_or(1.0),
             })
         })
-        .filter(|o| o.called)
         .collect()
 }
 
@@ -113,9 +110,7 @@ pub fn measure(obs: &[Observation], t: &Thresholds) -> Measured {
             Half::Validation => &mut m.validation,
         };
         let declined = declines(t, o);
-        if o.p_tool >= t.p_min && o.p_tool < t.p_sure && !o.supported {
-            h.questioned += 1;
-        }
+        h.questioned += usize::from(t.questions(o.p_tool, o.supported));
         if o.needs_tool {
             h.right += 1;
             h.right_kept += usize::from(!declined);
@@ -239,7 +234,6 @@ mod tests {
             needs_tool,
             tool: "t".into(),
             supported: false,
-            called: true,
             p_tool,
             fit,
         }
@@ -280,4 +274,17 @@ mod tests {
         assert_eq!(m.tuning.right_kept, 2);
         assert_eq!(m.tuning.needless_declined, 0);
     }
+}
+
+/// The built-in set `calibrate` uses without data parses whole: a file that stopped
+/// parsing would otherwise leave it silently smaller.
+#[cfg(test)]
+#[test]
+fn the_built_in_everyday_set_is_whole() {
+    let cases = super::everyday();
+    assert_eq!(cases.len(), 90);
+    assert_eq!(
+        cases.iter().filter(|c| c.ground_truth.is_empty()).count(),
+        30
+    );
 }

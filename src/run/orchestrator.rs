@@ -24,7 +24,7 @@ use crate::tools::{Catalogue, ToolSpec};
 use crate::turn::answer_stream::AnswerStream;
 use crate::turn::schema::CallSchema;
 
-/// Room for the fit question's answer, `{"answer": "yes"}`: about six tokens.
+/// Room for the fit question's answer, `{"answer": "yes"}`: 6 to 14 tokens as servers space it.
 const FIT_TOKENS: u32 = 16;
 /// Alternatives read at the fit answer's token: "yes" and "no" in their spellings.
 const FIT_TOP_LOGPROBS: u32 = 10;
