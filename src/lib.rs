@@ -88,6 +88,7 @@ pub use calibration::{Calibration, CalibrationFile, Thresholds};
 pub use checks::{CheckInfo, CheckLevels};
 pub use config::{BackendKind, Config};
 pub use deadline::{Deadline, StopHandle};
+pub use run::budget::{Budget, Generated};
 pub use run::ending::{Ending, StopKind};
 pub use run::events::{Event, Observer, Trace, Transcript};
 pub use run::guardrails::{Action, Guardrails, Verdict};

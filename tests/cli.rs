@@ -298,6 +298,24 @@ mod ask {
         }
         assert_eq!(step["observation"], "50");
         assert_eq!(v["usage"]["prompt_tokens"], 100);
+        // Where the run's tokens and seconds went.
+        let budget = &v["budget"];
+        assert_eq!(budget["model_requests"], 2, "{budget}");
+        for key in [
+            "prompt_evaluated",
+            "model_ms",
+            "tool_ms",
+            "person_ms",
+            "own_ms",
+        ] {
+            assert!(budget[key].is_u64(), "budget lacks {key}: {budget}");
+        }
+        for key in ["thought", "arguments", "answer", "structure", "fit"] {
+            assert!(
+                budget["generated"][key].is_u64(),
+                "generated lacks {key}: {budget}"
+            );
+        }
     }
 
     #[test]
@@ -418,6 +436,7 @@ mod ask {
             .collect();
         assert_eq!(lines.first().unwrap()["event"], "run_started");
         assert_eq!(lines.last().unwrap()["event"], "stopped");
+        assert_eq!(lines.last().unwrap()["budget"]["model_requests"], 2);
         assert!(lines.iter().any(|l| l["event"] == "tool_call"));
     }
 
@@ -426,7 +445,13 @@ mod ask {
         let fake = fake_ollama(&[CALC, FIFTY]);
         let out = ask(&fake.url, &["-v"]);
         let err = text(&out.stderr);
-        for tag in ["[LLM]", "[ACT]", "[OBSERVE]", "[DONE]"] {
+        for tag in [
+            "[LLM]",
+            "[ACT]",
+            "[OBSERVE]",
+            "[DONE]",
+            "[BUDGET] 2 model requests",
+        ] {
             assert!(err.contains(tag), "{tag} missing: {err}");
         }
     }

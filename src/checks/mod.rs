@@ -172,6 +172,8 @@ pub(crate) struct TurnContext<'a> {
     /// ([`tool_fit`]), once asked; `None` before, or when the server gave no
     /// probabilities.
     pub fit: Option<f64>,
+    /// The tool the fit answer is about (of a turn of several tools: the one that fit best).
+    pub fit_tool: Option<&'a str>,
 }
 
 /// One call under check: its tool, its arguments, and which of them a check rewrote.
@@ -349,9 +351,10 @@ impl Checks {
                 .any(|c| c.wants_fit(ctx, tool, &mut judgement))
     }
 
-    /// Judges a turn's calls: the turn-level checks on the first (unless `judge_turn` is
-    /// false: only an answer was allowed), then each call's checks in the order of the
-    /// calls. Stops at the first verdict that is not [`Verdict::Go`].
+    /// Judges a turn's calls: the turn-level checks on the tool that stands for the turn
+    /// ([`turn_tool`]; unless `judge_turn` is false: only an answer was allowed), then each
+    /// call's checks in the order of the calls. Stops at the first verdict that is not
+    /// [`Verdict::Go`].
     pub fn judge(
         &self,
         ctx: &TurnContext<'_>,
@@ -359,7 +362,8 @@ impl Checks {
         judge_turn: bool,
     ) -> (Vec<Finding>, Verdict) {
         let mut findings = Vec::new();
-        if let (Some((tool, _)), true) = (calls.first(), judge_turn) {
+        if let (Some(tool), true) = (turn_tool(ctx, calls), judge_turn) {
+            let tool = &tool;
             let mut judgement = Judgement::default();
             for c in &self.on {
                 c.judge_turn(ctx, tool, &mut judgement);
@@ -402,6 +406,34 @@ impl Checks {
         }
         (findings, Verdict::Go)
     }
+}
+
+/// The tool that stands for a turn of calls when it is judged as a whole: the one the fit
+/// answer is about, else the one whose text covers most of the request (the first of
+/// equals). The model's probability of calling is one figure for the whole turn; which of
+/// its tools fits is not, and a turn of several tools goes ahead when any of them fits.
+pub(crate) fn turn_tool(
+    ctx: &TurnContext<'_>,
+    calls: &[(String, Map<String, Value>)],
+) -> Option<String> {
+    if let Some(t) = ctx.fit_tool {
+        return Some(t.to_string());
+    }
+    let support = |name: &str| {
+        ctx.specs
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| tool_relevance::support(ctx.question, s))
+            .unwrap_or(0.0)
+    };
+    let mut best: Option<(&str, f64)> = None;
+    for (name, _) in calls {
+        let s = support(name);
+        if best.is_none_or(|(_, b)| s > b) {
+            best = Some((name, s));
+        }
+    }
+    best.map(|(name, _)| name.to_string())
 }
 
 impl Default for Checks {

@@ -20,6 +20,7 @@ fn conform(arguments: &mut Map<String, Value>, schema: &Value, said: &Evidence) 
         reply: &reply,
         thresholds: None,
         fit: None,
+        fit_tool: None,
     };
     let mut call = CallUnderCheck {
         spec: &spec,

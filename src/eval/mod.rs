@@ -93,6 +93,10 @@ pub struct CaseResult {
     /// The model's share of "yes" to the fit question about that call, where it was asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<f64>,
+    /// Where the case's tokens and seconds went (up to its first calls: the case ends
+    /// there).
+    #[serde(default)]
+    pub budget: crate::run::budget::Budget,
 }
 
 /// Runs `cases` on one thread per backend, each case on whichever backend is free (a
@@ -319,14 +323,20 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         Err(e) => return CaseResult::scored(case, Vec::new(), Some(e.to_string())),
     };
     let outcome = o.run(&case.question);
-    let (error, iterations, tokens) = match &outcome {
+    let (error, iterations, tokens, budget) = match &outcome {
         Ok(out) if out.ending.kind() == StopKind::Timeout => (
             Some("timed out".to_string()),
             out.iterations,
             out.usage.completion_tokens,
+            out.budget,
         ),
-        Ok(out) => (None, out.iterations, out.usage.completion_tokens),
-        Err(e) => (Some(e.to_string()), 0, 0),
+        Ok(out) => (
+            None,
+            out.iterations,
+            out.usage.completion_tokens,
+            out.budget,
+        ),
+        Err(e) => (Some(e.to_string()), 0, 0, Default::default()),
     };
     let calls = std::mem::take(&mut *calls.lock().unwrap_or_else(|e| e.into_inner()));
     let t = std::mem::take(&mut *tally.lock().unwrap_or_else(|e| e.into_inner()));
@@ -339,6 +349,7 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         texts: t.texts,
         p_tool: t.p_tool,
         fit: t.fit,
+        budget,
         ..CaseResult::scored(case, calls, error)
     }
 }

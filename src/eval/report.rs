@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Case, CaseResult};
+use crate::run::budget::Budget;
 
 /// Per-category figures.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +33,9 @@ pub struct Summary {
     /// Passed and run in the validation half (odd numbers): the figures that decide.
     #[serde(default)]
     pub validation: (usize, usize),
+    /// Where the category's tokens and seconds went, summed over its cases.
+    #[serde(default)]
+    pub budget: Budget,
 }
 
 /// Which half of a data set a case is in, by a rule fixed before any result was seen:
@@ -80,7 +84,10 @@ pub fn summarize(results: &[CaseResult]) -> Vec<Summary> {
                 let of: Vec<_> = rs.iter().filter(|r| half(&r.id) == h).collect();
                 (of.iter().filter(|r| r.pass).count(), of.len())
             };
+            let mut budget = Budget::default();
+            rs.iter().for_each(|r| budget.add(&r.budget));
             Summary {
+                budget,
                 tuning: in_half(Half::Tuning),
                 validation: in_half(Half::Validation),
                 category: c,
@@ -177,10 +184,106 @@ pub fn table(summary: &[Summary]) -> String {
             s.mean_tokens
         ));
     }
+    out.push_str(
+        "accuracy: cases whose calls BFCL's checker passes; tuning / validation: the same on \
+         even / odd case numbers; invalid turns: replies rejected / replies; iterations: \
+         model turns; tokens: generated.\n",
+    );
+    out.push('\n');
+    out.push_str(&budget_table(summary));
+    out
+}
+
+/// Where each category's time went, per case: the second table `toolloop eval` prints.
+pub fn budget_table(summary: &[Summary]) -> String {
+    let mut out = format!(
+        "{:<22} {:>8} {:>9} {:>7} {:>8} {:>10} {:>7} {:>10} {:>4} {:>8} {:>8} {:>9}\n",
+        "per case",
+        "requests",
+        "evaluated",
+        "reused",
+        "thought",
+        "arguments",
+        "answer",
+        "structure",
+        "fit",
+        "model s",
+        "tools s",
+        "toolloop s"
+    );
+    for s in summary {
+        let n = s.cases.max(1) as f64;
+        let b = &s.budget;
+        let g = &b.generated;
+        let per = |x: u64| x as f64 / n;
+        out.push_str(&format!(
+            "{:<22} {:>8.2} {:>9.0} {:>7} {:>8.1} {:>10.1} {:>7.1} {:>10.1} {:>4.1} {:>8.2} {:>8.2} {:>9.3}\n",
+            s.category,
+            per(b.model_requests.into()),
+            per(b.prompt_evaluated),
+            b.prompt_reused
+                .map_or("-".to_string(), |r| format!("{:.0}", per(r))),
+            per(g.thought),
+            per(g.arguments),
+            per(g.answer),
+            per(g.structure),
+            per(g.fit),
+            per(b.model_ms) / 1000.0,
+            per(b.tool_ms) / 1000.0,
+            per(b.own_ms) / 1000.0,
+        ));
+    }
+    out.push_str(
+        "requests: to the model (turns, re-asks, fit questions); evaluated / reused: prompt \
+         tokens the server computed / took from its cache; thought … fit: generated tokens by \
+         what they were spent on; model / tools / toolloop: seconds waiting for each.\n",
+    );
     out
 }
 
 /// The report as JSON: the summary rows and every case.
 pub fn report_json(results: &[CaseResult]) -> Value {
     json!({"summary": summarize(results), "cases": results})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::budget::Generated;
+
+    #[test]
+    fn the_budget_table_gives_each_category_per_case() {
+        let case = |id: &str, requests: u32, thought: u64, model_ms: u64| CaseResult {
+            id: id.into(),
+            category: "parallel".into(),
+            budget: Budget {
+                model_requests: requests,
+                prompt_evaluated: 400,
+                prompt_reused: Some(100),
+                generated: Generated {
+                    thought,
+                    ..Generated::default()
+                },
+                model_ms,
+                ..Budget::default()
+            },
+            ..CaseResult::default()
+        };
+        let summary = summarize(&[
+            case("parallel_0", 1, 10, 2000),
+            case("parallel_1", 2, 20, 4000),
+        ]);
+        assert_eq!(summary[0].budget.model_requests, 3);
+        let table = budget_table(&summary);
+        let row = table.lines().nth(1).unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        // requests, evaluated, reused, thought … model s: the means over the two cases.
+        assert_eq!(
+            &cols[..5],
+            ["parallel", "1.50", "400", "100", "15.0"],
+            "{table}"
+        );
+        assert_eq!(cols[9], "3.00", "{table}");
+        assert!(table.contains("requests: to the model"), "{table}");
+    }
 }

@@ -91,6 +91,7 @@ fn replayed(
         reply: &reply,
         thresholds,
         fit,
+        fit_tool: None,
     };
     match checks.judge(&ctx, &mut calls, true).1 {
         Verdict::Go => Replay::Calls(

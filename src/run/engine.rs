@@ -11,7 +11,9 @@
 //!   the model with the reason, at most `max_invalid_retries` times in a row;
 //! - the schema is narrowed to the tools still available, and on the last iteration (or
 //!   after a call repeated `max_repeats` times) only `final_answer`/`clarify` are allowed;
-//! - a call identical to an earlier one is answered from the earlier result ([`crate::run::memory`]);
+//! - a call identical to an earlier one is answered from the earlier result ([`crate::run::memory`]),
+//!   and a turn whose calls all brought results the model was already shown ends the
+//!   calling: the next turn may only answer;
 //! - a tool that fails for infrastructure reasons, or reports errors `max_tool_failures`
 //!   times in a row, is declared unavailable and the model is told to answer without it
 //!   (`tool_failure_degraded`);
@@ -27,6 +29,7 @@ use serde_json::{Map, Value};
 use crate::checks::{Checks, Verdict};
 use crate::config::Config;
 use crate::message::{ChatReply, Message, StopReason, Usage};
+use crate::run::budget::{Budget, Generated};
 use crate::run::ending::Ending;
 use crate::run::events::Event;
 use crate::run::feedback::{self, ContextGuard};
@@ -117,12 +120,16 @@ enum State {
         question: String,
         missing_params: Vec<String>,
     },
-    /// A call waits for the model's answer to the fit question before it is judged.
+    /// A turn of calls waits for the model's answers to the fit question, one per tool
+    /// of the turn, before it is judged.
     Confirming {
         reply: Box<ChatReply>,
         turn: Box<Turn>,
         repaired: bool,
-        question: Vec<Message>,
+        /// The questions still to ask, the next first, with the tool each is about.
+        questions: Vec<(String, Vec<Message>)>,
+        /// The answers so far: the tool and its share of "yes", where it could be read.
+        answers: Vec<(String, Option<f64>)>,
     },
     /// Over.
     Done(Ending),
@@ -154,11 +161,17 @@ pub struct Engine {
     /// The model's share of "yes" to the fit question about the turn being judged: the
     /// outer `Some` once asked, the inner one when it could be read.
     fit: Option<Option<f64>>,
+    /// The tool that answer is about.
+    fit_tool: Option<String>,
     repeats: Repeats,
     failures: Failures,
     steps: Vec<StepRecord>,
     events: Vec<Event>,
     usage: Usage,
+    /// Requests and tokens so far; the driver adds the seconds.
+    budget: Budget,
+    /// The successful results the model was shown in this run.
+    shown: BTreeSet<String>,
 }
 
 impl Engine {
@@ -204,11 +217,14 @@ impl Engine {
             invalid_streak: 0,
             cut_calls: 0,
             fit: None,
+            fit_tool: None,
             repeats: Repeats::default(),
             failures: Failures::default(),
             steps: Vec::new(),
             events: Vec::new(),
             usage: Usage::default(),
+            budget: Budget::default(),
+            shown: BTreeSet::new(),
         }
     }
 
@@ -279,11 +295,14 @@ impl Engine {
     /// Feeds the model's reply back.
     pub fn model_replied(&mut self, reply: &ChatReply) {
         self.usage.add(&reply.usage);
+        let generated = Generated::of_turn(reply);
+        self.budget.requested(&reply.usage, generated);
         self.events.push(Event::ModelReply {
             text: reply.text.clone(),
             stop: reply.stop,
             usage: reply.usage,
             ms: reply.timings.total.as_millis() as u64,
+            generated,
         });
         if let Some(message) = self.guard.check(&reply.usage) {
             self.events.push(Event::Warning { message });
@@ -384,13 +403,17 @@ impl Engine {
         self.invalid_streak = 0;
         self.shortlist = None;
         self.iterations += 1;
-        // The model's own text when it needed no repair: the server's prompt cache holds
-        // exactly those tokens, so the next request reuses them. A repaired reply goes
-        // back in the canonical form, which shows the model the format it should use.
-        let text = if repaired {
-            self.config.decide.canonical(&turn)
-        } else {
+        // The model's own text whenever it is JSON, repaired or not (a kind inferred,
+        // arguments decoded from a string): the server's prompt cache holds exactly those
+        // tokens, so the next request reuses them all. Text that is not JSON (cut at the
+        // token limit, a chat-template token in it) goes back in the canonical form, which
+        // shows the model the format it should use.
+        let as_written =
+            !repaired || serde_json::from_str::<serde::de::IgnoredAny>(&reply.text).is_ok();
+        let text = if as_written {
             reply.text.clone()
+        } else {
+            self.config.decide.canonical(&turn)
         };
         self.history.push(Message::assistant(text));
         match turn {
@@ -556,6 +579,12 @@ impl Engine {
     /// Token usage so far.
     pub fn usage(&self) -> Usage {
         self.usage
+    }
+
+    /// Model requests and tokens so far, by what they were spent on (the seconds are the
+    /// driver's to add).
+    pub fn budget(&self) -> Budget {
+        self.budget
     }
 
     /// The whole history and the index where this run's part begins.

@@ -54,6 +54,9 @@ pub enum Event {
         usage: Usage,
         /// Milliseconds the request took.
         ms: u64,
+        /// The generated tokens by what they were spent on.
+        #[serde(default)]
+        generated: crate::run::budget::Generated,
     },
     /// The reply needed repairs.
     Repaired {
@@ -189,6 +192,12 @@ pub enum Event {
         /// How many times it has been repeated.
         count: u32,
     },
+    /// Every call of a turn brought a result the model was already shown (a repeat, or the
+    /// same text again): the next turn may only answer.
+    NothingNew {
+        /// The tools of the turn.
+        tools: Vec<String>,
+    },
     /// A tool was declared unavailable after failing.
     Degraded {
         /// The tool.
@@ -223,6 +232,9 @@ pub enum Event {
         iterations: u32,
         /// Milliseconds the run took.
         ms: u64,
+        /// Where the run's tokens and seconds went.
+        #[serde(default)]
+        budget: crate::run::budget::Budget,
     },
 }
 
@@ -398,14 +410,18 @@ impl Trace {
                 stop,
                 usage,
                 ms,
+                generated,
             } => format!(
-                "[LLM] reply in {ms} ms ({} prompt{} / {} generated tokens{}): {}",
+                "[LLM] reply in {ms} ms ({} prompt{} / {} generated tokens: thought {}, arguments {}, answer {}{}): {}",
                 usage.prompt_tokens,
                 usage
                     .cached_prompt_tokens
                     .map(|c| format!(", {c} cached"))
                     .unwrap_or_default(),
                 usage.completion_tokens,
+                generated.thought,
+                generated.arguments,
+                generated.answer,
                 if *stop == StopReason::Length {
                     ", cut at the token limit"
                 } else {
@@ -464,6 +480,10 @@ impl Trace {
             Event::Degraded { tool, reason } => {
                 format!("[OBSERVE] {tool} is unavailable: {}", short(reason))
             }
+            Event::NothingNew { tools } => format!(
+                "[OBSERVE] {}: nothing new (results already shown); asking for an answer",
+                tools.join(", ")
+            ),
             Event::Clarify { question, .. } => format!("[CLARIFY] {}", short(question)),
             Event::ClarifyAnswer { answer } => format!("[CLARIFY] answer: {}", short(answer)),
             Event::Warning { message } => format!("[WARN] {message}"),
@@ -471,8 +491,12 @@ impl Trace {
                 stop_reason,
                 iterations,
                 ms,
+                budget,
                 ..
-            } => format!("[DONE] {stop_reason} after {iterations} iterations in {ms} ms"),
+            } => format!(
+                "[DONE] {stop_reason} after {iterations} iterations in {ms} ms\n[BUDGET] {}",
+                budget.line()
+            ),
             Event::RunStarted { model, tools, .. } => {
                 format!("[START] {model}; tools: {}", tools.join(", "))
             }

@@ -7,12 +7,13 @@
 //! run ended is the engine's [`Ending`]; this module only adds the output guardrail and
 //! the `stopped` event.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message, keep_going};
 use crate::checks::Checks;
 use crate::config::Config;
 use crate::deadline::{Deadline, StopHandle};
+use crate::run::budget::Budget;
 use crate::run::ending::Ending;
 use crate::run::engine::{Engine, Step};
 pub use crate::run::error::OrchestratorError;
@@ -139,6 +140,8 @@ impl Orchestrator {
             self.preflight_done = true;
         }
         let limit = deadline.span().unwrap_or(self.config.timeout);
+        // The seconds of the run's budget; the engine counts the requests and tokens.
+        let mut waited = Waited::default();
         loop {
             if self.stop.is_stopped() {
                 engine.cancelled();
@@ -181,7 +184,11 @@ impl Orchestrator {
                             false => std::ops::ControlFlow::Continue(()),
                         }
                     };
-                    match watched_chat(&mut self.backend, &request, deadline, &self.checks, sink) {
+                    let asked = Instant::now();
+                    let replied =
+                        watched_chat(&mut self.backend, &request, deadline, &self.checks, sink);
+                    waited.model += asked.elapsed();
+                    match replied {
                         // A reply cut by the stop button is not read: repaired, half an
                         // answer would pass for the answer.
                         Ok(_) if self.stop.is_stopped() => engine.cancelled(),
@@ -218,7 +225,10 @@ impl Orchestrator {
                         schema: Some(&schema),
                         options: &options,
                     };
-                    match self.backend.chat(&request, deadline, &mut keep_going) {
+                    let asked = Instant::now();
+                    let replied = self.backend.chat(&request, deadline, &mut keep_going);
+                    waited.model += asked.elapsed();
+                    match replied {
                         Ok(reply) => engine.fit_replied(Some(&reply)),
                         Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
                         Err(e) => {
@@ -233,7 +243,9 @@ impl Orchestrator {
                 }
                 Step::CallTool { tool, arguments } => {
                     let call = [(tool, arguments)];
+                    let called = Instant::now();
                     let results = self.catalogue.call_all_or_stop(&call, deadline, &self.stop);
+                    waited.tools += called.elapsed();
                     // Recorded even when the deadline passed during the call, so the
                     // step shows how long it took and why it failed.
                     engine.tools_returned(results);
@@ -242,9 +254,11 @@ impl Orchestrator {
                     }
                 }
                 Step::CallTools { calls } => {
+                    let called = Instant::now();
                     let results = self
                         .catalogue
                         .call_all_or_stop(&calls, deadline, &self.stop);
+                    waited.tools += called.elapsed();
                     engine.tools_returned(results);
                     if deadline.is_expired() {
                         engine.timed_out(limit);
@@ -254,11 +268,13 @@ impl Orchestrator {
                     question,
                     missing_params,
                 } => {
+                    let asked = Instant::now();
                     let answer = self
                         .clarify
                         .as_mut()
                         .and_then(|h| h.ask(&question, &missing_params))
                         .filter(|a| !a.trim().is_empty());
+                    waited.person += asked.elapsed();
                     match self.stop.is_stopped() {
                         true => engine.cancelled(),
                         false => engine.user_answered(answer),
@@ -266,7 +282,7 @@ impl Orchestrator {
                 }
             }
         }
-        Ok(self.finish(engine, started))
+        Ok(self.finish(engine, started, &waited))
     }
 
     fn emit(&mut self, event: &Event) {
@@ -318,7 +334,7 @@ impl Orchestrator {
 
     /// The outcome of a finished engine, after the output guardrail, with the `stopped`
     /// event.
-    fn finish(&mut self, mut engine: Engine, started: Instant) -> Outcome {
+    fn finish(&mut self, mut engine: Engine, started: Instant, waited: &Waited) -> Outcome {
         self.flush(&mut engine);
         let iterations = engine.iterations();
         let mut ending = engine
@@ -339,11 +355,13 @@ impl Orchestrator {
             }
         }
         let elapsed = started.elapsed();
+        let budget = waited.budget(&engine, elapsed);
         self.emit(&Event::Stopped {
             stop_reason: ending.kind(),
             answer: ending.answer().map(str::to_string),
             iterations,
             ms: elapsed.as_millis() as u64,
+            budget,
         });
         let steps = engine.steps().to_vec();
         let usage = engine.usage();
@@ -356,8 +374,29 @@ impl Orchestrator {
             delta_start,
             usage,
             elapsed,
+            budget,
             checks: std::mem::take(&mut self.checked),
         }
+    }
+}
+
+/// The wall time a run spent waiting for others: the model, the tools, the person.
+#[derive(Default)]
+struct Waited {
+    model: Duration,
+    tools: Duration,
+    person: Duration,
+}
+
+impl Waited {
+    /// The run's budget: the engine's requests and tokens, these waits, and the rest of
+    /// `elapsed` as toolloop's own time.
+    fn budget(&self, engine: &Engine, elapsed: Duration) -> Budget {
+        let ms = |d: Duration| d.as_millis() as u64;
+        let mut b = engine.budget();
+        (b.model_ms, b.tool_ms, b.person_ms) = (ms(self.model), ms(self.tools), ms(self.person));
+        b.own_ms = ms(elapsed.saturating_sub(self.model + self.tools + self.person));
+        b
     }
 }
 

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::backend::{Message, Usage};
+use crate::run::budget::Budget;
 use crate::run::ending::{Ending, StopKind, seconds};
 use crate::run::engine::StepRecord;
 use crate::run::error::OrchestratorError;
@@ -31,6 +32,9 @@ pub struct Outcome {
     pub usage: Usage,
     /// Wall time of the run.
     pub elapsed: Duration,
+    /// Where the run's tokens and seconds went.
+    #[serde(default)]
+    pub budget: Budget,
     /// What the checks did: every call they changed, declined or turned into a question,
     /// and every reply they cut, as the events that said so ([`Event::check_line`]).
     #[serde(default)]
@@ -86,7 +90,8 @@ impl Outcome {
     }
 
     /// The outcome as the command line's `--json` prints it: `answer`, `stop_reason`,
-    /// `iterations`, `steps`, `usage`, `ms`, `checks` (what each check did: its event with
+    /// `iterations`, `steps`, `usage`, `ms`, `budget` (where the tokens and seconds went:
+    /// [`Budget`]), `checks` (what each check did: its event with
     /// a `line` in words), and what the ending carries (`question` and `missing_params`,
     /// `blocked_reason`, or `error`).
     pub fn to_json(&self) -> Value {
@@ -97,6 +102,7 @@ impl Outcome {
             "steps": self.steps,
             "usage": self.usage,
             "ms": self.elapsed.as_millis() as u64,
+            "budget": self.budget,
             "checks": self.checks.iter().map(|e| {
                 let mut v = json!(e);
                 v["line"] = json!(e.check_line());

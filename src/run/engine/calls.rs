@@ -136,10 +136,30 @@ impl Engine {
 
     /// Every call of the turn has its result: into the history in the order of the calls,
     /// each marked with its call when there were several.
+    ///
+    /// A turn that brought nothing new — every call a repeat, or a result the model was
+    /// already shown in this run (a calculator called with its own result) — ends the
+    /// calling: the next turn may only answer. Small models otherwise go on calling after
+    /// every result until the repeat limit, a model turn each (`BENCHMARKS.md`, "Several
+    /// calls by default"); a tool that returns the same text twice has nothing more to say.
     fn settle(&mut self, calls: Vec<Pending>) {
         let n = calls.len();
+        // Answered without running and ok: a repeat, answered from memory.
+        let nothing_new = calls.iter().all(|c| match &c.answered {
+            Some((o, true)) => !c.ran || self.shown.contains(o),
+            _ => false,
+        });
+        if nothing_new && !self.forced_answer {
+            self.forced_answer = true;
+            self.events.push(Event::NothingNew {
+                tools: calls.iter().map(|c| c.tool.clone()).collect(),
+            });
+        }
         for (i, call) in calls.into_iter().enumerate() {
             let (observation, ok) = call.answered.unwrap_or_default();
+            if ok {
+                self.shown.insert(observation.clone());
+            }
             if let (false, Some(step)) = (call.ran, self.steps.get_mut(call.step)) {
                 // Answered without running: the step shows what the model was told.
                 step.observation = observation.clone();

@@ -16,7 +16,7 @@ impl Engine {
     /// The fit question waiting for the model ([`super::Step::AskFit`]); empty when none is.
     pub fn fit_question(&self) -> &[Message] {
         match &self.state {
-            State::Confirming { question, .. } => question,
+            State::Confirming { questions, .. } => questions.first().map_or(&[], |q| &q.1),
             _ => &[],
         }
     }
@@ -27,27 +27,59 @@ impl Engine {
     }
 
     /// Feeds the model's answer to the fit question back (`None`: it could not be had,
-    /// and the call is judged without it); the waiting call is then judged.
+    /// and the call is judged without it). Once every tool of the turn was asked about,
+    /// the turn is judged by the one that fit best.
     pub fn fit_replied(&mut self, reply: Option<&ChatReply>) {
         let State::Confirming {
             reply: call_reply,
             turn,
             repaired,
-            ..
+            mut questions,
+            mut answers,
         } = std::mem::replace(&mut self.state, State::Thinking)
         else {
             return;
         };
         if let Some(r) = reply {
             self.usage.add(&r.usage);
+            let fit = crate::run::budget::Generated {
+                fit: r.usage.completion_tokens,
+                ..Default::default()
+            };
+            self.budget.requested(&r.usage, fit);
         }
-        self.fit = Some(reply.and_then(crate::checks::tool_fit::read));
+        if !questions.is_empty() {
+            let (tool, _) = questions.remove(0);
+            answers.push((tool, reply.and_then(crate::checks::tool_fit::read)));
+        }
+        if !questions.is_empty() {
+            self.state = State::Confirming {
+                reply: call_reply,
+                turn,
+                repaired,
+                questions,
+                answers,
+            };
+            return;
+        }
+        // The best answer stands for the turn; an unreadable one only when none was read.
+        let best = answers
+            .into_iter()
+            .max_by(|a, b| a.1.unwrap_or(-1.0).total_cmp(&b.1.unwrap_or(-1.0)));
+        let (tool, fit) = best.unzip();
+        self.fit = Some(fit.flatten());
+        self.fit_tool = tool;
         self.accept(&call_reply, *turn, repaired);
         self.fit = None;
+        self.fit_tool = None;
     }
 
     /// Judges the calls of `turn`: `None` when the turn is held for the fit question or
     /// declined (the model is asked again), else the turn and the verdict on it.
+    ///
+    /// A turn is questioned only when every one of its tools would be: one that shares
+    /// words with the request, or a probability the model was sure of, lets the turn go
+    /// ahead. Then each of its tools is asked about, and the one that fit best judges it.
     pub(super) fn judge(
         &mut self,
         reply: &ChatReply,
@@ -65,21 +97,35 @@ impl Engine {
             reply,
             thresholds: thresholds.as_ref(),
             fit: self.fit.flatten(),
+            fit_tool: self.fit_tool.as_deref(),
         };
         let judge_turn = !self.answer_only();
-        if judge_turn
-            && self.fit.is_none()
-            && self.checks.wants_fit(&ctx, &calls[0].0)
-            && let Some(spec) = self.specs.iter().find(|s| s.name == calls[0].0)
+        let mut tools: Vec<&str> = calls.iter().map(|c| c.0.as_str()).collect();
+        tools.sort_unstable();
+        tools.dedup();
+        if judge_turn && self.fit.is_none() && tools.iter().all(|t| self.checks.wants_fit(&ctx, t))
         {
-            let question = crate::checks::tool_fit::question(question, spec);
-            self.state = State::Confirming {
-                reply: Box::new(reply.clone()),
-                turn: Box::new(turn),
-                repaired,
-                question,
-            };
-            return None;
+            let questions: Vec<(String, Vec<Message>)> = calls
+                .iter()
+                .map(|c| c.0.as_str())
+                .filter_map(|t| self.specs.iter().find(|s| s.name == t))
+                .fold(Vec::new(), |mut qs, spec| {
+                    if !qs.iter().any(|(t, _)| *t == spec.name) {
+                        let q = crate::checks::tool_fit::question(question, spec);
+                        qs.push((spec.name.clone(), q));
+                    }
+                    qs
+                });
+            if !questions.is_empty() {
+                self.state = State::Confirming {
+                    reply: Box::new(reply.clone()),
+                    turn: Box::new(turn),
+                    repaired,
+                    questions,
+                    answers: Vec::new(),
+                };
+                return None;
+            }
         }
         let (findings, verdict) = self.checks.judge(&ctx, calls, judge_turn);
         let source = thresholds.as_ref().map(|t| t.source());
@@ -189,6 +235,64 @@ mod tests {
         e.model_replied(&unsure);
         e.fit_replied(None);
         assert!(matches!(e.next_step(), Step::CallTool { .. }));
+    }
+
+    /// A German request for two things, with two tools whose English text it shares no
+    /// word with, and a turn that calls both.
+    fn two_tool_turn() -> Engine {
+        let clock = ToolSpec::new(
+            "clock",
+            "time of day",
+            json!({"type": "object", "properties": {"zone": {"type": "string"}}}),
+        );
+        let config = Config {
+            max_calls_per_turn: 8,
+            ..Config::default()
+        };
+        let mut e = Engine::new(
+            vec![Message::system("sys")],
+            "Wie spät ist es in Berlin, und wie viel ist 2 plus 2?",
+            vec![calc(), clock],
+            config,
+        );
+        e.next_step();
+        let mut unsure = reply(
+            r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"clock","arguments":{"zone":"Europe/Berlin"}},{"tool":"calculator","arguments":{"expression":"2+2"}}]}"#,
+        );
+        unsure.logprobs = kind_logprobs(0.8);
+        e.model_replied(&unsure);
+        e
+    }
+
+    #[test]
+    fn a_turn_of_several_tools_is_asked_about_each_and_goes_ahead_when_one_fits() {
+        let mut e = two_tool_turn();
+        assert_eq!(e.next_step(), Step::AskFit);
+        assert!(e.fit_question()[1].content.contains("Tool: clock"));
+        e.fit_replied(Some(&fit_answer(0.2)));
+        assert_eq!(e.next_step(), Step::AskFit);
+        assert!(e.fit_question()[1].content.contains("Tool: calculator"));
+        e.fit_replied(Some(&fit_answer(0.7)));
+        match e.next_step() {
+            Step::CallTools { calls } => assert_eq!(calls.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        let fit = e.drain_events().iter().find_map(|ev| match ev {
+            Event::Decision { tool, fit, .. } => Some((tool.clone(), *fit)),
+            _ => None,
+        });
+        assert_eq!(fit, Some(("calculator".into(), Some(0.7))));
+    }
+
+    #[test]
+    fn a_turn_of_several_tools_is_declined_only_when_none_fits() {
+        let mut e = two_tool_turn();
+        e.next_step();
+        e.fit_replied(Some(&fit_answer(0.2)));
+        e.next_step();
+        e.fit_replied(Some(&fit_answer(0.3)));
+        assert_eq!(e.next_step(), Step::CallModel);
+        assert!(!e.schema().allows(crate::turn::Kind::ToolCalls));
     }
 
     #[test]

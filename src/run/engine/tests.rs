@@ -146,26 +146,64 @@ fn last_iteration_allows_only_an_answer() {
 }
 
 #[test]
-fn identical_calls_reuse_the_result_and_the_third_repeat_forces_an_answer() {
+fn a_repeated_call_reuses_the_result_and_the_next_turn_may_only_answer() {
     let mut e = engine(10);
     e.next_step();
     e.model_replied(&reply(CALL));
     e.next_step();
     e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
-    for n in 1..=3 {
-        assert_eq!(e.next_step(), Step::CallModel, "repeat {n}");
-        assert!(e.schema().allows(crate::turn::Kind::ToolCall));
-        e.model_replied(&reply(CALL));
-        assert!(
-            e.messages()
-                .last()
-                .unwrap()
-                .content
-                .contains("You already called")
-        );
-    }
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(e.schema().allows(crate::turn::Kind::ToolCall));
+    e.model_replied(&reply(CALL));
+    assert!(
+        e.messages()
+            .last()
+            .unwrap()
+            .content
+            .contains("You already called")
+    );
     assert_eq!(e.next_step(), Step::CallModel);
     assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+    assert!(
+        e.drain_events()
+            .iter()
+            .any(|ev| matches!(ev, Event::NothingNew { .. }))
+    );
+}
+
+#[test]
+fn a_new_call_whose_result_was_already_shown_ends_the_calling() {
+    // The calculator called with its own result: a new call, the same text back.
+    let mut e = engine(10);
+    e.next_step();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","thought":"","tool":"calculator","arguments":{"expression":"4"}}"#,
+    ));
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+}
+
+#[test]
+fn a_turn_with_something_new_keeps_calling_open() {
+    let mut e = engine(10);
+    e.next_step();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    e.next_step();
+    e.model_replied(&reply(
+        r#"{"kind":"tool_call","thought":"","tool":"calculator","arguments":{"expression":"4*3"}}"#,
+    ));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("12")), Duration::ZERO);
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(e.schema().allows(crate::turn::Kind::ToolCall));
 }
 
 #[test]
