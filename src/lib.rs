@@ -60,6 +60,23 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+// std's `eprintln!` and `eprint!` panic when stderr is closed or its reader went away
+// (`toolloop demo -v 2>&1 | head -1`, `2>&-`), and a panic there exits 101 with a trace.
+// These shadow them for the whole crate (macros defined here are in scope in every module
+// below): a line that cannot be written is dropped, as ripgrep does with its messages.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+macro_rules! eprint {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod backend;
 mod calibration;
 pub mod checks;

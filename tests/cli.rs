@@ -490,6 +490,33 @@ mod demo {
     }
 }
 
+/// `toolloop demo -v 2>&1 | head -1`: the reader of stderr goes away after one line, and
+/// every later line fails to write. The run goes on, its answer is printed, and the
+/// program ends without a panic (before: exit 101 and a panic message).
+#[test]
+fn a_closed_stderr_ends_quietly() {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolloop"))
+        .args(["demo", "-v"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run toolloop");
+    let mut first = String::new();
+    std::io::BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("toolloop demo"), "{first}");
+    // The reader is dropped here: stderr is a closed pipe from now on.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "In Tokyo it is sunny and 18 °C, which is 64.4 °F.\n"
+    );
+}
+
 #[test]
 fn every_subcommand_has_help_with_an_example() {
     for sub in [
