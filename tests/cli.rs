@@ -363,6 +363,28 @@ mod ask {
         }
     }
 
+    /// A number out of its range is refused with the range named, negative ones included
+    /// (clap took `-1` for a flag).
+    #[test]
+    fn numbers_out_of_range_name_the_range() {
+        for (args, range) in [
+            (vec!["ask", "q", "--temperature", "-1"], "from 0 to 5"),
+            (vec!["ask", "q", "--temperature", "9"], "from 0 to 5"),
+            (vec!["ask", "q", "--tool-threshold", "2"], "from 0 to 1"),
+            (vec!["ask", "q", "--tool-threshold", "-0.5"], "from 0 to 1"),
+            (vec!["ask", "q", "--timeout", "-3"], "positive number of seconds"),
+            (vec!["ask", "q", "--max-calls-per-turn", "9"], "1..=8"),
+            (vec!["ask", "q", "--num-ctx", "10"], "256.."),
+            (vec!["eval", "x", "--limit", "0"], "1..=1000000"),
+            (vec!["eval", "x", "--jobs", "0"], "1..=64"),
+        ] {
+            let out = toolloop(&args, b"");
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains(range), "{args:?}: {err}");
+        }
+    }
+
     #[test]
     fn max_iterations_exits_3() {
         let fake = fake_ollama(&[CALC]);

@@ -205,7 +205,8 @@ pub struct ModelArgs {
     #[arg(long, default_value_t = Config::default().max_iterations, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub max_iterations: u32,
     /// One deadline for the whole run, in seconds (raise it for slow CPU models).
-    #[arg(long, value_name = "SECS", default_value_t = Config::default().timeout.as_secs_f64(), value_parser = parse_secs)]
+    #[arg(long, value_name = "SECS", default_value_t = Config::default().timeout.as_secs_f64(),
+          value_parser = parse_secs, allow_negative_numbers = true)]
     pub timeout: f64,
     /// Extra instructions appended to the system prompt.
     #[arg(long, value_name = "TEXT")]
@@ -220,7 +221,7 @@ pub struct ModelArgs {
     pub num_ctx: u32,
     /// Sampling temperature.
     #[arg(long, default_value_t = Config::default().options.temperature.unwrap_or_default(),
-          value_parser = parse_temperature)]
+          value_parser = parse_temperature, allow_negative_numbers = true)]
     pub temperature: f64,
     /// Append every event to FILE as one JSON line.
     #[arg(long, value_name = "FILE")]
@@ -243,14 +244,14 @@ pub struct ModelArgs {
     pub checks: Vec<(String, bool)>,
     /// With --decide probability: the least probability the model must give a tool call
     /// (default: the model's calibrated value, else 0.5).
-    #[arg(long, value_name = "P", value_parser = parse_probability)]
+    #[arg(long, value_name = "P", value_parser = parse_probability, allow_negative_numbers = true)]
     pub tool_threshold: Option<f64>,
     /// The calibration file to read the model's thresholds from (default
     /// $TOOLLOOP_CALIBRATION, else ~/.config/toolloop/calibration.json).
     #[arg(long, value_name = "FILE")]
     pub calibration: Option<PathBuf>,
-    /// The most tool calls one model turn may carry; they run side by side (default 1:
-    /// one call per turn; BFCL's parallel cases were measured with 8).
+    /// The most tool calls one model turn may carry; they run side by side (1: one call
+    /// per turn, and the several-call form is neither in the prompt nor in the schema).
     #[arg(long, value_name = "N", default_value_t = Config::default().max_calls_per_turn,
           value_parser = clap::value_parser!(u32).range(1..=8))]
     pub max_calls_per_turn: u32,
@@ -330,8 +331,8 @@ pub enum Command {
         #[command(flatten)]
         model: ModelArgs,
         /// At most N cases per category.
-        #[arg(long, value_name = "N")]
-        limit: Option<usize>,
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        limit: Option<u32>,
         /// Only this category (e.g. simple_python, multiple, irrelevance).
         #[arg(long)]
         category: Option<String>,

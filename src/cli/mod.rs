@@ -74,7 +74,7 @@ pub fn main() -> ExitCode {
         } => run_eval(
             &path,
             &model,
-            (limit, category.as_deref(), half),
+            (limit.map(|n| n as usize), category.as_deref(), half),
             (no_constraint, native_tools),
             jobs as usize,
             json,
