@@ -431,12 +431,20 @@ pub enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
-    /// Print CALL_SCHEMA; with tool flags, the schema narrowed to those tools.
+    /// Print CALL_SCHEMA; with tool flags, the schema `ask` sends for those tools, shaped
+    /// by the same --decide and --max-calls-per-turn.
     ///
-    /// Example: toolloop schema --builtin
+    /// Example: toolloop schema --builtin --max-calls-per-turn 1
     Schema {
         #[command(flatten)]
         tools: ToolArgs,
+        /// How the model decides, as for `ask` (it orders the schema's fields).
+        #[arg(long, value_enum, default_value = "probability")]
+        decide: DecideArg,
+        /// The most tool calls one turn may carry, as for `ask` (1: no `tool_calls`).
+        #[arg(long, value_name = "N", default_value_t = Config::default().max_calls_per_turn,
+              value_parser = clap::value_parser!(u32).range(1..=8))]
+        max_calls_per_turn: u32,
     },
 }
 

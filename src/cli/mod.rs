@@ -87,7 +87,11 @@ pub fn main() -> ExitCode {
             dry_run,
         } => eval::run_calibrate(data.as_deref(), &model, jobs as usize, (json, dry_run)),
         Command::Repair { verbose } => run_repair(verbose),
-        Command::Schema { tools } => run_schema(&tools),
+        Command::Schema {
+            tools,
+            decide,
+            max_calls_per_turn,
+        } => run_schema(&tools, decide.into(), max_calls_per_turn),
         Command::Tools { tools, json } => run_tools(&tools, json),
         Command::Checks { name, json } => run_checks(name.as_deref(), json),
         Command::ServeTools { addr, opts } => run_serve(&addr, &opts),
@@ -439,7 +443,7 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_RUNTIME)
 }
 
-fn run_schema(tools: &ToolArgs) -> ExitCode {
+fn run_schema(tools: &ToolArgs, decide: schema::Decide, max_calls: u32) -> ExitCode {
     let setup = tools.setup();
     if setup.is_empty() {
         let written = print_stdout(schema::call_schema_json().trim_end());
@@ -447,7 +451,12 @@ fn run_schema(tools: &ToolArgs) -> ExitCode {
     }
     match setup.connect(Deadline::after(Duration::from_secs(30))) {
         Ok(catalogue) => {
-            let narrowed = CallSchema::for_tools(&catalogue.specs(), Narrowing::PerTool);
+            let narrowed = CallSchema::deciding_calls(
+                &catalogue.specs(),
+                Narrowing::PerTool,
+                decide,
+                max_calls,
+            );
             let text = serde_json::to_string_pretty(narrowed.as_value()).unwrap_or_default();
             output_status(print_stdout(&text), 0)
         }

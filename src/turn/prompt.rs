@@ -325,3 +325,65 @@ mod tests {
         assert!(p.contains("final_answer"));
     }
 }
+
+/// What reaches a model is written for it: no rustdoc links (`` [`Turn::ToolCalls`] ``)
+/// or Rust paths in any schema, system prompt, fit question or message fed back.
+#[cfg(test)]
+mod model_facing_text {
+    use crate::run::feedback;
+    use crate::tool_spec::ToolSpec;
+    use crate::turn::schema::{CallSchema, Decide, Narrowing, call_schema_json};
+
+    fn assert_plain(what: &str, text: &str) {
+        for mark in ["[`", "`]", "::", "crate", "Self", "](", "rustdoc"] {
+            assert!(!text.contains(mark), "{what} holds {mark:?}: {text}");
+        }
+    }
+
+    #[test]
+    fn no_schema_prompt_or_feedback_holds_rustdoc_or_rust_paths() {
+        let config = crate::tools::BuiltinConfig::default();
+        let specs: Vec<ToolSpec> = crate::tools::builtin::Builtin::new(&config)
+            .unwrap()
+            .specs();
+        assert!(specs.len() >= 2);
+        assert_plain("CALL_SCHEMA", &call_schema_json());
+        for decide in [Decide::Probability, Decide::Direct, Decide::Reason] {
+            for calls in [1, 8] {
+                for narrowing in [Narrowing::PerTool, Narrowing::ToolNames] {
+                    let schema = CallSchema::deciding_calls(&specs, narrowing, decide, calls);
+                    assert_plain("the narrowed schema", &schema.as_value().to_string());
+                }
+                assert_plain(
+                    "the system prompt",
+                    &super::system_prompt(&specs, None, decide, calls),
+                );
+            }
+            assert_plain(
+                "the answer-only schema",
+                &CallSchema::answer_only_deciding(decide)
+                    .as_value()
+                    .to_string(),
+            );
+        }
+        for m in crate::checks::tool_fit::question("What is 2+2?", &specs[0]) {
+            assert_plain("the fit question", &m.content);
+        }
+        assert_plain(
+            "the fit schema",
+            &crate::checks::tool_fit::schema().to_string(),
+        );
+        let names = vec!["calculator".to_string()];
+        for text in [
+            feedback::repeated_call("calculator", "4"),
+            feedback::call_result(1, 2, "calculator", "4"),
+            feedback::unavailable("calculator"),
+            feedback::degraded("calculator", "boom"),
+            feedback::ask_for("calculator", &names),
+            feedback::unknown_tool("calc", &names),
+            feedback::invalid_arguments("missing expression", "{\"expression\": string}"),
+        ] {
+            assert_plain("feedback", &text);
+        }
+    }
+}

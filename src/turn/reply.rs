@@ -33,7 +33,8 @@ pub(crate) const CALLS_MAX: u64 = 8;
 /// One call of a [`Turn::ToolCalls`] turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(inline)]
+// The model reads the schema's descriptions: words, not rustdoc's links.
+#[schemars(inline, description = "One call of a tool_calls turn.")]
 pub struct Call {
     /// The tool's name, exactly as listed.
     #[schemars(length(max = TOOL_NAME_MAX))]
