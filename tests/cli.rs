@@ -282,6 +282,21 @@ mod ask {
         );
     }
 
+    /// Replies that stay invalid after every re-ask end the run with exit 7, not the 1 of
+    /// a server that is down.
+    #[test]
+    fn replies_invalid_after_every_re_ask_exit_7() {
+        let junk = r#"{"kind":"tool_call","thought":"","tool":"no_such_tool","arguments":{}}"#;
+        let fake = fake_ollama(&[junk, junk, junk, junk]);
+        let out = ask(&fake.url, &[]);
+        assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("no_such_tool"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+
     #[test]
     fn json_output_shape() {
         let fake = fake_ollama(&[CALC, FIFTY]);
@@ -372,7 +387,10 @@ mod ask {
             (vec!["ask", "q", "--temperature", "9"], "from 0 to 5"),
             (vec!["ask", "q", "--tool-threshold", "2"], "from 0 to 1"),
             (vec!["ask", "q", "--tool-threshold", "-0.5"], "from 0 to 1"),
-            (vec!["ask", "q", "--timeout", "-3"], "positive number of seconds"),
+            (
+                vec!["ask", "q", "--timeout", "-3"],
+                "positive number of seconds",
+            ),
             (vec!["ask", "q", "--max-calls-per-turn", "9"], "1..=8"),
             (vec!["ask", "q", "--num-ctx", "10"], "256.."),
             (vec!["eval", "x", "--limit", "0"], "1..=1000000"),
@@ -550,6 +568,9 @@ fn every_subcommand_has_help_with_an_example() {
         "schema",
         "repair",
         "web",
+        "eval",
+        "calibrate",
+        "checks",
     ] {
         let out = toolloop(&[sub, "--help"], b"");
         assert_eq!(out.status.code(), Some(0));
@@ -561,6 +582,22 @@ fn every_subcommand_has_help_with_an_example() {
             example.is_some_and(|l| l.contains("toolloop")),
             "{sub} --help has no example"
         );
+        assert!(
+            help.contains("Exit codes: 0") && help.contains("130 interrupted"),
+            "{sub} --help does not list the exit codes"
+        );
+    }
+    for sub in ["ask", "chat", "demo"] {
+        let help = text(&toolloop(&[sub, "--help"], b"").stdout);
+        for code in [
+            "3 no answer",
+            "4 --timeout",
+            "5 the model asked",
+            "6 a tool call",
+            "7 the model's replies",
+        ] {
+            assert!(help.contains(code), "{sub} --help lacks {code:?}");
+        }
     }
 }
 

@@ -278,11 +278,24 @@ impl From<DecideArg> for crate::turn::schema::Decide {
     }
 }
 
+/// The exit codes of a command that runs a question (`ask`, `chat`, `demo`), for `--help`.
+const RUN_EXIT_CODES: &str = "Exit codes: 0 answered; 1 runtime error (server down, model \
+missing, a guardrail blocked the run); 2 usage error (a bad flag or value); 3 no answer within \
+--max-iterations; 4 --timeout passed; 5 the model asked a question and nobody was there to \
+answer (stdin is not a terminal); 6 a tool call cut at the token limit twice, so not run \
+(raise --num-predict); 7 the model's replies stayed invalid after every re-ask; 130 \
+interrupted (Ctrl-C).";
+
+/// The exit codes of every other command, for `--help`.
+const EXIT_CODES: &str = "Exit codes: 0 done; 1 runtime error (a server or file that could \
+not be reached or read); 2 usage error (a bad flag or value); 130 interrupted (Ctrl-C).";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Ask one question; the answer goes to stdout.
     ///
     /// Example: toolloop ask "What is 12.5 * 4?" --builtin
+    #[command(after_help = RUN_EXIT_CODES)]
     Ask {
         /// The question; `-` (or none, with stdin not a terminal) reads it from stdin.
         #[arg(value_parser = parse_question)]
@@ -301,6 +314,7 @@ pub enum Command {
     /// A conversation at the terminal; /tools, /reset, /exit.
     ///
     /// Example: toolloop chat --builtin --demo
+    #[command(after_help = RUN_EXIT_CODES)]
     Chat {
         #[command(flatten)]
         model: ModelArgs,
@@ -313,6 +327,7 @@ pub enum Command {
     /// Run the offline demo: no server, no model, about a second.
     ///
     /// Example: toolloop demo
+    #[command(after_help = RUN_EXIT_CODES)]
     Demo {
         /// Print the outcome as JSON.
         #[arg(long)]
@@ -324,6 +339,7 @@ pub enum Command {
     /// Score a model on a BFCL-format tool-calling dataset (file or folder).
     ///
     /// Example: toolloop eval ~/.cache/toolloop/bfcl --limit 20 --backend openai
+    #[command(after_help = EXIT_CODES)]
     Eval {
         /// A BFCL_*.json file (possible answers in possible_answer/ beside it) or a folder
         /// of them (scripts/bfcl-data.sh fetches three).
@@ -371,6 +387,7 @@ pub enum Command {
     /// eval and web read it.
     ///
     /// Example: toolloop calibrate --backend openai --model qwen2.5-coder-0.5b
+    #[command(after_help = EXIT_CODES)]
     Calibrate {
         /// A labelled set in BFCL's format (a BFCL_*.json file with possible_answer/ beside
         /// it, or a folder of them); irrelevance cases are the ones that need no tool.
@@ -392,6 +409,7 @@ pub enum Command {
     /// a name, that check's whole doc. Set them with --check NAME=on|off.
     ///
     /// Example: toolloop checks date-layout
+    #[command(after_help = EXIT_CODES)]
     Checks {
         /// One check's name.
         name: Option<String>,
@@ -402,6 +420,7 @@ pub enum Command {
     /// List the tool catalogue.
     ///
     /// Example: toolloop tools --builtin --demo --json
+    #[command(after_help = EXIT_CODES)]
     Tools {
         #[command(flatten)]
         tools: ToolArgs,
@@ -412,10 +431,12 @@ pub enum Command {
     /// Serve a web page to ask, watch every step live, and answer the model's questions.
     ///
     /// Example: toolloop web --builtin --demo   (then open http://127.0.0.1:8700)
+    #[command(after_help = EXIT_CODES)]
     Web(WebCommand),
     /// Serve the built-in tools over the HTTP tool API.
     ///
     /// Example: toolloop serve-tools --addr 127.0.0.1:5000 --db shop.db --docs ./docs
+    #[command(after_help = EXIT_CODES)]
     ServeTools {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:5000")]
@@ -426,6 +447,7 @@ pub enum Command {
     /// Read broken JSON on stdin and print the repaired JSON on stdout.
     ///
     /// Example: echo "{'a': 1," | toolloop repair -v
+    #[command(after_help = EXIT_CODES)]
     Repair {
         /// Print what was fixed to stderr.
         #[arg(short, long)]
@@ -435,6 +457,7 @@ pub enum Command {
     /// by the same --decide and --max-calls-per-turn.
     ///
     /// Example: toolloop schema --builtin --max-calls-per-turn 1
+    #[command(after_help = EXIT_CODES)]
     Schema {
         #[command(flatten)]
         tools: ToolArgs,

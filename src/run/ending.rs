@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 
 /// Exit code for an answer (the command line's contract).
 pub const EXIT_OK: u8 = 0;
-/// Exit code for a runtime error: server down, model missing, invalid replies, blocked.
+/// Exit code for a runtime error: server down, model missing, a guardrail blocked the run,
+/// the run was stopped.
 pub const EXIT_RUNTIME: u8 = 1;
 /// Exit code for a usage error (a bad flag or value).
 #[cfg(feature = "cli")]
@@ -34,6 +35,8 @@ pub const EXIT_CLARIFY: u8 = 5;
 /// Exit code when the model's call was cut at the token limit, again after a re-ask with
 /// more room, and so was not run.
 pub const EXIT_CUT_OFF: u8 = 6;
+/// Exit code when the model's replies stayed invalid after every re-ask (no valid turn).
+pub const EXIT_INVALID: u8 = 7;
 
 /// Why a run stopped, as a word: `stop_reason` in `--json`, the outcome and the
 /// `stopped` event.
@@ -92,7 +95,8 @@ impl StopKind {
             StopKind::Timeout => EXIT_TIMEOUT,
             StopKind::ClarificationNeeded => EXIT_CLARIFY,
             StopKind::CutOff => EXIT_CUT_OFF,
-            StopKind::Blocked | StopKind::InvalidReplies | StopKind::Cancelled => EXIT_RUNTIME,
+            StopKind::InvalidReplies => EXIT_INVALID,
+            StopKind::Blocked | StopKind::Cancelled => EXIT_RUNTIME,
         }
     }
 
@@ -259,7 +263,8 @@ mod tests {
     #[test]
     fn only_answers_exit_zero() {
         assert_eq!(StopKind::ToolFailureDegraded.exit_code(), EXIT_OK);
-        assert_eq!(StopKind::InvalidReplies.exit_code(), EXIT_RUNTIME);
+        assert_eq!(StopKind::InvalidReplies.exit_code(), EXIT_INVALID);
+        assert_eq!(StopKind::Blocked.exit_code(), EXIT_RUNTIME);
         assert_eq!(StopKind::ClarificationNeeded.exit_code(), EXIT_CLARIFY);
         assert_eq!(StopKind::MaxIterations.exit_code(), EXIT_MAX_ITERATIONS);
     }

@@ -4,7 +4,9 @@
 //! turns into its flags.
 
 use crate::backend::BackendError;
-use crate::run::ending::{EXIT_CLARIFY, EXIT_MAX_ITERATIONS, EXIT_RUNTIME, EXIT_TIMEOUT};
+use crate::run::ending::{
+    EXIT_CLARIFY, EXIT_INVALID, EXIT_MAX_ITERATIONS, EXIT_RUNTIME, EXIT_TIMEOUT,
+};
 use crate::run::engine::StepRecord;
 use crate::tools::ToolError;
 
@@ -131,6 +133,7 @@ impl OrchestratorError {
             OrchestratorError::MaxIterationsReached { .. } => EXIT_MAX_ITERATIONS,
             OrchestratorError::Timeout { .. } => EXIT_TIMEOUT,
             OrchestratorError::ClarificationNeeded { .. } => EXIT_CLARIFY,
+            OrchestratorError::InvalidResponseFormat { .. } => EXIT_INVALID,
             _ => EXIT_RUNTIME,
         }
     }
