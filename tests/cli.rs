@@ -696,12 +696,14 @@ mod usage {
         }
     }
 
+    /// Linux's /dev/full fails every write with "no space left".
     #[test]
+    #[cfg(target_os = "linux")]
     fn a_failed_write_says_so_without_a_panic() {
-        let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
-            eprintln!("SKIPPED: no /dev/full here");
-            return;
-        };
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_toolloop"))
             .arg("schema")
             .stdout(full)
