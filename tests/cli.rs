@@ -767,6 +767,24 @@ mod checked_first {
     }
 
     #[test]
+    fn chat_lists_its_commands_on_help_and_points_to_it_on_an_unknown_one() {
+        let fake = fake_ollama(&[]);
+        let out = toolloop(
+            &["chat", "--no-tools", "--ollama-host", &fake.url],
+            b"/help\n/frobnicate\n/exit\n",
+        );
+        assert_eq!(out.status.code(), Some(0));
+        let err = text(&out.stderr);
+        for line in ["/tools   the tools", "/reset   forget", "/exit    leave"] {
+            assert!(err.contains(line), "{line:?} missing: {err}");
+        }
+        assert!(
+            err.contains("unknown command /frobnicate; /help lists the commands"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn chat_checks_the_server_before_the_first_question() {
         let out = toolloop(
             &["chat", "--no-tools", "--ollama-host", &common::dead_url()],

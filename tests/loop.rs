@@ -849,3 +849,22 @@ fn a_reply_cut_after_its_values_are_whole_is_still_run() {
     assert_eq!(*seen.lock().unwrap(), [r#"{"query":"SELECT 1"}"#]);
     assert_eq!(out.answer(), Some("1"));
 }
+
+/// A run the model server fails ends with a `failed` event, the last one: a display
+/// stops its spinner on it, and a transcript says why the run has no `stopped` event.
+#[test]
+fn a_run_the_server_fails_ends_with_a_failed_event() {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&events);
+    let mut o = Orchestrator::builder()
+        .backend(Scripted::new(Vec::<String>::new()))
+        .observer(move |e: &Event| seen.lock().unwrap().push(e.clone()))
+        .build()
+        .unwrap();
+    let err = o.run("hello").unwrap_err();
+    let events = events.lock().unwrap();
+    match events.last() {
+        Some(Event::Failed { error }) => assert_eq!(*error, err.to_string()),
+        other => panic!("{other:?}"),
+    }
+}

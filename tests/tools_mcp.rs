@@ -26,7 +26,6 @@ fn cache() -> PathBuf {
         })
 }
 
-
 /// A real server these tests were asked to run against is not installed.
 fn missing(what: &str) -> Option<String> {
     panic!("{what} is not installed: run scripts/test-all.sh (or scripts/mcp-servers.sh)");

@@ -204,6 +204,9 @@ pub(crate) struct Judgement {
     pub by: Option<&'static str>,
     /// The tools the model should choose among instead (none: answer).
     pub instead: Vec<String>,
+    /// For a turn of several calls: the model's share of probability for several rather
+    /// than one ([`tool_probability::several_share`]).
+    pub p_several: Option<f64>,
 }
 
 /// Something a check did, for the trace and the transcript.
@@ -370,6 +373,7 @@ impl Checks {
             }
             let declined = judgement.declined || !judgement.instead.is_empty();
             let instead = judgement.instead.clone();
+            judgement.p_several = tool_probability::several_share(ctx.reply);
             if judgement.p_tool.is_some() {
                 findings.push(Finding::Decision {
                     tool: tool.clone(),

@@ -143,6 +143,51 @@ pub fn tool_share(reply: &ChatReply) -> Option<f64> {
     None
 }
 
+/// The share of probability the model gave to calling several tools (`tool_calls`) rather
+/// than one (`tool_call`), at the token where it chose between them: the one that writes
+/// the `s` after `tool_call`. `None` when the turn is not a call, the reply carries no
+/// log-probabilities, or the two cannot be told apart in them.
+pub fn several_share(reply: &ChatReply) -> Option<f64> {
+    let start = kind_value_offset(&reply.text)?;
+    let value = &reply.text[start..];
+    if !value.starts_with("tool_call") {
+        return None;
+    }
+    let boundary = start + "tool_call".len();
+    let mut at = 0;
+    for t in &reply.logprobs {
+        let end = at + t.token.len();
+        if end > boundary {
+            // The part of the kind's value written before this token, or the part of the
+            // token before the value (which an alternative must share to count).
+            let (before, head) = match at >= start {
+                true => (reply.text.get(start..at)?, ""),
+                false => ("", reply.text.get(at..start)?),
+            };
+            let mut p = [0.0f64; 2];
+            let mut alternatives = t.top.clone();
+            if !alternatives.iter().any(|(tok, _)| *tok == t.token) {
+                alternatives.push((t.token.clone(), t.logprob));
+            }
+            for (tok, logprob) in &alternatives {
+                let Some(rest) = tok.strip_prefix(head) else {
+                    continue;
+                };
+                let v = format!("{before}{rest}");
+                if v.starts_with("tool_calls") {
+                    p[1] += logprob.exp();
+                } else if v.starts_with("tool_call\"") {
+                    p[0] += logprob.exp();
+                }
+            }
+            let total = p[0] + p[1];
+            return (total > 0.0).then(|| p[1] / total);
+        }
+        at = end;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +227,43 @@ mod tests {
             ],
         );
         assert!((tool_share(&r).unwrap() - 0.3 / 0.9).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_share_of_several_calls_is_read_where_the_s_is_chosen() {
+        let text = r#"{"kind": "tool_calls", "calls": []}"#;
+        let r = reply(
+            text,
+            &[
+                (r#"{"kind": ""#, &[]),
+                ("tool", &[("tool", 0.99)]),
+                ("_call", &[("_call", 0.99)]),
+                ("s", &[("s", 0.7), ("\",", 0.3)]),
+                (r#"", "calls": []}"#, &[]),
+            ],
+        );
+        assert!((several_share(&r).unwrap() - 0.7).abs() < 1e-9);
+        // One token for the whole kind: its alternatives are compared whole.
+        let r = reply(
+            text,
+            &[
+                (r#"{"kind": ""#, &[]),
+                ("tool_calls", &[("tool_calls", 0.4), ("tool_call", 0.6)]),
+                (r#"", "calls": []}"#, &[]),
+            ],
+        );
+        // "tool_call" alone does not say what follows it: only the whole token counts.
+        assert!((several_share(&r).unwrap() - 1.0).abs() < 1e-9);
+        let single = r#"{"kind": "tool_call", "tool": "x"}"#;
+        let r = reply(
+            single,
+            &[
+                (r#"{"kind": "tool_call"#, &[]),
+                ("\", \"", &[("\", \"", 0.9), ("s", 0.1)]),
+                (r#"tool": "x"}"#, &[]),
+            ],
+        );
+        assert!((several_share(&r).unwrap() - 0.1).abs() < 1e-9);
     }
 
     #[test]

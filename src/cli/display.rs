@@ -142,7 +142,9 @@ impl Observer for Progress {
             Event::Warning { message } if !self.verbose => {
                 self.line(self.paint("33", &format!("[Warning] {message}")));
             }
-            Event::Stopped { .. } => self.stop_spinner(),
+            // A failed run has no `stopped` event: the spinner must not go on drawing over
+            // the error and the next prompt.
+            Event::Stopped { .. } | Event::Failed { .. } => self.stop_spinner(),
             // Whatever a check did to a call is shown, -v or not: a value the model
             // wrote and the tool never saw must not go unseen.
             _ if !self.verbose => {

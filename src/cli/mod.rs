@@ -364,7 +364,7 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
     let mut chat = Conversation::new(orchestrator);
     let mut input = Input::new();
     eprintln!(
-        "toolloop chat with {} tools; /tools lists them, /reset forgets, /exit leaves.",
+        "toolloop chat with {} tools; /help lists the commands, /exit leaves.",
         names.len()
     );
     while let Some(line) = input.read("you> ") {
@@ -383,8 +383,12 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
                 }
                 continue;
             }
+            "/help" | "/?" => {
+                eprintln!("{CHAT_HELP}");
+                continue;
+            }
             _ if line.starts_with('/') => {
-                eprintln!("unknown command {line}; use /tools, /reset or /exit");
+                eprintln!("unknown command {line}; /help lists the commands");
                 continue;
             }
             _ => {}
@@ -431,6 +435,14 @@ fn run_demo(json: bool, verbose: bool) -> ExitCode {
         Err(e) => fail(e),
     }
 }
+
+/// What `/help` says in `chat`.
+const CHAT_HELP: &str = "\
+  /tools   the tools the model may call
+  /reset   forget the conversation so far
+  /help    this list
+  /exit    leave (also /quit, or Ctrl-D at the prompt)
+Anything else is a question for the model; the conversation so far goes with it.";
 
 /// A usage error: a bad flag or value, said, with the usage exit code.
 fn usage(message: impl std::fmt::Display) -> ExitCode {

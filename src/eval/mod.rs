@@ -93,6 +93,9 @@ pub struct CaseResult {
     /// The model's share of "yes" to the fit question about that call, where it was asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<f64>,
+    /// The model's share of probability for several calls rather than one, where it chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_several: Option<f64>,
     /// Where the case's tokens and seconds went (up to its first calls: the case ends
     /// there).
     #[serde(default)]
@@ -210,6 +213,7 @@ struct Tally {
     texts: Vec<String>,
     p_tool: Option<f64>,
     fit: Option<f64>,
+    p_several: Option<f64>,
 }
 
 /// A backend that sends no schema, for [`Constraint::Off`].
@@ -310,9 +314,15 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
                     t.replies += 1;
                     t.texts.push(text.clone());
                 }
-                Event::Decision { p_tool, fit, .. } if t.p_tool.is_none() => {
+                Event::Decision {
+                    p_tool,
+                    fit,
+                    p_several,
+                    ..
+                } if t.p_tool.is_none() => {
                     t.p_tool = Some(*p_tool);
                     t.fit = *fit;
+                    t.p_several = *p_several;
                 }
                 _ => {}
             }
@@ -349,6 +359,7 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         texts: t.texts,
         p_tool: t.p_tool,
         fit: t.fit,
+        p_several: t.p_several,
         budget,
         ..CaseResult::scored(case, calls, error)
     }

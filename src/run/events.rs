@@ -172,6 +172,10 @@ pub enum Event {
         /// The model's share of "yes" to the fit question (`tool-fit`), when it was asked.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fit: Option<f64>,
+        /// The model's share of probability for several calls rather than one, when it
+        /// chose between them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p_several: Option<f64>,
         /// Whether the call was declined: the model is asked again.
         declined: bool,
         /// Why it was declined: the figures against the thresholds (`p 0.62 < 0.80`).
@@ -221,6 +225,12 @@ pub enum Event {
     Warning {
         /// The message.
         message: String,
+    },
+    /// The run failed without an ending: the model server failed it (down, an error
+    /// reply). Nothing follows; the caller gets the error.
+    Failed {
+        /// What went wrong, in words.
+        error: String,
     },
     /// The run ended.
     Stopped {
@@ -315,6 +325,7 @@ impl From<Finding> for Event {
                 p_tool: judgement.p_tool.unwrap_or(1.0),
                 support: judgement.support,
                 fit: judgement.fit,
+                p_several: judgement.p_several,
                 declined: judgement.declined || !judgement.instead.is_empty(),
                 reason: judgement.reason,
                 thresholds: None,
@@ -487,6 +498,7 @@ impl Trace {
             Event::Clarify { question, .. } => format!("[CLARIFY] {}", short(question)),
             Event::ClarifyAnswer { answer } => format!("[CLARIFY] answer: {}", short(answer)),
             Event::Warning { message } => format!("[WARN] {message}"),
+            Event::Failed { error } => format!("[FAILED] {error}"),
             Event::Stopped {
                 stop_reason,
                 iterations,

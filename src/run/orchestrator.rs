@@ -207,7 +207,11 @@ impl Orchestrator {
                         Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
                         Err(e) => {
                             self.flush(&mut engine);
-                            return Err(OrchestratorError::backend(e, engine.steps().to_vec()));
+                            let error = OrchestratorError::backend(e, engine.steps().to_vec());
+                            self.emit(&Event::Failed {
+                                error: error.to_string(),
+                            });
+                            return Err(error);
                         }
                     }
                 }
