@@ -797,6 +797,22 @@ mod checked_first {
     }
 }
 
+/// A port another program holds: the message says which flag chooses another.
+#[test]
+fn a_port_in_use_names_the_flag_that_chooses_another() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = toolloop(&["serve-tools", "--addr", &addr, "--demo"], b"");
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "cannot listen on {addr}: another program uses it; choose another with --addr"
+        )),
+        "{err}"
+    );
+}
+
 #[test]
 fn an_unreachable_mcp_url_is_called_an_mcp_server() {
     let url = format!("{}/mcp", common::dead_url());

@@ -87,6 +87,68 @@ fn model_server_404_model_missing() {
 }
 
 #[test]
+fn a_missing_model_is_named_with_the_models_the_server_has() {
+    let fake = serve(vec![
+        json(404, r#"{"error":"model 'gemma3:4b' not found"}"#),
+        json(
+            200,
+            r#"{"models":[{"name":"llama3.2:1b"},{"name":"qwen2.5:0.5b"}]}"#,
+        ),
+    ]);
+    assert_run(
+        &run(&fake.url, &["--no-tools"]),
+        1,
+        "run `ollama pull gemma3:4b`; the server has llama3.2:1b, qwen2.5:0.5b",
+    );
+}
+
+/// llama-server at the Ollama address: its 404s are JSON of another shape, `/api/version`
+/// is not there, `/v1/models` is. One line says what answers and the flags that reach it.
+#[test]
+fn an_openai_compatible_server_at_the_ollama_address_is_named_with_the_flags_for_it() {
+    let not_found = r#"{"error":{"code":404,"message":"File Not Found","type":"not_found_error"}}"#;
+    let fake = serve(vec![
+        json(404, not_found),
+        json(404, not_found),
+        json(
+            200,
+            r#"{"object":"list","data":[{"id":"qwen2.5-coder-0.5b","object":"model"}]}"#,
+        ),
+    ]);
+    let r = run(&fake.url, &["--no-tools"]);
+    assert_run(
+        &r,
+        1,
+        "is not Ollama: an OpenAI-compatible server answers there",
+    );
+    assert_run(
+        &r,
+        1,
+        &format!(
+            "use `--backend openai --base-url {}/v1 --model qwen2.5-coder-0.5b`",
+            fake.url
+        ),
+    );
+    assert!(!r.stderr.contains("ollama pull"), "{}", r.stderr);
+}
+
+/// A plain web server: its page is not dumped on the terminal.
+#[test]
+fn a_web_server_at_the_ollama_address_is_said_in_one_line_without_its_page() {
+    let page = b"<!DOCTYPE html><html><head><title>404 Not Found</title></head><body><h1>Not Found</h1></body></html>".to_vec();
+    let fake = serve(vec![Act::Respond(404, "text/html", page)]);
+    let r = run(&fake.url, &["--no-tools"]);
+    assert_run(
+        &r,
+        1,
+        "is not Ollama: a web server that is not Ollama answered with HTTP 404",
+    );
+    assert_run(&r, 1, "point --ollama-host (or OLLAMA_HOST) at Ollama");
+    assert!(!r.stderr.contains("<html>"), "{}", r.stderr);
+    assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
+}
+
+#[test]
 fn model_server_400() {
     let fake = model(vec![json(
         400,

@@ -180,6 +180,17 @@ pub enum BackendError {
         /// What to do: `start it with `ollama serve``.
         hint: String,
     },
+    /// Something answers at the address, but not as Ollama does: an OpenAI-compatible
+    /// server (llama-server, vLLM), or a web server.
+    #[error("{url} is not Ollama: {answered}; {hint}")]
+    NotOllama {
+        /// The address tried.
+        url: String,
+        /// What answered, as far as it could be told.
+        answered: String,
+        /// What to do: the flags for an OpenAI-compatible server, or Ollama's address.
+        hint: String,
+    },
     /// The server does not have the model.
     #[error("model '{model}' not found: {hint}")]
     ModelNotFound {

@@ -170,11 +170,83 @@ impl Ollama {
         }
     }
 
-    fn model_missing(&self) -> BackendError {
+    /// The model is missing: what to pull, and the models the server has (`GET /api/tags`).
+    fn model_missing(&self, deadline: &Deadline) -> BackendError {
+        let have = self
+            .get_json("/api/tags", deadline)
+            .and_then(|(status, v)| {
+                let names: Vec<&str> = v["models"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(|m| m["name"].as_str())
+                    .collect();
+                (status == 200).then(|| match names.is_empty() {
+                    true => "; the server has no model yet".to_string(),
+                    false => format!("; the server has {}", names.join(", ")),
+                })
+            });
         BackendError::ModelNotFound {
             model: self.model.clone(),
-            hint: format!("run `ollama pull {}`", self.model),
+            hint: format!(
+                "run `ollama pull {}`{}",
+                self.model,
+                have.unwrap_or_default()
+            ),
         }
+    }
+
+    /// A short `GET` of a JSON document (a few seconds, within the deadline): its status
+    /// and body, or `None` when nothing JSON came back.
+    fn get_json(&self, path: &str, deadline: &Deadline) -> Option<(u16, Value)> {
+        let budget = http::budget(deadline, Duration::from_secs(5))?;
+        let resp = http::agent()
+            .get(&format!("{}{path}", self.base))
+            .config()
+            .timeout_global(Some(budget))
+            .http_status_as_error(false)
+            .build()
+            .call()
+            .ok()?;
+        let status = resp.status().as_u16();
+        let (body, _) = http::read_capped(resp.into_body().into_reader(), 1 << 20).ok()?;
+        Some((status, serde_json::from_slice(&body).ok()?))
+    }
+
+    /// What answers at the base URL, asked after a reply Ollama never gives (an error
+    /// that is not Ollama's `{"error": "..."}`, an HTML page): `None` when `/api/version`
+    /// says it is Ollama after all, else the error that says what is there and what to do.
+    fn not_ollama(&self, status: u16, deadline: &Deadline) -> Option<BackendError> {
+        if let Some((200, v)) = self.get_json("/api/version", deadline)
+            && v["version"].is_string()
+        {
+            return None;
+        }
+        let url = self.base.clone();
+        if let Some((200, v)) = self.get_json("/v1/models", deadline)
+            && let Some(models) = v["data"].as_array()
+        {
+            let ids: Vec<&str> = models.iter().filter_map(|m| m["id"].as_str()).collect();
+            let model = ids.first().copied().unwrap_or("NAME");
+            return Some(BackendError::NotOllama {
+                answered: format!(
+                    "an OpenAI-compatible server answers there (models: {})",
+                    if ids.is_empty() {
+                        "none listed".into()
+                    } else {
+                        ids.join(", ")
+                    }
+                ),
+                hint: format!("use `--backend openai --base-url {url}/v1 --model {model}`"),
+                url,
+            });
+        }
+        Some(BackendError::NotOllama {
+            answered: format!("a web server that is not Ollama answered with HTTP {status}"),
+            hint: "point --ollama-host (or OLLAMA_HOST) at Ollama, by default \
+                   http://127.0.0.1:11434"
+                .into(),
+            url,
+        })
     }
 
     fn failure(&self, f: Failure, started: Instant) -> BackendError {
@@ -213,9 +285,19 @@ impl Ollama {
             }
             let (body, _) =
                 http::read_capped(resp.into_body().into_reader(), 64 << 10).unwrap_or_default();
+            // Ollama says every error as `{"error": "..."}`; anything else is another server,
+            // whose page is not shown: what it is and what to do are.
+            let ollama_said =
+                serde_json::from_slice::<Value>(&body).is_ok_and(|v| v["error"].is_string());
+            if !ollama_said
+                && ![429, 503].contains(&status)
+                && let Some(e) = self.not_ollama(status, deadline)
+            {
+                return Err(e);
+            }
             let message = http::error_message(&body);
             match status {
-                404 => return Err(self.model_missing()),
+                404 => return Err(self.model_missing(deadline)),
                 400 => return Err(BackendError::BadRequest { message }),
                 401 | 403 => return Err(BackendError::Unauthorized { status, message }),
                 429 | 503 => match backoff(attempt, deadline) {
@@ -246,13 +328,21 @@ impl Ollama {
             Ok(resp) => {
                 let (body, _) =
                     http::read_capped(resp.into_body().into_reader(), 32 << 20).unwrap_or_default();
-                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let Ok(v) = serde_json::from_slice::<Value>(&body) else {
+                    // A page where Ollama answers JSON: a web server that answers anything.
+                    if let Some(e) = self.not_ollama(200, deadline) {
+                        return Err(e);
+                    }
+                    self.tool_role = Some(false);
+                    return Ok(false);
+                };
                 v["capabilities"]
                     .as_array()
                     .is_some_and(|caps| caps.iter().any(|c| c == "tools"))
             }
             Err(
                 e @ (BackendError::NotRunning { .. }
+                | BackendError::NotOllama { .. }
                 | BackendError::ModelNotFound { .. }
                 | BackendError::Timeout { .. }),
             ) => return Err(e),

@@ -503,8 +503,9 @@ pub struct WebArgs {
 
 /// The library's names of settings, as they appear in its messages, and this program's
 /// flag for each.
-pub const FLAGS: [(&str, &str); 11] = [
+pub const FLAGS: [(&str, &str); 12] = [
     ("`mcp`", "--mcp"),
+    ("`addr`", "--addr"),
     ("`max_iterations`", "--max-iterations"),
     ("`timeout`", "--timeout"),
     ("`ollama_host`", "--ollama-host"),

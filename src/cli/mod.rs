@@ -451,7 +451,8 @@ fn usage(message: impl std::fmt::Display) -> ExitCode {
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("toolloop: {message}");
+    // The library's messages name its settings; the person typed flags.
+    eprintln!("toolloop: {}", with_flags(message));
     ExitCode::from(EXIT_RUNTIME)
 }
 

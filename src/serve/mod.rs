@@ -4,6 +4,17 @@
 //! May import everything but `eval/` and `cli/`.
 
 pub(crate) mod bounds;
+
+/// Why a server cannot listen on `addr`, with what to do when another program has it.
+pub(crate) fn cannot_listen(addr: &dyn std::fmt::Display, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            format!("cannot listen on {addr}: another program uses it; choose another with `addr`")
+        }
+        _ => format!("cannot listen on {addr}: {e}"),
+    }
+}
+
 #[cfg(feature = "web")]
 pub(crate) mod markdown;
 pub(crate) mod tool_server;

@@ -88,8 +88,8 @@ impl ToolServer {
             })
             .collect();
         let listener = std::net::TcpListener::bind(addr)
-            .map_err(|e| ToolError::Config(format!("cannot listen on {addr}: {e}")))?;
-        let cannot = |e: std::io::Error| ToolError::Config(format!("cannot listen on {addr}: {e}"));
+            .map_err(|e| ToolError::Config(super::cannot_listen(&addr, &e)))?;
+        let cannot = |e: std::io::Error| ToolError::Config(super::cannot_listen(&addr, &e));
         let bound = crate::serve::bounds::bind(listener, &bounds).map_err(cannot)?;
         let addr = bound.addr().map_err(cannot)?;
         Ok(ToolServer {

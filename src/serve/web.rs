@@ -162,7 +162,7 @@ pub fn start(
     use crate::run::orchestrator::OrchestratorError;
     let runs = Runs::from_config(config, max_runs)?;
     let server = WebServer::bind(&addr.to_string(), runs)
-        .map_err(|e| OrchestratorError::Config(format!("cannot listen on {addr}: {e}")))?;
+        .map_err(|e| OrchestratorError::Config(super::cannot_listen(&addr, &e)))?;
     Ok(server.spawn())
 }
 
