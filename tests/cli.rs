@@ -764,6 +764,25 @@ mod checked_first {
         );
         assert_eq!(missing.status.code(), Some(1));
         assert!(text(&missing.stderr).contains("scripts/bfcl-data.sh"));
+        let unknown = toolloop(
+            &[
+                "eval",
+                "tests/data/everyday",
+                "--category",
+                "nope",
+                "--ollama-host",
+                &common::dead_url(),
+            ],
+            b"",
+        );
+        assert!(
+            text(&unknown.stderr).contains(
+                "no case of category nope; the data has everyday_irrelevance, everyday_multiple, \
+                 everyday_parallel, everyday_simple"
+            ),
+            "{}",
+            text(&unknown.stderr)
+        );
     }
 
     #[test]

@@ -342,7 +342,8 @@ pub enum Command {
     #[command(after_help = EXIT_CODES)]
     Eval {
         /// A BFCL_*.json file (possible answers in possible_answer/ beside it) or a folder
-        /// of them (scripts/bfcl-data.sh fetches three).
+        /// of them (scripts/bfcl-data.sh fetches five: simple_python, multiple, irrelevance,
+        /// parallel, parallel_multiple).
         path: PathBuf,
         #[command(flatten)]
         model: ModelArgs,

@@ -115,9 +115,15 @@ pub fn select(
     limit: Option<usize>,
 ) -> Result<Vec<Case>, String> {
     if let Some(cat) = category {
+        let mut have: Vec<String> = cases.iter().map(|c| c.category.clone()).collect();
+        have.sort();
+        have.dedup();
         cases.retain(|c| c.category == cat);
         if cases.is_empty() {
-            return Err(format!("no case of category {cat}"));
+            return Err(format!(
+                "no case of category {cat}; the data has {}",
+                have.join(", ")
+            ));
         }
     }
     if let Some(n) = limit {
