@@ -297,6 +297,21 @@ mod ask {
         );
     }
 
+    /// `--record` then `--replay`: the recorded run again, with no model server at all.
+    #[test]
+    fn a_recorded_run_replays_offline() {
+        let fake = fake_ollama(&[CALC, FIFTY]);
+        let path =
+            std::env::temp_dir().join(format!("toolloop-record-{}.jsonl", std::process::id()));
+        let first = ask(&fake.url, &["--record", path.to_str().unwrap()]);
+        assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+        let again = ask(&common::dead_url(), &["--replay", path.to_str().unwrap()]);
+        assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+        assert_eq!(text(&again.stdout), text(&first.stdout));
+        assert_eq!(text(&again.stdout), "12.5 * 4 = 50\n");
+        let _ = std::fs::remove_file(&path);
+    }
+
     #[test]
     fn json_output_shape() {
         let fake = fake_ollama(&[CALC, FIFTY]);
@@ -813,6 +828,29 @@ mod checked_first {
         let err = text(&out.stderr);
         assert!(err.contains("not running"), "{err}");
         assert!(!err.contains("you>"), "it asked before checking: {err}");
+    }
+}
+
+/// With no tool flag, `tools` and `ask` use the same tools: the default tool server.
+#[test]
+fn no_tool_flag_means_the_default_tool_server_for_tools_and_ask_alike() {
+    let said = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolloop"))
+            .args(args)
+            .env_remove("TOOLLOOP_TOOLS")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stderr))
+    };
+    let dead = common::dead_url();
+    for args in [vec!["tools"], vec!["ask", "q", "--ollama-host", &dead]] {
+        let (code, err) = said(&args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("tool server at http://localhost:5000"),
+            "{args:?}: {err}"
+        );
     }
 }
 

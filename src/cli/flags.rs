@@ -19,8 +19,9 @@ pub struct Cli {
 /// Where tools come from.
 #[derive(Debug, Args, Clone, Default)]
 pub struct ToolArgs {
-    /// HTTP tool API base URL (repeatable). When no tool flag is given, TOOLLOOP_TOOLS
-    /// (comma-separated URLs) is used.
+    /// HTTP tool API base URL (repeatable). With no tool flag at all, TOOLLOOP_TOOLS
+    /// (comma-separated URLs) is used, else the tool server at http://localhost:5000
+    /// (`toolloop serve-tools`); `ask`, `chat` and `web` take --no-tools for none.
     #[arg(long = "tools", value_name = "URL", value_delimiter = ',', value_parser = parse_url)]
     pub tools: Vec<String>,
     /// MCP server: a URL (Streamable HTTP) or a command line (stdio). Repeatable.
@@ -226,9 +227,13 @@ pub struct ModelArgs {
     /// Append every event to FILE as one JSON line.
     #[arg(long, value_name = "FILE")]
     pub transcript: Option<PathBuf>,
-    /// Save the model's raw replies to FILE, to replay the session offline.
+    /// Save the model's raw replies to FILE; --replay FILE plays them back.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Play the replies --record saved as the model, offline (no model server): the
+    /// recorded run again, with the same question and tools, as a test would.
+    #[arg(long, value_name = "FILE", conflicts_with = "record")]
+    pub replay: Option<PathBuf>,
     /// Show the full trace on stderr.
     #[arg(short, long)]
     pub verbose: bool,

@@ -175,6 +175,11 @@ fn build(
     let mut builder = Orchestrator::from_config(&config)?
         .connect_timeout(deadline.remaining().unwrap_or(config.timeout))
         .observer(Progress::new(model.verbose));
+    if let Some(path) = &model.replay {
+        let recorded = crate::backend::Scripted::from_file(path)
+            .map_err(|e| OrchestratorError::Config(format!("--replay: {e}")))?;
+        builder = builder.backend(recorded);
+    }
     if let Some(a) = answer {
         builder = builder.observer(a);
     }
@@ -524,9 +529,10 @@ fn run_checks(name: Option<&str>, json: bool) -> ExitCode {
 }
 
 fn run_tools(tools: &ToolArgs, json: bool) -> ExitCode {
-    let setup = tools.setup();
+    // The same rule as `ask`: no tool flag means the default tool server.
+    let mut setup = tools.setup();
     if setup.is_empty() {
-        return fail("no tools named: use --tools URL, --mcp CMD_OR_URL or --builtin");
+        setup = Config::default().tools;
     }
     match setup.connect(Deadline::after(Duration::from_secs(30))) {
         Ok(c) => output_status(crate::cli::display::print_tools(&c.specs(), json), 0),
