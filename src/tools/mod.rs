@@ -226,6 +226,10 @@ pub trait ToolSource: Send + Sync {
     fn shutdown(&mut self) {}
 }
 
+/// How long calls that reached the deadline are given to return (see
+/// [`Catalogue::call_all_or_stop`]).
+const CALL_GRACE: Duration = Duration::from_millis(500);
+
 struct Entry {
     spec: ToolSpec,
     source: usize,
@@ -462,6 +466,9 @@ impl Catalogue {
                 .spawn(move || {
                     let t = Instant::now();
                     let result = me.call(&tool, &args, deadline);
+                    // Let go of the catalogue before saying so: whoever gets the result
+                    // may be the last owner, whose drop ends the MCP servers.
+                    drop(me);
                     let _ = tx.send((i, result, t.elapsed()));
                 });
             if let Err(e) = spawned {
@@ -478,6 +485,20 @@ impl Catalogue {
                 Ok((i, result, took)) => out[i] = Some((result, took)),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !deadline.is_expired() => {}
                 Err(_) => break,
+            }
+        }
+        // The calls share the deadline, so at its end they give up too: a moment for them
+        // to say so lets go of the catalogue they hold. Otherwise a program that exits
+        // right after the run (`ask`) ends before the catalogue is dropped, and a stdio
+        // MCP server that hung is never ended (it outlived toolloop).
+        if deadline.is_expired() {
+            let grace = Instant::now() + CALL_GRACE;
+            while out.iter().any(Option::is_none) {
+                let left = grace.saturating_duration_since(Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok((i, result, took)) => out[i] = Some((result, took)),
+                    Err(_) => break,
+                }
             }
         }
         out.into_iter()
