@@ -113,5 +113,9 @@ pub use run::orchestrator::{
     ClarifyHandler, Conversation, Orchestrator, OrchestratorBuilder, OrchestratorError, Outcome,
     run_loop,
 };
+/// The `schemars` toolloop derives tool schemas with: a [`FnTool`]'s argument type derives
+/// `JsonSchema` from this one (`#[schemars(crate = "toolloop::schemars")]`), so its version
+/// always matches.
+pub use schemars;
 pub use tools::{BuiltinConfig, FnTool};
 pub use tools::{Catalogue, ToolError, ToolResult, ToolSetup, ToolSource, ToolSpec};

@@ -148,6 +148,20 @@ fn a_web_server_at_the_ollama_address_is_said_in_one_line_without_its_page() {
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
 }
 
+/// A web server that answers every path with its page, 200 and all.
+#[test]
+fn a_web_server_that_answers_everything_with_a_page_is_not_taken_for_ollama() {
+    let page = b"<!doctype html><html><body>Welcome</body></html>".to_vec();
+    let fake = serve(vec![Act::Respond(200, "text/html", page)]);
+    let r = run(&fake.url, &["--no-tools"]);
+    assert_run(
+        &r,
+        1,
+        "is not Ollama: a web server that is not Ollama answered with HTTP 200",
+    );
+    assert!(!r.stderr.contains("Welcome"), "{}", r.stderr);
+}
+
 #[test]
 fn model_server_400() {
     let fake = model(vec![json(

@@ -3,8 +3,7 @@
 //! servers (an ignored test: `scripts/test-all.sh` installs them), and the real built-in
 //! tool server. `cargo` commands are run
 //! by `.ci/run`; `ollama` and `scripts/` lines need what this machine cannot have or are
-//! run by `.ci/run` too. The library snippet must match the crate docs, whose copy is a
-//! compiled doctest.
+//! run by `.ci/run` too. The library code is `examples/library.rs`, which is built and run.
 
 mod common;
 use common::{Killer, free_port};
@@ -209,21 +208,52 @@ fn readme_commands(mcp: bool) {
 }
 
 #[test]
-fn the_library_snippet_is_the_compiled_doctest() {
+fn the_library_code_is_the_example_that_is_built_and_run() {
     let snippet = blocks(&readme(), "rust").remove(0);
-    let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
-    let docs: String = lib
-        .lines()
-        .filter_map(|l| {
-            l.strip_prefix("//! ")
-                .or(if l == "//!" { Some("") } else { None })
-        })
-        .map(|l| format!("{l}\n"))
-        .collect();
-    for line in snippet.lines().filter(|l| !l.trim().is_empty()) {
-        assert!(
-            docs.contains(line),
-            "README line not in the crate docs: {line}"
-        );
-    }
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/library.rs"))
+            .unwrap();
+    let code = &example[example.find("use serde::Deserialize;").unwrap()..];
+    assert_eq!(
+        snippet, code,
+        "the README's library code is not examples/library.rs"
+    );
+    let toml = blocks(&readme(), "toml").remove(0);
+    assert!(
+        toml.contains("toolloop = {") && toml.contains("serde = {"),
+        "{toml}"
+    );
+}
+
+/// `examples/library.rs`, built by `cargo test` as every example is, against a stand-in
+/// for Ollama: the model calls the Rust function, then answers from its result.
+#[test]
+fn the_library_example_runs() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_toolloop"))
+        .parent()
+        .unwrap()
+        .join("examples/library");
+    let ollama = common::fake_ollama(&[
+        r#"{"kind":"tool_call","thought":"","tool":"order_status","arguments":{"id":7}}"#,
+        r#"{"kind":"final_answer","thought":"","content":"Order 7 has shipped."}"#,
+    ]);
+    let out = Command::new(&exe)
+        .arg("Where is order 7?")
+        .env("OLLAMA_HOST", &ollama.url)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", exe.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Order 7 has shipped.\n"
+    );
+    let asked = ollama.requests.lock().unwrap().join("\n");
+    assert!(
+        asked.contains("order 7 has shipped"),
+        "the tool's result reached the model"
+    );
 }

@@ -328,14 +328,13 @@ impl Ollama {
             Ok(resp) => {
                 let (body, _) =
                     http::read_capped(resp.into_body().into_reader(), 32 << 20).unwrap_or_default();
-                let Ok(v) = serde_json::from_slice::<Value>(&body) else {
-                    // A page where Ollama answers JSON: a web server that answers anything.
-                    if let Some(e) = self.not_ollama(200, deadline) {
-                        return Err(e);
-                    }
-                    self.tool_role = Some(false);
-                    return Ok(false);
-                };
+                // An HTML page where Ollama answers JSON: a web server that answers anything.
+                if body.trim_ascii_start().starts_with(b"<")
+                    && let Some(e) = self.not_ollama(200, deadline)
+                {
+                    return Err(e);
+                }
+                let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                 v["capabilities"]
                     .as_array()
                     .is_some_and(|caps| caps.iter().any(|c| c == "tools"))
