@@ -181,7 +181,10 @@ pub fn several_share(reply: &ChatReply) -> Option<f64> {
                 let v = format!("{before}{rest}");
                 if v.starts_with("tool_calls") {
                     p[1] += logprob.exp();
-                } else if v.starts_with("tool_call\"") {
+                } else if v == "tool_call" || v.starts_with("tool_call\"") {
+                    // A token that ends the value at `tool_call` (`_call`, with the quote to
+                    // follow) is the single call: a tokenizer that has `_calls` writes the
+                    // plural in one piece.
                     p[0] += logprob.exp();
                 }
             }
@@ -257,8 +260,8 @@ mod tests {
                 (r#"", "calls": []}"#, &[]),
             ],
         );
-        // "tool_call" alone does not say what follows it: only the whole token counts.
-        assert!((several_share(&r).unwrap() - 1.0).abs() < 1e-9);
+        // A token that ends at "tool_call" is the single call.
+        assert!((several_share(&r).unwrap() - 0.4).abs() < 1e-9);
         let single = r#"{"kind": "tool_call", "tool": "x"}"#;
         let r = reply(
             single,
