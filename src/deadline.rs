@@ -101,4 +101,9 @@ impl StopHandle {
     pub fn is_stopped(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
+
+    /// Makes the handle usable for another run: a run that starts stopped ends at once.
+    pub fn reset(&self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }

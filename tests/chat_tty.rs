@@ -224,3 +224,51 @@ fn the_spinner_shows_while_a_slow_model_thinks() {
     let screen = tmux.wait_for("Slow but sure.");
     assert!(!screen.contains("model is"), "{screen}");
 }
+
+/// Ctrl-C while the model writes stops that run, not the chat: the prompt comes back,
+/// the conversation goes on, and /exit leaves as usual.
+#[test]
+#[ignore = "needs tmux: run scripts/test-all.sh"]
+fn ctrl_c_while_the_model_writes_stops_the_run_and_keeps_the_chat() {
+    have_tmux();
+    let piece = |content: &str| {
+        format!(
+            "{}\n",
+            serde_json::json!({"message": {"role": "assistant", "content": content}, "done": false})
+        )
+        .into_bytes()
+    };
+    let mut slow = vec![piece(r#"{"kind":"final_answer","thought":""#)];
+    slow.extend((0..30).map(|_| piece(" and on")));
+    let ollama = common::serve(vec![
+        common::Act::Respond(200, "application/json", br#"{"capabilities":[]}"#.to_vec()),
+        common::Act::Stream("application/x-ndjson", slow, Duration::from_millis(500)),
+    ]);
+    let command = format!(
+        "{} chat --no-tools --ollama-host {}; echo chat-ended-$?; sleep 30",
+        env!("CARGO_BIN_EXE_toolloop"),
+        ollama.url
+    );
+    let tmux = Tmux::start("ctrlc", &command, 120, 30);
+    tmux.wait_for("you>");
+    tmux.type_line("Tell me a long story");
+    tmux.wait_for("model is writing (");
+    let pressed = Instant::now();
+    tmux.cmd(&["send-keys", "-t", "chat", "C-c"]);
+    let screen = tmux.wait_for("stopped before an answer");
+    assert!(pressed.elapsed() < Duration::from_secs(3), "{screen}");
+    assert!(!screen.contains("chat-ended"), "the chat ended:\n{screen}");
+    // The prompt is back: the chat goes on, and /exit leaves it.
+    let prompts = |s: &str| s.matches("you>").count();
+    let started = Instant::now();
+    while prompts(&tmux.screen()) < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tmux.type_line("/exit");
+    tmux.wait_for("chat-ended-0");
+}

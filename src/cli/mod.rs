@@ -366,6 +366,23 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
     };
     let (mut asked, mut failed) = (0, 0);
     let names = orchestrator.catalogue().names();
+    // Ctrl-C while the model or a tool works stops that run, and the chat goes on with
+    // the conversation kept; at the prompt, line editing reads it and the chat ends.
+    let stop = orchestrator.stop_handle();
+    let working = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let (stop, working) = (stop.clone(), std::sync::Arc::clone(&working));
+        let handled = ctrlc::set_handler(move || {
+            if working.load(std::sync::atomic::Ordering::SeqCst) {
+                stop.stop();
+            } else {
+                std::process::exit(130);
+            }
+        });
+        if let Err(e) = handled {
+            log::warn!("Ctrl-C will end the chat, not just the run: {e}");
+        }
+    }
     let mut chat = Conversation::new(orchestrator);
     let mut input = Input::new();
     eprintln!(
@@ -399,7 +416,11 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
             _ => {}
         }
         asked += 1;
-        match chat.ask(line) {
+        stop.reset();
+        working.store(true, std::sync::atomic::Ordering::SeqCst);
+        let asked_now = chat.ask(line);
+        working.store(false, std::sync::atomic::Ordering::SeqCst);
+        match asked_now {
             Ok(outcome) => {
                 if let Err(e) = answer.finish() {
                     return output_status(Err(e), EXIT_RUNTIME);
