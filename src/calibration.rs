@@ -41,10 +41,6 @@ pub struct Thresholds {
     /// answer "yes" as often as right ones are those it was less sure of.
     #[serde(default)]
     pub p_weight: f64,
-    /// A turn of several calls with less than this share of the model's probability for
-    /// several rather than one is asked again as one call (`several-calls`).
-    #[serde(default = "default_p_several")]
-    pub p_several: f64,
     /// The model and server these were measured for; `None`: the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibrated_for: Option<String>,
@@ -61,18 +57,9 @@ impl Default for Thresholds {
             p_sure: 0.9,
             fit_min: 0.45,
             p_weight: 0.0,
-            p_several: default_p_several(),
             calibrated_for: None,
         }
     }
-}
-
-/// The `several-calls` threshold for a model nobody calibrated, and for calibration files
-/// written before it existed (`calibrate` does not measure it yet): chosen on the tuning
-/// halves of BFCL's categories with Qwen2.5-Coder 0.5B (`BENCHMARKS.md`, "Several calls by
-/// default").
-fn default_p_several() -> f64 {
-    0.8
 }
 
 impl Thresholds {

@@ -21,7 +21,6 @@ pub(crate) mod invented_required;
 pub(crate) mod looping_reply;
 pub(crate) mod percent_fraction;
 pub(crate) mod repeated_value;
-pub(crate) mod several_calls;
 pub(crate) mod size_word_zeros;
 pub(crate) mod tool_fit;
 pub(crate) mod tool_probability;
@@ -208,8 +207,6 @@ pub(crate) struct Judgement {
     /// For a turn of several calls: the model's share of probability for several rather
     /// than one ([`tool_probability::several_share`]).
     pub p_several: Option<f64>,
-    /// The turn is to be written again with one call (`several-calls`).
-    pub one_call: bool,
 }
 
 /// Something a check did, for the trace and the transcript.
@@ -258,8 +255,6 @@ pub(crate) enum Verdict {
         /// The tools to choose among.
         instead: Vec<String>,
     },
-    /// Do not call: ask the model again with one call allowed (`several-calls`).
-    OneCall,
     /// Do not call: ask the person for these arguments of this tool.
     Ask {
         /// The check that asks.
@@ -308,7 +303,6 @@ pub(crate) static ALL: &[&dyn Check] = &[
     &looping_reply::LoopingReply,
     &tool_probability::ToolProbability,
     &tool_fit::ToolFit,
-    &several_calls::SeveralCalls,
     &tool_relevance::ToolRelevance,
     &date_layout::DateLayout,
     &percent_fraction::PercentFraction,
@@ -373,16 +367,13 @@ impl Checks {
         let mut findings = Vec::new();
         if let (Some(tool), true) = (turn_tool(ctx, calls), judge_turn) {
             let tool = &tool;
-            let mut judgement = Judgement {
-                p_several: tool_probability::several_share(ctx.reply),
-                ..Judgement::default()
-            };
+            let mut judgement = Judgement::default();
             for c in &self.on {
                 c.judge_turn(ctx, tool, &mut judgement);
             }
             let declined = judgement.declined || !judgement.instead.is_empty();
             let instead = judgement.instead.clone();
-            let one_call = judgement.one_call && !declined;
+            judgement.p_several = tool_probability::several_share(ctx.reply);
             if judgement.p_tool.is_some() {
                 findings.push(Finding::Decision {
                     tool: tool.clone(),
@@ -391,9 +382,6 @@ impl Checks {
             }
             if declined {
                 return (findings, Verdict::Decline { instead });
-            }
-            if one_call {
-                return (findings, Verdict::OneCall);
             }
         }
         for (tool, arguments) in calls.iter_mut() {

@@ -143,11 +143,6 @@ pub fn tool_share(reply: &ChatReply) -> Option<f64> {
     None
 }
 
-/// Whether the reply is a turn of several calls (its kind is `tool_calls`).
-pub(crate) fn is_several(reply: &ChatReply) -> bool {
-    kind_value_offset(&reply.text).is_some_and(|at| reply.text[at..].starts_with("tool_calls"))
-}
-
 /// The share of probability the model gave to calling several tools (`tool_calls`) rather
 /// than one (`tool_call`), at the token where it chose between them: the one that writes
 /// the `s` after `tool_call`. `None` when the turn is not a call, the reply carries no

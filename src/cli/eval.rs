@@ -180,7 +180,6 @@ pub(super) fn run_calibrate(
         p_sure: 1.01,
         fit_min: 0.0,
         p_weight: 0.0,
-        p_several: 0.0,
         calibrated_for: None,
     });
     let _ = config.checks.set("tool-probability", true);

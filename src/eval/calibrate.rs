@@ -160,7 +160,6 @@ pub fn choose(obs: &[Observation], calibrated_for: &str) -> Thresholds {
                         p_sure,
                         fit_min,
                         p_weight,
-                        p_several: Thresholds::default().p_several,
                         calibrated_for: None,
                     };
                     let lost = tuning

@@ -176,10 +176,6 @@ pub enum Event {
         /// chose between them.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         p_several: Option<f64>,
-        /// The turn of several calls was not run: the model is asked again for one call
-        /// (`several-calls`).
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        one_call: bool,
         /// Whether the call was declined: the model is asked again.
         declined: bool,
         /// Why it was declined: the figures against the thresholds (`p 0.62 < 0.80`).
@@ -292,21 +288,6 @@ impl Event {
             Event::Decision {
                 check,
                 tool,
-                one_call: true,
-                reason,
-                thresholds,
-                ..
-            } => format!(
-                "{}: {tool} and more in one turn: {}{}; asking again for one call",
-                check.as_deref().unwrap_or("decision"),
-                reason.clone().unwrap_or_default(),
-                thresholds
-                    .as_ref()
-                    .map_or(String::new(), |t| format!(" ({t})")),
-            ),
-            Event::Decision {
-                check,
-                tool,
                 p_tool,
                 support,
                 declined: true,
@@ -345,7 +326,6 @@ impl From<Finding> for Event {
                 support: judgement.support,
                 fit: judgement.fit,
                 p_several: judgement.p_several,
-                one_call: judgement.one_call && !judgement.declined && judgement.instead.is_empty(),
                 declined: judgement.declined || !judgement.instead.is_empty(),
                 reason: judgement.reason,
                 thresholds: None,

@@ -7,7 +7,6 @@ use serde_json::Value;
 
 use super::{Call, Engine, State, schema_of};
 use crate::checks::{TurnContext, Verdict};
-use crate::config::Config;
 use crate::message::{ChatReply, Message};
 use crate::run::events::Event;
 use crate::run::feedback;
@@ -140,16 +139,6 @@ impl Engine {
         if let Verdict::Decline { instead } = &verdict {
             let keep = |name: &str| instead.iter().any(|n| n == name);
             self.shortlist = Some(schema_of(&self.specs, keep, &self.config));
-            return None;
-        }
-        if verdict == Verdict::OneCall {
-            // The same tools, one call: the model writes the turn anew.
-            let one = Config {
-                max_calls_per_turn: 1,
-                ..self.config.clone()
-            };
-            let unavailable = &self.unavailable;
-            self.shortlist = Some(schema_of(&self.specs, |n| !unavailable.contains(n), &one));
             return None;
         }
         Some((turn, verdict))
@@ -304,60 +293,6 @@ mod tests {
         e.fit_replied(Some(&fit_answer(0.3)));
         assert_eq!(e.next_step(), Step::CallModel);
         assert!(!e.schema().allows(crate::turn::Kind::ToolCalls));
-    }
-
-    /// A turn of two calls to a tool that shares the request's words (so no fit question),
-    /// with `p_several` the model's share for writing several calls.
-    fn several(p_several: f64) -> Engine {
-        use crate::backend::TokenLogprob;
-        let config = Config {
-            max_calls_per_turn: 8,
-            ..Config::default()
-        };
-        let mut e = Engine::new(
-            vec![Message::system("sys")],
-            "what is 2+2 and 3+3 with the calculator",
-            vec![calc()],
-            config,
-        );
-        e.next_step();
-        let text = r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"calculator","arguments":{"expression":"2+2"}},{"tool":"calculator","arguments":{"expression":"3+3"}}]}"#;
-        let mut r = reply(text);
-        r.logprobs = kind_logprobs(0.95);
-        let tok = |t: &str, top: Vec<(String, f64)>| TokenLogprob {
-            token: t.into(),
-            logprob: top.first().map_or(0.0, |x| x.1),
-            top,
-        };
-        r.logprobs.push(tok("_call", vec![("_call".into(), 0.0)]));
-        r.logprobs.push(tok(
-            "s",
-            vec![
-                ("s".into(), p_several.ln()),
-                ("\",".into(), (1.0 - p_several).ln()),
-            ],
-        ));
-        let rest = &text[r#"{"kind":"tool_calls"#.len()..];
-        r.logprobs.push(tok(rest, vec![]));
-        e.model_replied(&r);
-        e
-    }
-
-    #[test]
-    fn several_calls_the_model_was_unsure_of_are_asked_again_as_one() {
-        let mut e = several(0.4);
-        assert_eq!(e.next_step(), Step::CallModel);
-        assert!(!e.schema().allows(crate::turn::Kind::ToolCalls));
-        assert!(e.schema().allows(crate::turn::Kind::ToolCall));
-        let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
-        assert_eq!(
-            line,
-            "several-calls: calculator and more in one turn: p(several) 0.40 < 0.80 (not \
-             calibrated: defaults; run toolloop calibrate); asking again for one call"
-        );
-        // Sure of several: they run.
-        let mut e = several(0.95);
-        assert!(matches!(e.next_step(), Step::CallTools { .. }));
     }
 
     #[test]
