@@ -102,11 +102,15 @@ pub struct Config {
     pub calibration: Option<PathBuf>,
     /// Invalid replies in a row that are fed back before the run gives up (default 2).
     pub max_invalid_retries: u32,
-    /// Repeats of one identical call before only an answer is allowed (default 3).
+    /// Repeats of one identical call before only an answer is allowed (default 3). A turn
+    /// whose calls are all repeats (or bring results the model was already shown) allows
+    /// only an answer next whatever this says; this bounds a call repeated alongside new
+    /// ones.
     pub max_repeats: u32,
-    /// The most tool calls one model turn may carry (default 1: the several-call form is
-    /// left out of the schema and the prompt). Offered to Qwen 0.5B, it made a run call
-    /// again after every result instead of answering (`BENCHMARKS.md`), so it is opt-in.
+    /// The most tool calls one model turn may carry (default 8; 1 leaves the several-call
+    /// form out of the schema and the prompt). The calls of a turn run side by side; a turn
+    /// that brings nothing new ends the calling, so offering the form does not make a small
+    /// model call again after every result (`BENCHMARKS.md`, "Several calls by default").
     pub max_calls_per_turn: u32,
     /// Tool-reported errors in a row before the tool is declared unavailable (default 3).
     pub max_tool_failures: u32,
@@ -153,7 +157,7 @@ impl Default for Config {
             calibration: crate::calibration::default_path(),
             max_invalid_retries: 2,
             max_repeats: 3,
-            max_calls_per_turn: 1,
+            max_calls_per_turn: 8,
             max_tool_failures: 3,
             result_cap: 4000,
         }

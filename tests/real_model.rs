@@ -146,27 +146,40 @@ fn the_loop_answers_with_a_real_model() {
     use toolloop::StopKind;
     use toolloop::backend::Recorder;
 
-    let cases: [(&str, &str, Option<&str>, &[&str]); 3] = [
+    // Each question with the tool it needs, what its answer holds, and the rounds of
+    // calls it needs: the run may take one model turn per round plus one for the answer.
+    type Case<'a> = (&'a str, &'a str, Option<&'a str>, &'a [&'a str], u32);
+    let cases: [Case; 4] = [
         (
             "calc",
             "How much is 123.5 * 48?",
             Some("calculator"),
             &["5928"],
+            1,
         ),
         (
             "weather",
             "What is the weather in Paris right now?",
             Some("get_weather"),
             &["11", "rain"],
+            1,
+        ),
+        (
+            "two_cities",
+            "What is the weather in Paris and in Tokyo right now?",
+            Some("get_weather"),
+            &["11", "rain", "18", "sunny"],
+            1,
         ),
         (
             "capital",
             "What is the capital of France?",
             None,
             &["paris"],
+            0,
         ),
     ];
-    for (name, question, tool, expect) in cases {
+    for (name, question, tool, expect, rounds) in cases {
         let backend: Box<dyn Backend> = match std::env::var("TOOLLOOP_RECORD_DIR") {
             Ok(dir) => {
                 let path = std::path::Path::new(&dir).join(format!("qwen_{name}.jsonl"));
@@ -195,6 +208,14 @@ fn the_loop_answers_with_a_real_model() {
         assert!(
             expect.is_empty() || expect.iter().any(|e| answer.contains(e)),
             "{name}: answer {answer:?} has none of {expect:?}"
+        );
+        // No turn is spent calling again after the results are in (a needless call on a
+        // question that needs none is one round more, reported above).
+        let needless = u32::from(tool.is_none() && !used.is_empty());
+        assert!(
+            out.iterations <= rounds + needless + 1,
+            "{name}: {} model turns for {rounds} round(s) of calls",
+            out.iterations
         );
     }
 }

@@ -23,6 +23,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -403,17 +404,11 @@ impl Engine {
         self.invalid_streak = 0;
         self.shortlist = None;
         self.iterations += 1;
-        // The model's own text whenever it is JSON, repaired or not (a kind inferred,
-        // arguments decoded from a string): the server's prompt cache holds exactly those
-        // tokens, so the next request reuses them all. Text that is not JSON (cut at the
-        // token limit, a chat-template token in it) goes back in the canonical form, which
-        // shows the model the format it should use.
-        let as_written =
-            !repaired || serde_json::from_str::<serde::de::IgnoredAny>(&reply.text).is_ok();
-        let text = if as_written {
-            reply.text.clone()
-        } else {
-            self.config.decide.canonical(&turn)
+        // The model's own text whenever it is JSON, so the server's cache holds all of it;
+        // text that is not JSON (cut, a template token) goes back in the canonical form.
+        let text = match !repaired || serde_json::from_str::<IgnoredAny>(&reply.text).is_ok() {
+            true => reply.text.clone(),
+            false => self.config.decide.canonical(&turn),
         };
         self.history.push(Message::assistant(text));
         match turn {

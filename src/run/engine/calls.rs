@@ -177,3 +177,47 @@ impl Engine {
         self.state = State::Thinking;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::Step;
+    use super::super::tests::{CALL, engine, reply};
+    use crate::tools::ToolResult;
+
+    #[test]
+    fn a_new_call_whose_result_was_already_shown_ends_the_calling() {
+        // The calculator called with its own result: a new call, the same text back.
+        let mut e = engine(10);
+        e.next_step();
+        e.model_replied(&reply(CALL));
+        e.next_step();
+        e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+        e.next_step();
+        e.model_replied(&reply(
+            r#"{"kind":"tool_call","thought":"","tool":"calculator","arguments":{"expression":"4"}}"#,
+        ));
+        assert!(matches!(e.next_step(), Step::CallTool { .. }));
+        e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+        assert_eq!(e.next_step(), Step::CallModel);
+        assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+    }
+
+    #[test]
+    fn a_turn_with_something_new_keeps_calling_open() {
+        let mut e = engine(10);
+        e.next_step();
+        e.model_replied(&reply(CALL));
+        e.next_step();
+        e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+        e.next_step();
+        e.model_replied(&reply(
+            r#"{"kind":"tool_call","thought":"","tool":"calculator","arguments":{"expression":"4*3"}}"#,
+        ));
+        e.next_step();
+        e.tool_returned(Ok(ToolResult::ok("12")), Duration::ZERO);
+        assert_eq!(e.next_step(), Step::CallModel);
+        assert!(e.schema().allows(crate::turn::Kind::ToolCall));
+    }
+}

@@ -172,41 +172,6 @@ fn a_repeated_call_reuses_the_result_and_the_next_turn_may_only_answer() {
 }
 
 #[test]
-fn a_new_call_whose_result_was_already_shown_ends_the_calling() {
-    // The calculator called with its own result: a new call, the same text back.
-    let mut e = engine(10);
-    e.next_step();
-    e.model_replied(&reply(CALL));
-    e.next_step();
-    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
-    e.next_step();
-    e.model_replied(&reply(
-        r#"{"kind":"tool_call","thought":"","tool":"calculator","arguments":{"expression":"4"}}"#,
-    ));
-    assert!(matches!(e.next_step(), Step::CallTool { .. }));
-    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
-    assert_eq!(e.next_step(), Step::CallModel);
-    assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
-}
-
-#[test]
-fn a_turn_with_something_new_keeps_calling_open() {
-    let mut e = engine(10);
-    e.next_step();
-    e.model_replied(&reply(CALL));
-    e.next_step();
-    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
-    e.next_step();
-    e.model_replied(&reply(
-        r#"{"kind":"tool_call","thought":"","tool":"calculator","arguments":{"expression":"4*3"}}"#,
-    ));
-    e.next_step();
-    e.tool_returned(Ok(ToolResult::ok("12")), Duration::ZERO);
-    assert_eq!(e.next_step(), Step::CallModel);
-    assert!(e.schema().allows(crate::turn::Kind::ToolCall));
-}
-
-#[test]
 fn infrastructure_failure_degrades_the_tool() {
     let mut e = engine(10);
     e.next_step();
