@@ -195,6 +195,13 @@ fn model_server_503_busy_then_recovers() {
     let r = no_tools(&fake, &[]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.stdout, "done\n");
+    // Said as it happens, not hidden behind the spinner.
+    assert!(
+        r.stderr
+            .contains("is busy or still loading the model (HTTP 503"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -214,7 +214,9 @@ pub enum BackendError {
         message: String,
     },
     /// The server stayed busy (HTTP 503/429) until the deadline.
-    #[error("the server is busy ({message}); retried until the deadline; try again later")]
+    #[error(
+        "the server is busy or still loading the model ({message}); retried until the deadline; try again later"
+    )]
     Busy {
         /// The server's own words.
         message: String,

@@ -302,7 +302,10 @@ impl Ollama {
                 401 | 403 => return Err(BackendError::Unauthorized { status, message }),
                 429 | 503 => match backoff(attempt, deadline) {
                     Some(wait) => {
-                        log::info!("{} is busy ({message}); retrying in {wait:?}", self.base);
+                        log::warn!(
+                            "{} is busy or still loading the model (HTTP {status}: {message}); retrying in {wait:?}",
+                            self.base
+                        );
                         std::thread::sleep(wait);
                         attempt += 1;
                     }

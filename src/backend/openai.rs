@@ -335,7 +335,10 @@ impl Backend for OpenAi {
             let message = http::error_message(&body);
             if matches!(status, 429 | 503) {
                 if let Some(wait) = backoff(attempt, &deadline) {
-                    log::info!("{} is busy ({message}); retrying in {wait:?}", self.base);
+                    log::warn!(
+                        "{} is busy or still loading the model (HTTP {status}: {message}); retrying in {wait:?}",
+                        self.base
+                    );
                     std::thread::sleep(wait);
                     attempt += 1;
                     continue;
