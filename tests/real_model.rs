@@ -209,11 +209,13 @@ fn the_loop_answers_with_a_real_model() {
             expect.is_empty() || expect.iter().any(|e| answer.contains(e)),
             "{name}: answer {answer:?} has none of {expect:?}"
         );
-        // No turn is spent calling again after the results are in (a needless call on a
-        // question that needs none is one round more, reported above).
+        // One turn per round of calls and one for the answer, plus at most one turn that
+        // brought nothing new (measured: with the several-call form in the prompt, Qwen
+        // calls the calculator once more on its own result; that turn ends the calling).
+        // A needless call on a question that needs none is one round more.
         let needless = u32::from(tool.is_none() && !used.is_empty());
         assert!(
-            out.iterations <= rounds + needless + 1,
+            out.iterations <= rounds + needless + 2,
             "{name}: {} model turns for {rounds} round(s) of calls",
             out.iterations
         );
@@ -350,17 +352,27 @@ fn the_prompt_cache_holds_across_every_request_of_a_run() {
             s.usage.completion_tokens
         );
     }
+    // Turns in a row reuse everything; a fit question between two turns takes the one
+    // slot, and the server's host-memory cache brings back the turn's prompt but not all
+    // of the reply (measured: 300 of 327; BENCHMARKS.md, "Several calls by default").
+    let at = |s: &Seen| seen.iter().position(|x| std::ptr::eq(x, s)).unwrap();
     for pair in turns.windows(2) {
         let before = pair[0].usage.prompt_tokens + pair[0].usage.completion_tokens;
         let cached = pair[1]
             .usage
             .cached_prompt_tokens
             .expect("llama-server reports cache_n");
+        let asked_between = at(pair[1]) > at(pair[0]) + 1;
         // The reply's last token (end of turn) is written again by the chat template
         // around it; everything before it must come from the cache.
+        let least = match asked_between {
+            false => before.saturating_sub(2),
+            true => pair[0].usage.prompt_tokens,
+        };
         assert!(
-            cached + 2 >= before,
-            "reused {cached} of the {before} tokens evaluated for the turn before"
+            cached >= least,
+            "reused {cached} of the {before} tokens evaluated for the turn before \
+             (a fit question between: {asked_between})"
         );
     }
 }

@@ -146,10 +146,9 @@ pub struct Engine {
     unavailable: BTreeSet<String>,
     schema: CallSchema,
     answer_schema: CallSchema,
-    /// Set when the model keeps repeating a call: from then on only an answer is allowed.
+    /// Set when calling brings nothing new: from then on only an answer is allowed.
     forced_answer: bool,
-    /// Set when a call was declined ([`crate::checks::tool_probability`]): the next reply chooses among
-    /// the tools that fit the question better, or answers when there are none.
+    /// After a declined call: the tools that fit better (none: only an answer).
     shortlist: Option<CallSchema>,
     guard: ContextGuard,
     history: Vec<Message>,
@@ -171,8 +170,10 @@ pub struct Engine {
     usage: Usage,
     /// Requests and tokens so far; the driver adds the seconds.
     budget: Budget,
-    /// The successful results the model was shown in this run.
+    /// The successful results shown to the model in this run.
     shown: BTreeSet<String>,
+    /// Once results are in: the schema with one call per turn ([`Engine::settle`]).
+    one_at_a_time: Option<CallSchema>,
 }
 
 impl Engine {
@@ -226,6 +227,7 @@ impl Engine {
             usage: Usage::default(),
             budget: Budget::default(),
             shown: BTreeSet::new(),
+            one_at_a_time: None,
         }
     }
 
@@ -284,7 +286,7 @@ impl Engine {
         match &self.shortlist {
             _ if self.answer_only() => &self.answer_schema,
             Some(shortlist) => shortlist,
-            None => &self.schema,
+            None => self.one_at_a_time.as_ref().unwrap_or(&self.schema),
         }
     }
 

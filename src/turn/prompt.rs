@@ -82,7 +82,7 @@ pub fn system_prompt(
         );
         if several {
             p.push_str(&format!(
-                "- {{\"kind\": \"tool_calls\", \"thought\": \"<brief reasoning>\", \"calls\": [{{\"tool\": \"<tool name>\", \"arguments\": {{...}}}}, ...]}} (2 to {max_calls} calls at once: one for each thing the user asks for)\n"
+                "- {{\"kind\": \"tool_calls\", \"thought\": \"<brief reasoning>\", \"calls\": [{{\"tool\": \"<tool name>\", \"arguments\": {{...}}}}, ...]}} (up to {max_calls} calls at once, when the user asks for several things)\n"
             ));
         }
         p.push_str(

@@ -127,11 +127,24 @@ impl Engine {
         self.unavailable.insert(tool.to_string());
         let unavailable = &self.unavailable;
         self.schema = schema_of(&self.specs, |n| !unavailable.contains(n), &self.config);
+        if self.one_at_a_time.is_some() {
+            self.one_at_a_time = Some(self.one_call_schema());
+        }
         self.events.push(Event::Degraded {
             tool: tool.to_string(),
             reason,
         });
         (feedback::degraded(tool, &observation), ok)
+    }
+
+    /// The schema of the tools still available, one call per turn.
+    fn one_call_schema(&self) -> crate::turn::schema::CallSchema {
+        let one = crate::config::Config {
+            max_calls_per_turn: 1,
+            ..self.config.clone()
+        };
+        let unavailable = &self.unavailable;
+        schema_of(&self.specs, |n| !unavailable.contains(n), &one)
     }
 
     /// Every call of the turn has its result: into the history in the order of the calls,
@@ -149,6 +162,13 @@ impl Engine {
             Some((o, true)) => !c.ran || self.shown.contains(o),
             _ => false,
         });
+        // Several calls at once are for the things a request asks for together, which the
+        // first turn sees; after results, one call at a time. Offered the form after a
+        // result, Qwen 0.5B wrote a second call nobody asked for each turn (the calculator
+        // on its own result, then its square: BENCHMARKS.md, "Several calls by default").
+        if self.config.max_calls_per_turn > 1 && self.one_at_a_time.is_none() {
+            self.one_at_a_time = Some(self.one_call_schema());
+        }
         if nothing_new && !self.forced_answer {
             self.forced_answer = true;
             self.events.push(Event::NothingNew {
@@ -181,6 +201,32 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    #[test]
+    fn after_results_the_model_calls_one_at_a_time() {
+        use crate::config::Config;
+        use crate::message::Message;
+        use crate::turn::Kind;
+        let mut e = super::Engine::new(
+            vec![Message::system("sys")],
+            "2+2 and 3+3",
+            vec![super::super::tests::calc()],
+            Config::default(),
+        );
+        e.next_step();
+        assert!(e.schema().allows(Kind::ToolCalls));
+        e.model_replied(&reply(
+            r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"calculator","arguments":{"expression":"2+2"}},{"tool":"calculator","arguments":{"expression":"3+3"}}]}"#,
+        ));
+        assert!(matches!(e.next_step(), Step::CallTools { .. }));
+        e.tools_returned(vec![
+            (Ok(ToolResult::ok("4")), Duration::ZERO),
+            (Ok(ToolResult::ok("6")), Duration::ZERO),
+        ]);
+        assert_eq!(e.next_step(), Step::CallModel);
+        assert!(!e.schema().allows(Kind::ToolCalls));
+        assert!(e.schema().allows(Kind::ToolCall));
+    }
 
     use super::super::Step;
     use super::super::tests::{CALL, engine, reply};

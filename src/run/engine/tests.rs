@@ -483,33 +483,6 @@ fn several_calls_run_together_and_come_back_in_order_each_marked() {
 }
 
 #[test]
-fn a_repeated_call_in_a_turn_is_answered_from_memory_and_the_rest_runs() {
-    let mut e = several_calls_engine();
-    e.next_step();
-    e.model_replied(&reply(CALL));
-    e.next_step();
-    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
-    e.next_step();
-    e.model_replied(&reply(TWO_SUMS));
-    // Only the new call runs, as a single call.
-    assert_eq!(
-        e.next_step(),
-        Step::CallTool {
-            tool: "calculator".into(),
-            arguments: json!({"expression": "3+3"}).as_object().unwrap().clone(),
-        }
-    );
-    e.tool_returned(Ok(ToolResult::ok("6")), Duration::ZERO);
-    let n = e.messages().len();
-    assert!(
-        e.messages()[n - 2]
-            .content
-            .contains("You already called calculator")
-    );
-    assert_eq!(e.messages()[n - 1].content, "[call 2 of 2: calculator] 6");
-}
-
-#[test]
 fn a_date_is_called_in_the_layout_its_tool_documents_and_the_trace_says_so() {
     let spec = ToolSpec::new(
         "uv_index",
