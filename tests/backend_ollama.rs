@@ -281,8 +281,9 @@ fn busy_server_until_the_deadline_is_a_busy_error() {
     ]);
     let err = chat(&fake.url, Deadline::after(Duration::from_millis(1500))).unwrap_err();
     assert!(
-        err.to_string()
-            .starts_with("the server is busy (server busy, please try again."),
+        err.to_string().starts_with(
+            "the server is busy or still loading the model (server busy, please try again."
+        ),
         "{err}"
     );
 }
