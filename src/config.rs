@@ -107,10 +107,10 @@ pub struct Config {
     /// only an answer next whatever this says; this bounds a call repeated alongside new
     /// ones.
     pub max_repeats: u32,
-    /// The most tool calls one model turn may carry (default 8; 1 leaves the several-call
-    /// form out of the schema and the prompt). The calls of a turn run side by side; a turn
-    /// that brings nothing new ends the calling, so offering the form does not make a small
-    /// model call again after every result (`BENCHMARKS.md`, "Several calls by default").
+    /// The most tool calls the first model turn of a run may carry (default 8; later turns
+    /// carry one; 1 leaves the several-call form out of the schema and the prompt). The
+    /// calls of a turn run side by side; a turn that brings nothing new ends the calling
+    /// (`BENCHMARKS.md`, "Several calls by default").
     pub max_calls_per_turn: u32,
     /// Tool-reported errors in a row before the tool is declared unavailable (default 3).
     pub max_tool_failures: u32,
