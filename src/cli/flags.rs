@@ -255,8 +255,8 @@ pub struct ModelArgs {
     /// $TOOLLOOP_CALIBRATION, else ~/.config/toolloop/calibration.json).
     #[arg(long, value_name = "FILE")]
     pub calibration: Option<PathBuf>,
-    /// The most tool calls one model turn may carry; they run side by side (1: one call
-    /// per turn, and the several-call form is neither in the prompt nor in the schema).
+    /// The most tool calls the first model turn may carry, side by side; later turns
+    /// carry one (1: the several-call form is neither in the prompt nor in the schema).
     #[arg(long, value_name = "N", default_value_t = Config::default().max_calls_per_turn,
           value_parser = clap::value_parser!(u32).range(1..=8))]
     pub max_calls_per_turn: u32,
