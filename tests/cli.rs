@@ -312,6 +312,20 @@ mod ask {
         let _ = std::fs::remove_file(&path);
     }
 
+    /// A turn that brings nothing new ends the calling, and the person is told without -v.
+    #[test]
+    fn a_turn_that_brings_nothing_new_is_said_without_verbose() {
+        let fake = fake_ollama(&[CALC, CALC, FIFTY]);
+        let out = ask(&fake.url, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr)
+                .contains("calculator: nothing new (results already shown); asking for an answer"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+
     #[test]
     fn json_output_shape() {
         let fake = fake_ollama(&[CALC, FIFTY]);

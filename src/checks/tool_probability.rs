@@ -122,11 +122,7 @@ pub fn tool_share(reply: &ChatReply) -> Option<f64> {
             let cut = offset.saturating_sub(start);
             let head = t.token.get(..cut)?;
             let mut p = [0.0f64; 3];
-            let mut alternatives = t.top.clone();
-            if !alternatives.iter().any(|(tok, _)| *tok == t.token) {
-                alternatives.push((t.token.clone(), t.logprob));
-            }
-            for (tok, logprob) in &alternatives {
+            for (tok, logprob) in &alternatives(t) {
                 // An alternative counts only when it writes the same text up to the value.
                 let Some(rest) = tok.strip_prefix(head) else {
                     continue;
@@ -141,6 +137,15 @@ pub fn tool_share(reply: &ChatReply) -> Option<f64> {
         start = end;
     }
     None
+}
+
+/// The tokens the server reported at a position, the one written among them.
+fn alternatives(t: &crate::message::TokenLogprob) -> Vec<(String, f64)> {
+    let mut all = t.top.clone();
+    if !all.iter().any(|(tok, _)| *tok == t.token) {
+        all.push((t.token.clone(), t.logprob));
+    }
+    all
 }
 
 /// The share of probability the model gave to calling several tools (`tool_calls`) rather
@@ -165,11 +170,7 @@ pub fn several_share(reply: &ChatReply) -> Option<f64> {
                 false => ("", reply.text.get(at..start)?),
             };
             let mut p = [0.0f64; 2];
-            let mut alternatives = t.top.clone();
-            if !alternatives.iter().any(|(tok, _)| *tok == t.token) {
-                alternatives.push((t.token.clone(), t.logprob));
-            }
-            for (tok, logprob) in &alternatives {
+            for (tok, logprob) in &alternatives(t) {
                 let Some(rest) = tok.strip_prefix(head) else {
                     continue;
                 };

@@ -139,6 +139,11 @@ impl Observer for Progress {
                     &format!("[Unavailable: {tool}] {}", short(reason, 200)),
                 ));
             }
+            // The loop narrowed the next turn to an answer: said, as a check's change is.
+            Event::NothingNew { .. } if !self.verbose => {
+                let line = Trace::line(event).unwrap_or_default();
+                self.line(self.paint("2", line.trim_start_matches("[OBSERVE] ")));
+            }
             Event::Warning { message } if !self.verbose => {
                 self.line(self.paint("33", &format!("[Warning] {message}")));
             }

@@ -232,38 +232,32 @@ mod tests {
     use super::super::tests::{CALL, engine, reply};
     use crate::tools::ToolResult;
 
-    #[test]
-    fn a_new_call_whose_result_was_already_shown_ends_the_calling() {
-        // The calculator called with its own result: a new call, the same text back.
+    /// A call of the calculator with its result `4`, then a second call of `expression`
+    /// whose result is `result`: the next step, and whether a call is allowed after it.
+    fn second_call(expression: &str, result: &str) -> (Step, bool) {
         let mut e = engine(10);
         e.next_step();
         e.model_replied(&reply(CALL));
         e.next_step();
         e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
         e.next_step();
-        e.model_replied(&reply(
-            r#"{"kind":"tool_call","thought":"","tool":"calculator","arguments":{"expression":"4"}}"#,
-        ));
+        e.model_replied(&reply(&format!(
+            r#"{{"kind":"tool_call","thought":"","tool":"calculator","arguments":{{"expression":"{expression}"}}}}"#
+        )));
         assert!(matches!(e.next_step(), Step::CallTool { .. }));
-        e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
-        assert_eq!(e.next_step(), Step::CallModel);
-        assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+        e.tool_returned(Ok(ToolResult::ok(result)), Duration::ZERO);
+        let next = e.next_step();
+        (next, e.schema().allows(crate::turn::Kind::ToolCall))
+    }
+
+    #[test]
+    fn a_new_call_whose_result_was_already_shown_ends_the_calling() {
+        // The calculator called with its own result: a new call, the same text back.
+        assert_eq!(second_call("4", "4"), (Step::CallModel, false));
     }
 
     #[test]
     fn a_turn_with_something_new_keeps_calling_open() {
-        let mut e = engine(10);
-        e.next_step();
-        e.model_replied(&reply(CALL));
-        e.next_step();
-        e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
-        e.next_step();
-        e.model_replied(&reply(
-            r#"{"kind":"tool_call","thought":"","tool":"calculator","arguments":{"expression":"4*3"}}"#,
-        ));
-        e.next_step();
-        e.tool_returned(Ok(ToolResult::ok("12")), Duration::ZERO);
-        assert_eq!(e.next_step(), Step::CallModel);
-        assert!(e.schema().allows(crate::turn::Kind::ToolCall));
+        assert_eq!(second_call("4*3", "12"), (Step::CallModel, true));
     }
 }
