@@ -70,6 +70,8 @@ macro_rules! eprintln {
         let _ = writeln!(std::io::stderr(), $($arg)*);
     }};
 }
+// Only the command line writes a prompt without a line end.
+#[cfg(feature = "cli")]
 macro_rules! eprint {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
