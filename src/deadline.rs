@@ -4,8 +4,8 @@
 //! asks the [`Deadline`] how long it may take, so a hung server cannot hold a run past its
 //! end by more than the time it takes to notice a socket timeout.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The moment a run must end by, or none.
@@ -75,7 +75,10 @@ impl Deadline {
 /// Ends a run before its deadline, from another thread (a stop button).
 ///
 /// The run notices at its next step, at the next piece of a streaming reply (the
-/// generation is then cancelled) and, while tools run, within [`StopHandle::POLL`].
+/// generation is then cancelled) and, while tools run, within [`StopHandle::POLL`]. A
+/// model request still waiting for its first byte (a server evaluating a long prompt)
+/// is cut off at once when the backend was given the handle ([`crate::Backend::watch`];
+/// the Ollama and OpenAI-compatible backends take it).
 ///
 /// ```
 /// use toolloop::StopHandle;
@@ -85,8 +88,28 @@ impl Deadline {
 /// button.stop();
 /// assert!(stop.is_stopped());
 /// ```
-#[derive(Debug, Clone, Default)]
-pub struct StopHandle(Arc<AtomicBool>);
+#[derive(Clone, Default)]
+pub struct StopHandle(Arc<Shared>);
+
+#[derive(Default)]
+struct Shared {
+    stopped: AtomicBool,
+    /// What [`StopHandle::stop`] does besides setting the flag: one action for each
+    /// request in flight (shutting its connection), keyed so that the request's guard
+    /// can take its action back when the request ends by itself.
+    on_stop: Mutex<Vec<(u64, OnStopAction)>>,
+    next: AtomicU64,
+}
+
+type OnStopAction = Box<dyn FnOnce() + Send>;
+
+impl std::fmt::Debug for StopHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StopHandle")
+            .field(&self.is_stopped())
+            .finish()
+    }
+}
 
 impl StopHandle {
     /// How often waiting for tools checks whether the run was stopped.
@@ -94,16 +117,81 @@ impl StopHandle {
 
     /// Asks the run to stop.
     pub fn stop(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.stopped.store(true, Ordering::SeqCst);
+        let actions = std::mem::take(&mut *self.actions());
+        actions.into_iter().for_each(|(_, act)| act());
     }
 
     /// Whether [`StopHandle::stop`] was called.
     pub fn is_stopped(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.stopped.load(Ordering::SeqCst)
     }
 
     /// Makes the handle usable for another run: a run that starts stopped ends at once.
     pub fn reset(&self) {
-        self.0.store(false, Ordering::SeqCst);
+        self.0.stopped.store(false, Ordering::SeqCst);
+    }
+
+    /// Runs `act` when the run is stopped while the returned guard lives (at once when it
+    /// already is); dropping the guard takes `act` back.
+    pub(crate) fn on_stop(&self, act: impl FnOnce() + Send + 'static) -> OnStop<'_> {
+        let key = self.0.next.fetch_add(1, Ordering::SeqCst);
+        self.actions().push((key, Box::new(act)));
+        // A stop between the caller's last look and the push above ran the actions
+        // before this one was there.
+        if self.is_stopped() {
+            let act = self.take(key);
+            act.into_iter().for_each(|act| act());
+        }
+        OnStop { stop: self, key }
+    }
+
+    fn actions(&self) -> std::sync::MutexGuard<'_, Vec<(u64, OnStopAction)>> {
+        self.0.on_stop.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn take(&self, key: u64) -> Option<OnStopAction> {
+        let mut actions = self.actions();
+        let at = actions.iter().position(|(k, _)| *k == key)?;
+        Some(actions.remove(at).1)
+    }
+}
+
+/// Keeps an action of [`StopHandle::on_stop`] armed; dropped, it is taken back.
+pub(crate) struct OnStop<'a> {
+    stop: &'a StopHandle,
+    key: u64,
+}
+
+impl Drop for OnStop<'_> {
+    fn drop(&mut self) {
+        drop(self.stop.take(self.key));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn an_action_runs_once_on_stop_and_not_after_its_guard_is_dropped() {
+        let stop = StopHandle::default();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let count = |ran: &Arc<AtomicUsize>| {
+            let ran = Arc::clone(ran);
+            move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        drop(stop.on_stop(count(&ran)));
+        let armed = stop.on_stop(count(&ran));
+        stop.stop();
+        stop.stop();
+        drop(armed);
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        // Armed after the stop: it runs at once.
+        let _late = stop.on_stop(count(&ran));
+        assert_eq!(ran.load(Ordering::SeqCst), 2);
     }
 }

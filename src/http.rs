@@ -6,20 +6,39 @@ use std::io::{BufRead, Read};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, OnStop, StopHandle};
 
 /// The agent every HTTP call in the crate goes through: statuses are data, not errors,
 /// and no timeout is set here because each call sets its own from the deadline.
 pub(crate) fn agent() -> &'static ureq::Agent {
     static AGENT: OnceLock<ureq::Agent> = OnceLock::new();
-    AGENT.get_or_init(|| {
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .user_agent(concat!("toolloop/", env!("CARGO_PKG_VERSION")))
-            .max_redirects(0)
-            .build()
-            .new_agent()
-    })
+    AGENT.get_or_init(new_agent)
+}
+
+fn new_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .user_agent(concat!("toolloop/", env!("CARGO_PKG_VERSION")))
+        .max_redirects(0)
+        .build()
+        .new_agent()
+}
+
+/// The agent for one request that `stop` can cut off: while the guard lives, stopping
+/// the run shuts the request's connection, so a read blocked on a server that has sent
+/// nothing yet (a model evaluating a long prompt) fails at once instead of at the
+/// deadline. An agent of its own, because shutting an agent down ends every request on
+/// it and the shared one serves other runs; it costs a new connection per request.
+pub(crate) fn stoppable(stop: Option<&StopHandle>) -> (ureq::Agent, Option<OnStop<'_>>) {
+    match stop {
+        None => (agent().clone(), None),
+        Some(stop) => {
+            let agent = new_agent();
+            let shut = agent.clone();
+            let armed = stop.on_stop(move || shut.shutdown());
+            (agent, Some(armed))
+        }
+    }
 }
 
 /// How a call failed below HTTP.

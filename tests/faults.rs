@@ -518,3 +518,46 @@ fn mcp_server_prints_to_stderr_heavily() {
         r.stderr.len()
     );
 }
+
+// ---- stopping a run -----------------------------------------------------------------
+
+/// A run stopped while its model request has sent nothing back yet (a server evaluating a
+/// long prompt): the request is cut off at once and the run ends as stopped, not at the
+/// deadline a minute later. Both model backends.
+#[test]
+fn a_stop_cuts_off_a_model_request_that_has_sent_nothing() {
+    use toolloop::backend::{Ollama, OpenAi};
+    use toolloop::{Backend, Ending, Orchestrator};
+
+    let ollama = model(vec![Act::Hang]);
+    let openai = serve(vec![Act::Hang]);
+    let backends: Vec<(&str, Box<dyn Backend>)> = vec![
+        ("ollama", Box::new(Ollama::new(&ollama.url, "m"))),
+        (
+            "openai",
+            Box::new(OpenAi::new(&format!("{}/v1", openai.url), "m", None)),
+        ),
+    ];
+    for (name, backend) in backends {
+        let mut o = Orchestrator::builder()
+            .backend(backend)
+            .timeout(Duration::from_secs(60))
+            .preflight(false)
+            .build()
+            .unwrap();
+        let stop = o.stop_handle();
+        let button = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            stop.stop();
+            Instant::now()
+        });
+        let outcome = o.run("Where is order 7?").unwrap();
+        let pressed = button.join().unwrap();
+        let took = pressed.elapsed();
+        assert_eq!(outcome.ending, Ending::Cancelled, "{name}");
+        assert!(
+            took < Duration::from_secs(1),
+            "{name}: the run ended {took:?} after the stop"
+        );
+    }
+}

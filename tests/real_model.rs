@@ -397,6 +397,9 @@ impl Backend for Recording {
     fn identity(&self) -> Option<(String, String)> {
         self.inner.identity()
     }
+    fn watch(&mut self, stop: &toolloop::StopHandle) {
+        self.inner.watch(stop)
+    }
     fn chat(
         &mut self,
         request: &ChatRequest<'_>,

@@ -64,6 +64,15 @@ fn start(scripts: Vec<Vec<String>>, max_runs: usize) -> RunningWeb {
             Scripted::new(script).with_delay(Duration::from_millis(150)),
         ))
     };
+    start_with(Box::new(make), max_runs, |runs| runs)
+}
+
+/// The same tools with the model `make` makes, the state shaped by `shape`.
+fn start_with(
+    make: Box<toolloop::serve::MakeBackend>,
+    max_runs: usize,
+    shape: impl FnOnce(Runs) -> Runs,
+) -> RunningWeb {
     let mut tools = FnTools::new();
     tools
         .push(FnTool::new(
@@ -93,8 +102,8 @@ fn start(scripts: Vec<Vec<String>>, max_runs: usize) -> RunningWeb {
         timeout: Duration::from_secs(120),
         ..Config::default()
     };
-    let runs = Runs::new(Box::new(make), Arc::new(catalogue), config, max_runs, 8);
-    WebServer::bind("127.0.0.1:0", runs).unwrap().spawn()
+    let runs = Runs::new(make, Arc::new(catalogue), config, max_runs, 8);
+    WebServer::bind("127.0.0.1:0", shape(runs)).unwrap().spawn()
 }
 
 fn host(web: &RunningWeb) -> String {
@@ -304,6 +313,133 @@ fn stop_ends_a_run_held_in_a_hanging_tool_at_once() {
     // The conversation is free for the next question.
     let (_, conv) = request(&web, "GET", &format!("/api/conversations/{c}"), None);
     assert!(conv["running"].is_null(), "{conv}");
+}
+
+/// A web server whose model accepts each request and never answers (a model server
+/// evaluating a prompt longer than the run's deadline), and whose runs are stopped one
+/// second after the last page stopped watching them.
+fn start_hanging() -> (RunningWeb, common::Fake) {
+    let model = common::serve(vec![common::Act::Hang]);
+    let base = format!("{}/v1", model.url);
+    let make = move || -> Result<Box<dyn Backend>, OrchestratorError> {
+        Ok(Box::new(toolloop::OpenAi::new(&base, "m", None)))
+    };
+    let web = start_with(Box::new(make), 4, |runs| {
+        runs.with_grace(Duration::from_secs(1))
+    });
+    (web, model)
+}
+
+/// Waits until the conversation has no run in progress; how long that took.
+fn until_idle(web: &RunningWeb, conversation: &str) -> Duration {
+    let started = Instant::now();
+    loop {
+        let (_, c) = request(
+            web,
+            "GET",
+            &format!("/api/conversations/{conversation}"),
+            None,
+        );
+        if c["running"].is_null() {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "still running: {c}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn stop_ends_a_run_waiting_on_the_model_at_once() {
+    let (web, _model) = start_hanging();
+    let c = new_conversation(&web);
+    let (_, run) = ask(&web, &c, "What is the weather in Paris?");
+    let run = run["run"].as_str().unwrap().to_string();
+    let mut stopped_at = None;
+    let events = stream(&web, &run, |e| {
+        if e["event"] == "model_request" {
+            std::thread::sleep(Duration::from_millis(300));
+            let (status, _) = request(&web, "POST", &format!("/api/runs/{run}/stop"), None);
+            assert_eq!(status, 202);
+            stopped_at = Some(Instant::now());
+        }
+    });
+    let took = stopped_at.expect("the model was asked").elapsed();
+    assert!(took < Duration::from_secs(2), "the stop took {took:?}");
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "stopped", "{last}");
+    assert_eq!(last["stop_reason"], "cancelled", "{last}");
+    assert!(!kinds(&events).contains(&"error"), "{:?}", kinds(&events));
+    // What was done so far is in the transcript.
+    let (_, body) = raw(
+        &web,
+        &format!(
+            "GET /api/runs/{run}/transcript HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            host(&web)
+        ),
+    );
+    assert!(
+        body.contains("\"model_request\"") && body.contains("\"cancelled\""),
+        "{body}"
+    );
+    until_idle(&web, &c);
+}
+
+#[test]
+fn a_run_nobody_watches_any_more_is_stopped_after_the_grace_period() {
+    let (web, _model) = start_hanging();
+    let c = new_conversation(&web);
+    let (_, run) = ask(&web, &c, "What is the weather in Paris?");
+    let run = run["run"].as_str().unwrap().to_string();
+    // A page watches the run, then goes away mid-run.
+    let mut page = TcpStream::connect(host(&web)).unwrap();
+    let h = host(&web);
+    write!(
+        page,
+        "GET /api/runs/{run}/events HTTP/1.1\r\nHost: {h}\r\n\r\n"
+    )
+    .unwrap();
+    let mut seen = [0u8; 512];
+    let n = page.read(&mut seen).unwrap();
+    assert!(String::from_utf8_lossy(&seen[..n]).contains("200"));
+    std::thread::sleep(Duration::from_millis(300));
+    drop(page);
+    let idle = until_idle(&web, &c);
+    assert!(
+        idle < Duration::from_secs(5),
+        "the run went on {idle:?} after the page left"
+    );
+    let events = stream(&web, &run, |_| {});
+    assert_eq!(events.last().unwrap()["stop_reason"], "cancelled");
+}
+
+#[test]
+fn a_page_that_comes_back_within_the_grace_period_keeps_the_run() {
+    let (web, _model) = start_hanging();
+    let c = new_conversation(&web);
+    let (_, run) = ask(&web, &c, "What is the weather in Paris?");
+    let run = run["run"].as_str().unwrap().to_string();
+    let h = host(&web);
+    let watch = || {
+        let mut page = TcpStream::connect(&h).unwrap();
+        write!(
+            page,
+            "GET /api/runs/{run}/events HTTP/1.1\r\nHost: {h}\r\n\r\n"
+        )
+        .unwrap();
+        let mut seen = [0u8; 512];
+        let _ = page.read(&mut seen).unwrap();
+        page
+    };
+    // Reloaded: the old page goes, the new one watches at once.
+    drop(watch());
+    let _reloaded = watch();
+    std::thread::sleep(Duration::from_secs(3));
+    let (_, conv) = request(&web, "GET", &format!("/api/conversations/{c}"), None);
+    assert_eq!(conv["running"], run.as_str(), "{conv}");
+    request(&web, "POST", &format!("/api/runs/{run}/stop"), None);
 }
 
 #[test]

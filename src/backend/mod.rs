@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, StopHandle};
 pub use crate::message::{ChatReply, Message, Role, StopReason, Timings, TokenLogprob, Usage};
 
 /// Generation options. `None` leaves the server's default.
@@ -144,6 +144,12 @@ pub trait Backend: Send {
         deadline: Deadline,
         sink: TextSink<'_>,
     ) -> Result<ChatReply, BackendError>;
+
+    /// Takes the run's stop handle, so that a request in flight ends with
+    /// [`BackendError::Stopped`] the moment the run is stopped, even before the server
+    /// has sent anything. The default ignores it: such a backend's run then stops at the
+    /// next piece of the reply, or when the reply is complete.
+    fn watch(&mut self, _stop: &StopHandle) {}
 }
 
 impl<B: Backend + ?Sized> Backend for Box<B> {
@@ -163,6 +169,9 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
         sink: TextSink<'_>,
     ) -> Result<ChatReply, BackendError> {
         (**self).chat(request, deadline, sink)
+    }
+    fn watch(&mut self, stop: &StopHandle) {
+        (**self).watch(stop)
     }
 }
 
@@ -247,6 +256,10 @@ pub enum BackendError {
         /// How long the request ran.
         waited: Duration,
     },
+    /// The run was stopped ([`StopHandle`]) while the request was in flight; its
+    /// connection was closed, which both servers take as a cancel.
+    #[error("the request was cancelled: the run was stopped")]
+    Stopped,
     /// A network failure other than the above.
     #[error("cannot talk to the server at {url}: {detail}")]
     Transport {
@@ -296,4 +309,31 @@ pub(crate) fn backoff(attempt: u32, deadline: &Deadline) -> Option<Duration> {
     let wait = Duration::from_millis(250u64 << attempt.min(4));
     let left = deadline.remaining().unwrap_or(Duration::MAX);
     (left > wait).then_some(wait)
+}
+
+/// Sleeps `wait` unless the run is stopped first; false when it was.
+pub(crate) fn pause(wait: Duration, stop: Option<&StopHandle>) -> bool {
+    let until = std::time::Instant::now() + wait;
+    loop {
+        if stop.is_some_and(StopHandle::is_stopped) {
+            return false;
+        }
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(StopHandle::POLL));
+    }
+}
+
+/// A request's result as the caller should see it: whatever went wrong once the run was
+/// stopped (a shut connection reads as cut off or reset) is the stop.
+pub(crate) fn unless_stopped<T>(
+    result: Result<T, BackendError>,
+    stop: Option<&StopHandle>,
+) -> Result<T, BackendError> {
+    match result {
+        Err(_) if stop.is_some_and(StopHandle::is_stopped) => Err(BackendError::Stopped),
+        other => other,
+    }
 }

@@ -19,7 +19,7 @@ use super::{
     Backend, BackendError, ChatReply, ChatRequest, GenOptions, Message, Role, StopReason, TextSink,
     Timings, Usage, backoff,
 };
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, StopHandle};
 use crate::http::{self, Failure};
 
 /// Ollama's default address.
@@ -139,6 +139,8 @@ pub struct Ollama {
     model: String,
     /// Whether the model's template renders `tool` messages; probed once.
     tool_role: Option<bool>,
+    /// The run's stop handle, which cuts a request off ([`Backend::watch`]).
+    stop: Option<StopHandle>,
 }
 
 impl Ollama {
@@ -148,6 +150,7 @@ impl Ollama {
             base: parse_host(host),
             model: model.into(),
             tool_role: None,
+            stop: None,
         }
     }
 
@@ -256,6 +259,7 @@ impl Ollama {
     /// Sends a JSON body, retrying while the server says it is busy.
     fn post(
         &self,
+        agent: &ureq::Agent,
         path: &str,
         body: &Value,
         deadline: &Deadline,
@@ -271,7 +275,7 @@ impl Ollama {
                     waited: started.elapsed(),
                 });
             };
-            let resp = http::agent()
+            let resp = agent
                 .post(&url)
                 .config()
                 .timeout_global(Some(budget))
@@ -306,7 +310,9 @@ impl Ollama {
                             "{} is busy or still loading the model (HTTP {status}: {message}); retrying in {wait:?}",
                             self.base
                         );
-                        std::thread::sleep(wait);
+                        if !super::pause(wait, self.stop.as_ref()) {
+                            return Err(BackendError::Stopped);
+                        }
                         attempt += 1;
                     }
                     None => return Err(BackendError::Busy { message }),
@@ -317,11 +323,12 @@ impl Ollama {
     }
 
     /// Asks `POST /api/show` whether the model reports the `tools` capability.
-    fn probe(&mut self, deadline: &Deadline) -> Result<bool, BackendError> {
+    fn probe(&mut self, agent: &ureq::Agent, deadline: &Deadline) -> Result<bool, BackendError> {
         if let Some(known) = self.tool_role {
             return Ok(known);
         }
         let resp = self.post(
+            agent,
             "/api/show",
             &json!({"model": self.model}),
             deadline,
@@ -443,7 +450,7 @@ impl Backend for Ollama {
     }
 
     fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
-        self.probe(&deadline).map(|_| ())
+        self.probe(http::agent(), &deadline).map(|_| ())
     }
 
     fn chat(
@@ -452,10 +459,31 @@ impl Backend for Ollama {
         deadline: Deadline,
         sink: TextSink<'_>,
     ) -> Result<ChatReply, BackendError> {
+        let stop = self.stop.clone();
+        let (agent, _armed) = http::stoppable(stop.as_ref());
+        let result = self.stream_chat(&agent, request, deadline, sink);
+        super::unless_stopped(result, stop.as_ref())
+    }
+
+    fn watch(&mut self, stop: &StopHandle) {
+        self.stop = Some(stop.clone());
+    }
+}
+
+impl Ollama {
+    /// One `/api/chat` request on `agent`, its reply read line by line as it streams.
+    fn stream_chat(
+        &mut self,
+        agent: &ureq::Agent,
+        request: &ChatRequest<'_>,
+        deadline: Deadline,
+        sink: TextSink<'_>,
+    ) -> Result<ChatReply, BackendError> {
         let started = Instant::now();
-        let tool_role = self.probe(&deadline)?;
+        let tool_role = self.probe(agent, &deadline)?;
         let body = self.request_body(request, tool_role);
         let resp = self.post(
+            agent,
             "/api/chat",
             &body,
             &deadline,

@@ -16,7 +16,7 @@ use super::{
     Backend, BackendError, ChatReply, ChatRequest, GenOptions, Message, Role, StopReason, TextSink,
     Timings, TokenLogprob, Usage, backoff,
 };
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, StopHandle};
 use crate::http::{self, Failure};
 
 const MAX_LINE: usize = 8 << 20;
@@ -35,6 +35,8 @@ pub struct OpenAi {
     base: String,
     model: String,
     api_key: Option<String>,
+    /// The run's stop handle, which cuts a request off ([`Backend::watch`]).
+    stop: Option<StopHandle>,
 }
 
 impl std::fmt::Debug for OpenAi {
@@ -55,6 +57,7 @@ impl OpenAi {
             base: base_url.trim().trim_end_matches('/').to_string(),
             model: model.into(),
             api_key: api_key.filter(|k| !k.trim().is_empty()),
+            stop: None,
         }
     }
 
@@ -303,6 +306,26 @@ impl Backend for OpenAi {
         deadline: Deadline,
         sink: TextSink<'_>,
     ) -> Result<ChatReply, BackendError> {
+        let stop = self.stop.clone();
+        let (agent, _armed) = http::stoppable(stop.as_ref());
+        let result = self.stream_chat(&agent, request, deadline, sink);
+        super::unless_stopped(result, stop.as_ref())
+    }
+
+    fn watch(&mut self, stop: &StopHandle) {
+        self.stop = Some(stop.clone());
+    }
+}
+
+impl OpenAi {
+    /// One `/chat/completions` request on `agent`, its reply read as it streams.
+    fn stream_chat(
+        &mut self,
+        agent: &ureq::Agent,
+        request: &ChatRequest<'_>,
+        deadline: Deadline,
+        sink: TextSink<'_>,
+    ) -> Result<ChatReply, BackendError> {
         let started = Instant::now();
         let url = format!("{}/chat/completions", self.base);
         let bytes = serde_json::to_vec(&self.request_body(request)).unwrap_or_default();
@@ -313,7 +336,7 @@ impl Backend for OpenAi {
                     waited: started.elapsed(),
                 });
             };
-            let mut req = http::agent()
+            let mut req = agent
                 .post(&url)
                 .config()
                 .timeout_global(Some(budget))
@@ -339,7 +362,9 @@ impl Backend for OpenAi {
                         "{} is busy or still loading the model (HTTP {status}: {message}); retrying in {wait:?}",
                         self.base
                     );
-                    std::thread::sleep(wait);
+                    if !super::pause(wait, self.stop.as_ref()) {
+                        return Err(BackendError::Stopped);
+                    }
                     attempt += 1;
                     continue;
                 }

@@ -275,6 +275,10 @@ impl<B: Backend> Backend for Recorder<B> {
         self.inner.preflight(deadline)
     }
 
+    fn watch(&mut self, stop: &crate::deadline::StopHandle) {
+        self.inner.watch(stop)
+    }
+
     fn chat(
         &mut self,
         request: &ChatRequest<'_>,

@@ -233,6 +233,10 @@ impl Backend for Unconstrained {
         self.0.chat(&free, deadline, on_text)
     }
 
+    fn watch(&mut self, stop: &StopHandle) {
+        self.0.watch(stop)
+    }
+
     fn describe(&self) -> String {
         self.0.describe()
     }
@@ -263,6 +267,10 @@ impl Backend for SharedBackend {
     ) -> Result<ChatReply, BackendError> {
         let mut b = self.0.lock().unwrap_or_else(|e| e.into_inner());
         b.chat(request, deadline, on_text)
+    }
+
+    fn watch(&mut self, stop: &StopHandle) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).watch(stop)
     }
 
     fn describe(&self) -> String {

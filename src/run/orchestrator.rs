@@ -191,7 +191,7 @@ impl Orchestrator {
                     match replied {
                         // A reply cut by the stop button is not read: repaired, half an
                         // answer would pass for the answer.
-                        Ok(_) if self.stop.is_stopped() => engine.cancelled(),
+                        Ok(_) | Err(_) if self.stop.is_stopped() => engine.cancelled(),
                         Ok((reply, found)) => {
                             if let Some(l) = found {
                                 self.emit(&Event::Repetition {
@@ -233,6 +233,7 @@ impl Orchestrator {
                     let replied = self.backend.chat(&request, deadline, &mut keep_going);
                     waited.model += asked.elapsed();
                     match replied {
+                        _ if self.stop.is_stopped() => engine.cancelled(),
                         Ok(reply) => engine.fit_replied(Some(&reply)),
                         Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
                         Err(e) => {

@@ -24,4 +24,4 @@ pub(crate) mod web;
 pub use bounds::Bounds;
 pub use tool_server::{RunningServer, ToolServer};
 #[cfg(feature = "web")]
-pub use web::{RunningWeb, Runs, WebServer};
+pub use web::{MakeBackend, RunningWeb, Runs, WebServer};

@@ -37,7 +37,7 @@ use crate::serve::bounds::{BodyError, Bound, Bounds, Serving, read_body};
 
 pub mod runs;
 
-pub use runs::{Runs, StartError};
+pub use runs::{MakeBackend, Runs, StartError};
 
 /// The largest request body: a question or an answer, not a document.
 pub const MAX_BODY: usize = 64 << 10;
@@ -463,16 +463,24 @@ async fn events(
         .and_then(|v| v.parse::<usize>().ok())
         .map_or(0, |n| n + 1);
     let changed = run.subscribe();
+    // Dropped with the stream, when the page goes away.
+    let watching = run.watched();
     let stream = futures_util::stream::unfold(
-        (run, changed, from, Vec::<Value>::new().into_iter()),
-        |(run, mut changed, mut next, mut pending)| async move {
+        (
+            run,
+            changed,
+            from,
+            Vec::<Value>::new().into_iter(),
+            watching,
+        ),
+        |(run, mut changed, mut next, mut pending, watching)| async move {
             loop {
                 if let Some(e) = pending.next() {
                     let sse = SseEvent::default().id(next.to_string()).data(e.to_string());
                     next += 1;
                     return Some((
                         Ok::<_, std::convert::Infallible>(sse),
-                        (run, changed, next, pending),
+                        (run, changed, next, pending, watching),
                     ));
                 }
                 changed.borrow_and_update();

@@ -206,9 +206,10 @@ impl OrchestratorBuilder {
     /// Connects the tool sources (within the connect timeout) and builds the
     /// orchestrator; a backend is required.
     pub fn build(mut self) -> Result<Orchestrator, OrchestratorError> {
-        let backend = self
+        let mut backend = self
             .backend
             .ok_or_else(|| OrchestratorError::Config("no model backend was given".into()))?;
+        backend.watch(&self.stop);
         // Keyed by the backend's own model and server: a backend given to the builder
         // need not be the one the config names.
         let key = backend

@@ -53,6 +53,10 @@ pub struct Run {
     changed: watch::Sender<usize>,
     stop: StopHandle,
     answer: Condvar,
+    /// Pages streaming the run's events now ([`Run::watched`]).
+    watchers: AtomicUsize,
+    /// How long a run may go on with nobody watching, after somebody was.
+    grace: Duration,
 }
 
 #[derive(Default)]
@@ -112,6 +116,16 @@ impl Run {
         true
     }
 
+    /// Counts a page streaming the run's events while the guard lives. When the last
+    /// one goes (the page was closed, the network dropped) and none comes back within
+    /// the grace period, the run is stopped: a model nobody reads should not hold a
+    /// place for the rest of its deadline. A reload, or `EventSource` reconnecting by
+    /// itself, comes back well within it.
+    pub fn watched(self: &Arc<Self>) -> Watching {
+        self.watchers.fetch_add(1, Ordering::SeqCst);
+        Watching(Arc::clone(self))
+    }
+
     /// Stops the run: the page is told at once, the run's thread ends at its next step.
     pub fn stop(&self) {
         self.stop.stop();
@@ -148,6 +162,34 @@ impl Run {
                 Err(p) => p.into_inner().0,
             };
         }
+    }
+}
+
+/// A page streaming a run's events ([`Run::watched`]).
+pub struct Watching(Arc<Run>);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let run = &self.0;
+        if run.watchers.fetch_sub(1, Ordering::SeqCst) != 1 || run.finished() {
+            return;
+        }
+        let run = Arc::clone(run);
+        // A thread of its own: this runs where the server drops a closed stream, which
+        // must not wait. At most one per stream that closed, each ending after the grace.
+        let _ = std::thread::Builder::new()
+            .name("toolloop-web-abandoned".into())
+            .spawn(move || {
+                std::thread::sleep(run.grace);
+                if run.watchers.load(Ordering::SeqCst) == 0 && !run.finished() {
+                    log::info!(
+                        "run {}: nobody has watched it for {:?}; stopped",
+                        run.id,
+                        run.grace
+                    );
+                    run.stop();
+                }
+            });
     }
 }
 
@@ -209,9 +251,13 @@ pub struct Runs {
     config: Config,
     max_runs: usize,
     max_conversations: usize,
+    grace: Duration,
     active: AtomicUsize,
     state: Mutex<State>,
 }
+
+/// How long a run goes on after its last page stopped watching ([`Runs::with_grace`]).
+pub const GRACE: Duration = Duration::from_secs(15);
 
 #[derive(Default)]
 struct State {
@@ -239,6 +285,7 @@ impl Runs {
             config,
             max_runs: max_runs.max(1),
             max_conversations: max_conversations.max(1),
+            grace: GRACE,
             active: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
         }
@@ -263,6 +310,12 @@ impl Runs {
                 .map_err(|e| OrchestratorError::backend(e, Vec::new()))
         });
         Ok(Runs::new(make, Arc::new(catalogue), config, max_runs, 64))
+    }
+
+    /// How long a run goes on once no page watches it (default [`GRACE`]).
+    pub fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -366,6 +419,8 @@ impl Runs {
             changed,
             stop: StopHandle::default(),
             answer: Condvar::new(),
+            watchers: AtomicUsize::new(0),
+            grace: self.grace,
         });
         c.busy = Some(run.id.clone());
         c.runs.push(run.id.clone());
