@@ -28,6 +28,11 @@ pub struct ToolSpec {
     /// JSON Schema of the arguments object.
     #[serde(rename = "inputSchema", default = "empty_object_schema")]
     pub input_schema: Value,
+    /// Questions a person might ask that this tool helps answer. The web page offers
+    /// them on its first screen; they are never shown to the model (a model shown
+    /// examples tends to copy their values into its calls).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
 }
 
 fn empty_object_schema() -> Value {
@@ -45,6 +50,21 @@ impl ToolSpec {
             name: name.into(),
             description: description.into(),
             input_schema,
+            examples: Vec::new(),
         }
+    }
+
+    /// The same tool with questions a person might ask of it ([`ToolSpec::examples`]).
+    ///
+    /// ```
+    /// use toolloop::tools::ToolSpec;
+    ///
+    /// let spec = ToolSpec::new("get_weather", "Weather for a city", serde_json::json!({}))
+    ///     .with_examples(["What is the weather in Paris?"]);
+    /// assert_eq!(spec.examples, ["What is the weather in Paris?"]);
+    /// ```
+    pub fn with_examples<S: Into<String>>(mut self, examples: impl IntoIterator<Item = S>) -> Self {
+        self.examples = examples.into_iter().map(Into::into).collect();
+        self
     }
 }

@@ -41,6 +41,10 @@ const HOSTILE_RESULT: &str = "Weather **report** <img src=x onerror=\"window.pwn
 const HOSTILE_ANSWER: &str = "It is **sunny** in Paris. <img src=x onerror=\"window.pwned=3\"> \
                               [more](javascript:window.pwned=4) <script>window.pwned=5</script>";
 
+/// A run's script that stands for a model server which accepts the request and never
+/// answers (a real socket, not a script).
+const HANG: &str = "<the model never answers>";
+
 fn call(tool: &str, args: Value) -> String {
     json!({"kind": "tool_call", "thought": "", "tool": tool, "arguments": args}).to_string()
 }
@@ -58,8 +62,13 @@ fn clarify(question: &str) -> String {
 /// run), with a weather tool, a hostile tool and a tool that hangs for a minute.
 fn start(scripts: Vec<Vec<String>>, max_runs: usize) -> RunningWeb {
     let queue = Arc::new(Mutex::new(VecDeque::from(scripts)));
+    let hanging = common::serve(vec![common::Act::Hang]);
     let make = move || -> Result<Box<dyn Backend>, OrchestratorError> {
         let script = queue.lock().unwrap().pop_front().unwrap_or_default();
+        if script == [HANG] {
+            let base = format!("{}/v1", hanging.url);
+            return Ok(Box::new(toolloop::OpenAi::new(&base, "m", None)));
+        }
         Ok(Box::new(
             Scripted::new(script).with_delay(Duration::from_millis(150)),
         ))
@@ -75,11 +84,12 @@ fn start_with(
 ) -> RunningWeb {
     let mut tools = FnTools::new();
     tools
-        .push(FnTool::new(
-            "get_weather",
-            "Current weather for a city",
-            |c: City| Ok(json!({"city": c.city, "sky": "sunny", "temperature_c": 21})),
-        ))
+        .push(
+            FnTool::new("get_weather", "Current weather for a city", |c: City| {
+                Ok(json!({"city": c.city, "sky": "sunny", "temperature_c": 21}))
+            })
+            .with_examples(["What is the weather in Paris?"]),
+        )
         .push(FnTool::new(
             "weather_report",
             "A written weather report",
@@ -601,7 +611,9 @@ fn tools_and_conversations_are_listed_and_forgotten() {
 #[test]
 #[ignore = "needs Chromium, Node and playwright-core: run scripts/test-all.sh"]
 fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
-    let web = start(
+    // The four runs of `tests/web/e2e.cjs scripted`, once at a desktop's size and once
+    // at a phone's.
+    let runs = || {
         vec![
             vec![
                 call("weather_report", json!({"city": "Paris"})),
@@ -613,11 +625,14 @@ fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
                 answer("It is sunny in **Oslo**, 21 °C."),
             ],
             vec![call("slow_lookup", json!({"query": "the answer"}))],
-        ],
-        4,
-    );
-    if let Some(out) = drive("scripted", web.url()) {
-        eprintln!("{out}");
+            vec![HANG.to_string()],
+        ]
+    };
+    let web = start([runs(), runs()].concat(), 4);
+    for size in ["scripted", "scripted:phone"] {
+        if let Some(out) = drive(size, web.url()) {
+            eprintln!("{out}");
+        }
     }
 }
 

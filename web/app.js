@@ -7,7 +7,10 @@ const $ = (id) => document.getElementById(id);
 const FOLD_CHARS = 600;
 const FOLD_LINES = 12;
 
-let conversation = null;
+// Kept for the tab's life, so a reload shows the conversation again (a new tab starts
+// its own).
+const SAVED = "toolloop.conversation";
+let conversation = sessionStorage.getItem(SAVED);
 let current = null; // {run, source, view, timer}
 
 function el(tag, cls, text) {
@@ -67,8 +70,20 @@ function step(view, cls, label, text) {
   li.appendChild(el("span", "label", label));
   if (text) li.appendChild(el("span", null, text));
   view.steps.appendChild(li);
-  li.scrollIntoView({ block: "nearest" });
   return li;
+}
+
+// Whether the end of the page is in view. While it is, each new step or piece of the
+// answer keeps it in view; a person who scrolled up to read is left where they are.
+function atEnd() {
+  const d = document.documentElement;
+  return d.scrollHeight - (window.scrollY + window.innerHeight) < 60;
+}
+
+// The whole page scrolls, so its end is the newest step above the input bar (which
+// sits at the end of the page's flow): nothing is left under it.
+function toEnd() {
+  window.scrollTo(0, document.documentElement.scrollHeight);
 }
 
 function newExchange(question) {
@@ -79,7 +94,7 @@ function newExchange(question) {
   const footer = el("div", "footer");
   box.append(steps, answer, footer);
   $("log").appendChild(box);
-  box.scrollIntoView({ block: "end" });
+  $("welcome").hidden = true;
   return { box, steps, answer, footer, thinking: null, tokens: { prompt: 0, completion: 0, cached: 0 } };
 }
 
@@ -265,7 +280,65 @@ async function ensureConversation() {
   if (conversation) return conversation;
   const c = await api("POST", "/api/conversations");
   conversation = c.id;
+  sessionStorage.setItem(SAVED, conversation);
   return conversation;
+}
+
+function forgetConversation() {
+  conversation = null;
+  sessionStorage.removeItem(SAVED);
+}
+
+// Streams a run's events into a new exchange: from its start (a reloaded page sees
+// everything so far), then live until it ends.
+function watch(run, events, question) {
+  const view = newExchange(question);
+  const source = new EventSource(events);
+  current = { run, source, view };
+  $("stop").hidden = false;
+  $("send").disabled = true;
+  status("Running…");
+  source.onmessage = (m) => {
+    let e;
+    try { e = JSON.parse(m.data); } catch (_) { return; }
+    const following = atEnd();
+    handle(view, run, e);
+    if (following) toEnd();
+  };
+  source.onerror = () => {
+    // The server ends the stream after the last event; a run still going reconnects
+    // by itself (EventSource resends Last-Event-ID).
+    if (!current || current.run !== run) source.close();
+  };
+  toEnd();
+}
+
+// After a reload: the conversation the tab had, its finished runs from their
+// transcripts, and the run in progress live.
+async function restore() {
+  if (!conversation) return;
+  let c;
+  try {
+    c = await api("GET", `/api/conversations/${conversation}`);
+  } catch (_) {
+    forgetConversation(); // forgotten by the server, or the server restarted
+    return;
+  }
+  let missing = 0;
+  for (const run of c.runs) {
+    let lines;
+    try {
+      const r = await fetch(`/api/runs/${run}/transcript`);
+      if (!r.ok) { missing++; continue; }
+      lines = (await r.text()).split("\n").filter((l) => l).map((l) => JSON.parse(l));
+    } catch (_) { missing++; continue; }
+    const question = (lines.find((e) => e.event === "run_started") || {}).query || "";
+    if (run === c.running) { watch(run, `/api/runs/${run}/events`, question); continue; }
+    const view = newExchange(question);
+    for (const e of lines) handle(view, run, e);
+  }
+  if (missing) status(`${missing} earlier exchange${missing === 1 ? " is" : "s are"} no longer kept by the server.`);
+  toEnd();
 }
 
 async function ask(question) {
@@ -275,25 +348,10 @@ async function ask(question) {
     const body = Object.keys(checkLevels).length ? { question, checks: checkLevels } : { question };
     started = await api("POST", `/api/conversations/${conversation}/runs`, body);
   } catch (e) {
-    if (e.status === 404) { conversation = null; return ask(question); }
+    if (e.status === 404) { forgetConversation(); return ask(question); }
     throw e;
   }
-  const view = newExchange(question);
-  const source = new EventSource(started.events);
-  current = { run: started.run, source, view };
-  $("stop").hidden = false;
-  $("send").disabled = true;
-  status("Running…");
-  source.onmessage = (m) => {
-    let e;
-    try { e = JSON.parse(m.data); } catch (_) { return; }
-    handle(view, started.run, e);
-  };
-  source.onerror = () => {
-    // The server ends the stream after the last event; a run still going reconnects
-    // by itself (EventSource resends Last-Event-ID).
-    if (!current || current.run !== started.run) source.close();
-  };
+  watch(started.run, started.events, question);
 }
 
 // The checks this page's runs turn on or off, by name, over the server's defaults.
@@ -320,6 +378,29 @@ function showChecks(checks) {
   }
 }
 
+// The first screen: a few questions the tools offered can answer, from the tools' own
+// examples; without any, the tools' names.
+function showWelcome(tools) {
+  const list = $("suggestions");
+  list.textContent = "";
+  const examples = tools.flatMap((t) => (t.examples || []).slice(0, 2)).slice(0, 4);
+  for (const q of examples) {
+    const li = el("li");
+    const b = el("button", "suggestion", q);
+    b.type = "button";
+    b.addEventListener("click", () => {
+      $("question").value = q;
+      $("ask").requestSubmit();
+    });
+    li.appendChild(b);
+    list.appendChild(li);
+  }
+  $("suggest-label").textContent = examples.length
+    ? "For example:"
+    : tools.length ? "The model can call: " + tools.map((t) => t.name).join(", ") + "." : "No tools are connected: the model answers on its own.";
+  $("welcome").hidden = $("log").children.length > 0;
+}
+
 async function loadTools() {
   try {
     const t = await api("GET", "/api/tools");
@@ -336,6 +417,7 @@ async function loadTools() {
     }
     $("tools-toggle").textContent = `Tools (${t.tools.length})`;
     showChecks(t.checks);
+    showWelcome(t.tools);
   } catch (e) {
     status("Could not list the tools: " + e.message);
   }
@@ -369,9 +451,10 @@ function setup() {
     // The page is cleared at once; the server forgets the conversation (and stops its
     // run) behind it.
     const old = conversation;
-    conversation = null;
+    forgetConversation();
     end();
     $("log").textContent = "";
+    $("welcome").hidden = false;
     status("Started over.");
     if (old) { try { await api("DELETE", `/api/conversations/${old}`); } catch (_) { /* gone */ } }
   });
@@ -380,7 +463,7 @@ function setup() {
     t.hidden = !t.hidden;
     $("tools-toggle").setAttribute("aria-expanded", String(!t.hidden));
   });
-  loadTools();
+  loadTools().then(restore);
   $("question").focus();
 }
 

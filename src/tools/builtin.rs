@@ -87,7 +87,8 @@ impl Builtin {
                        "properties": {"expression": {"type": "string", "maxLength": 500,
                                       "description": "e.g. (12.5 * 4) - 3"}},
                        "required": ["expression"]}),
-            ),
+            )
+            .with_examples(["What is 12.5 * 4 - 3?", "How much is 17% of 2,340?"]),
             ToolSpec::new(
                 "current_time",
                 "The current date and time, in UTC or at a UTC offset; only for questions about the date or time.",
@@ -95,44 +96,57 @@ impl Builtin {
                        "properties": {"utc_offset": {"type": "string",
                                       "pattern": "^[+-][0-9]{2}:[0-9]{2}$",
                                       "description": "e.g. +09:00; UTC when absent"}}}),
-            ),
+            )
+            .with_examples(["What is the date today?"]),
         ];
         if self.db.is_some() {
-            specs.push(ToolSpec::new(
-                "sql_query",
-                "Run one read-only SQL SELECT on the database; at most 100 rows.",
-                json!({"type": "object",
+            specs.push(
+                ToolSpec::new(
+                    "sql_query",
+                    "Run one read-only SQL SELECT on the database; at most 100 rows.",
+                    json!({"type": "object",
                        "properties": {"sql": {"type": "string", "maxLength": 2000}},
                        "required": ["sql"]}),
-            ));
+                )
+                .with_examples(["Which tables are in the database?"]),
+            );
         }
         if self.docs.is_some() {
-            specs.push(ToolSpec::new(
-                "search_docs",
-                "Search the documents; each hit cites its file and line.",
-                json!({"type": "object",
+            specs.push(
+                ToolSpec::new(
+                    "search_docs",
+                    "Search the documents; each hit cites its file and line.",
+                    json!({"type": "object",
                        "properties": {"query": {"type": "string", "maxLength": 300},
                                       "limit": {"type": "integer", "minimum": 1, "maximum": 10}},
                        "required": ["query"]}),
-            ));
+                )
+                .with_examples(["What do the documents say about installing?"]),
+            );
         }
         if self.root.is_some() {
-            specs.push(ToolSpec::new(
-                "read_file",
-                "Read a text file by its path relative to the files root.",
-                json!({"type": "object",
+            specs.push(
+                ToolSpec::new(
+                    "read_file",
+                    "Read a text file by its path relative to the files root.",
+                    json!({"type": "object",
                        "properties": {"path": {"type": "string", "maxLength": 500}},
                        "required": ["path"]}),
-            ));
+                )
+                .with_examples(["What does README.md say?"]),
+            );
         }
         if self.demo {
-            specs.push(ToolSpec::new(
-                "get_weather",
-                "Current weather for a city.",
-                json!({"type": "object",
+            specs.push(
+                ToolSpec::new(
+                    "get_weather",
+                    "Current weather for a city.",
+                    json!({"type": "object",
                        "properties": {"city": {"type": "string", "maxLength": 100}},
                        "required": ["city"]}),
-            ));
+                )
+                .with_examples(["What is the weather in Paris?"]),
+            );
         }
         specs
     }

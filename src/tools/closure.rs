@@ -86,6 +86,13 @@ impl FnTool {
         }
     }
 
+    /// The same tool with questions a person might ask of it, which the web page offers
+    /// ([`ToolSpec::examples`]).
+    pub fn with_examples<S: Into<String>>(mut self, examples: impl IntoIterator<Item = S>) -> Self {
+        self.spec = self.spec.with_examples(examples);
+        self
+    }
+
     /// What the model is told about the tool.
     pub fn spec(&self) -> &ToolSpec {
         &self.spec

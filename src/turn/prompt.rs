@@ -354,10 +354,15 @@ mod model_facing_text {
                     let schema = CallSchema::deciding_calls(&specs, narrowing, decide, calls);
                     assert_plain("the narrowed schema", &schema.as_value().to_string());
                 }
-                assert_plain(
-                    "the system prompt",
-                    &super::system_prompt(&specs, None, decide, calls),
-                );
+                let prompt = super::system_prompt(&specs, None, decide, calls);
+                assert_plain("the system prompt", &prompt);
+                // The questions offered to a person are not the model's to copy.
+                for example in specs.iter().flat_map(|s| &s.examples) {
+                    assert!(
+                        !prompt.contains(example.as_str()),
+                        "{example} in the prompt"
+                    );
+                }
             }
             assert_plain(
                 "the answer-only schema",

@@ -1,7 +1,9 @@
 // The page in a real headless Chromium (Debian's), driven by playwright-core.
-//   node tests/web/e2e.cjs scripted|real URL
+//   node tests/web/e2e.cjs scripted[:phone]|real URL
 // `scripted` expects tests/web.rs's scripted server: a hostile tool result and answer,
-// a clarify, and a run that hangs in a tool. `real` asks a real model one question.
+// a clarify, a run that hangs in a tool and one whose model never answers; at a
+// desktop's size, or a phone's (390×844) with `:phone`. `real` asks a real model one
+// question.
 // TOOLLOOP_SCREENSHOTS=DIR saves the page at a desktop's and a phone's width.
 // Exits non-zero with a message at the first thing that is not as it should be.
 "use strict";
@@ -10,7 +12,9 @@ const fs = require("fs");
 const os = require("os");
 const { chromium } = require(path.join(process.env.TOOLLOOP_PLAYWRIGHT, "playwright-core"));
 
-const [scenario, url] = process.argv.slice(2);
+const [scenarioArg, url] = process.argv.slice(2);
+const [scenario, size = "desktop"] = scenarioArg.split(":");
+const VIEWPORT = size === "phone" ? { width: 390, height: 844 } : { width: 1100, height: 800 };
 const shots = process.env.TOOLLOOP_SCREENSHOTS;
 
 function check(cond, message) {
@@ -37,13 +41,26 @@ async function noScriptRan(page) {
   check(js === 0, "no javascript: link was inserted");
 }
 
+// Whether the element is in view: below the sticky header, above the sticky input bar.
+async function inView(page, selector) {
+  return page.evaluate((sel) => {
+    const els = document.querySelectorAll(sel);
+    const r = els[els.length - 1].getBoundingClientRect();
+    const top = document.querySelector("header").getBoundingClientRect().bottom;
+    const bottom = document.querySelector("form#ask").getBoundingClientRect().top;
+    return { ok: r.height > 0 && r.top >= top - 1 && r.bottom <= bottom + 1, top: r.top, bottom: r.bottom, between: [top, bottom] };
+  }, selector);
+}
+
 async function scripted(page) {
-  await page.click("#tools-toggle");
-  await page.waitForSelector("#tool-list li >> text=get_weather");
-  check(true, "the tool catalogue is visible");
+  // The first screen offers questions the tools can answer; one click asks it.
+  await page.waitForSelector("#suggestions button >> text=What is the weather in Paris?");
+  check(await page.isVisible("#welcome"), "the first screen offers questions from the tools' examples");
 
   // 1. A tool call, its result, the answer; all hostile Markdown made harmless.
-  await ask(page, "What is the weather report for Paris?");
+  await page.click("#suggestions button >> text=What is the weather in Paris?");
+  await page.waitForSelector(".exchange:nth-of-type(1) .user >> text=What is the weather in Paris?");
+  check(await page.isHidden("#welcome"), "the suggestion was asked and the first screen gave way");
   await page.waitForSelector(".exchange:nth-of-type(1) .step.call >> text=weather_report");
   await page.waitForSelector(".exchange:nth-of-type(1) .step.result");
   await page.waitForSelector(".exchange:nth-of-type(1) .answer strong >> text=sunny");
@@ -80,33 +97,74 @@ async function scripted(page) {
   const answered = await page.textContent(".exchange:nth-of-type(2) .steps");
   check(answered.includes("Which city?") && answered.includes("You answered") && answered.includes("Oslo"),
         "the question stays in the history and the run resumed with the answer");
-  if (shots) {
-    await page.setViewportSize({ width: 1100, height: 1500 });
-    await page.screenshot({ path: path.join(shots, "web-desktop.png") });
-    await page.setViewportSize({ width: 1100, height: 800 });
-  }
 
-  // 3. A run held in a hanging tool ends at once with Stop.
+  // The newest answer is in view, not under the input bar, on a page taller than the
+  // window.
+  const tall = await page.evaluate(() => document.documentElement.scrollHeight - window.innerHeight);
+  check(tall > 0, `the conversation is taller than the window (by ${tall}px)`);
+  const seen = await inView(page, ".exchange:nth-of-type(2) .answer");
+  check(seen.ok, "the newest answer is in view: " + JSON.stringify(seen));
+
+  // The Tools panel opens in view wherever the page is scrolled.
+  await page.click("#tools-toggle");
+  await page.waitForSelector("#tool-list li >> text=get_weather");
+  const panel = await page.evaluate(() => {
+    const r = document.querySelector("#tool-list").getBoundingClientRect();
+    return { top: r.top, bottom: r.bottom, scrolled: window.scrollY, height: window.innerHeight };
+  });
+  check(panel.scrolled > 0 && panel.top >= 0 && panel.top < panel.height,
+        "the Tools panel opens in view on a scrolled page: " + JSON.stringify(panel));
+  await page.click("#tools-toggle");
+  if (shots) await page.screenshot({ path: path.join(shots, `web-${size}.png`) });
+
+  // A reload shows the conversation again.
+  await page.reload();
+  await page.waitForSelector(".exchange:nth-of-type(2) .answer strong >> text=Oslo");
+  check(await page.locator(".exchange").count() === 2 && await page.isHidden("#welcome"),
+        "a reload restores the conversation from the server");
+  const restored = await page.textContent(".exchange:nth-of-type(1)");
+  check(restored.includes("weather_report") && restored.includes("sunny"), "with its steps and answers");
+
+  // 3. A run held in a hanging tool: a reload in the middle keeps it, and Stop ends it at
+  // once. A person who scrolled up to read is not pulled down by new steps.
   await ask(page, "Look up the answer");
   await page.waitForSelector(".exchange:nth-of-type(3) .step.call >> text=slow_lookup");
-  const t0 = Date.now();
+  await page.reload();
+  await page.waitForSelector(".exchange:nth-of-type(3) .step.call >> text=slow_lookup");
+  await page.waitForSelector("#stop", { state: "visible" });
+  check(true, "a reload mid-run shows the run in progress, with Stop");
+  await page.evaluate(() => window.scrollTo(0, 0));
+  let t0 = Date.now();
   await page.click("#stop");
   await page.waitForSelector(".exchange:nth-of-type(3) .step >> text=Stopped.", { timeout: 10000 });
   await settled(page, 10000);
-  check(Date.now() - t0 < 5000, `stop ended the run in ${Date.now() - t0} ms`);
+  check(Date.now() - t0 < 3000, `stop ended the run held in a tool in ${Date.now() - t0} ms`);
+  const y = await page.evaluate(() => window.scrollY);
+  check(y < 5, `the page stayed where the person scrolled to (scrollY ${y})`);
+
+  // 4. A run whose model has not answered yet: Stop ends it within about a second.
+  await ask(page, "Anything at all");
+  await page.waitForSelector(".exchange:nth-of-type(4) .step.thinking");
+  await page.waitForTimeout(500);
+  t0 = Date.now();
+  await page.click("#stop");
+  await page.waitForSelector(".exchange:nth-of-type(4) .step >> text=Stopped.", { timeout: 10000 });
+  await settled(page, 10000);
+  check(Date.now() - t0 < 2000, `stop ended the run waiting on the model in ${Date.now() - t0} ms`);
+  const footer4 = await page.textContent(".exchange:nth-of-type(4) .footer");
+  check(!/timed out|error/i.test(footer4), "ended as stopped, not as an error: " + footer4);
 
   // The history is kept across questions, and Start over clears it.
   const exchanges = await page.locator(".exchange").count();
-  check(exchanges === 3, "three exchanges in the conversation");
-  if (shots) {
-    await page.setViewportSize({ width: 390, height: 844 });
-    await page.screenshot({ path: path.join(shots, "web-phone.png"), fullPage: false });
-    const wide = await page.evaluate(() => document.documentElement.scrollWidth);
-    check(wide <= 390, `readable at a phone's width (page is ${wide}px wide)`);
-  }
+  check(exchanges === 4, "four exchanges in the conversation");
+  const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+  check(wide <= VIEWPORT.width, `nothing wider than the window (page is ${wide}px wide)`);
   await page.click("#reset");
   await page.waitForFunction(() => document.querySelectorAll(".exchange").length === 0, null, { timeout: 5000 });
-  check(true, "start over clears the conversation");
+  check(await page.isVisible("#welcome"), "start over clears the conversation and offers the questions again");
+  await page.reload();
+  await page.waitForSelector("#suggestions button");
+  check(await page.locator(".exchange").count() === 0, "and a reload after it stays empty");
 }
 
 async function real(page) {
@@ -133,7 +191,7 @@ async function real(page) {
   });
   let failed = false;
   try {
-    const context = await browser.newContext({ viewport: { width: 1100, height: 800 }, acceptDownloads: true });
+    const context = await browser.newContext({ viewport: VIEWPORT, acceptDownloads: true });
     const page = await context.newPage();
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));

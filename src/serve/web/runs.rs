@@ -257,7 +257,7 @@ pub struct Runs {
 }
 
 /// How long a run goes on after its last page stopped watching ([`Runs::with_grace`]).
-pub const GRACE: Duration = Duration::from_secs(15);
+const GRACE: Duration = Duration::from_secs(15);
 
 #[derive(Default)]
 struct State {
@@ -312,7 +312,7 @@ impl Runs {
         Ok(Runs::new(make, Arc::new(catalogue), config, max_runs, 64))
     }
 
-    /// How long a run goes on once no page watches it (default [`GRACE`]).
+    /// How long a run goes on once no page watches it (15 seconds unless set).
     pub fn with_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
         self
