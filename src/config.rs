@@ -1,7 +1,7 @@
 //! Every setting of a run and every default, in one place.
 //!
-//! [`Config`] is seed 003's settings (model, Ollama's address, the tools, the iteration
-//! limit, one deadline for the run) with the rest of what a run needs beside them. Its
+//! [`Config`] holds the model, Ollama's address, the tools, the iteration limit and one
+//! deadline for the run, with the rest of what a run needs beside them. Its
 //! `impl Default` is the only place a default is written: the engine reads a config as it
 //! is, the backends' [`GenOptions`] take theirs from it, and the command line's flags start from
 //! it. [`Config::backend`] builds the model backend a config names, for the command line
@@ -20,10 +20,10 @@ use crate::tools::ToolSetup;
 use crate::turn::schema::{Decide, Narrowing};
 
 /// Ollama's own default address (what its client uses for an empty `OLLAMA_HOST`).
-/// `127.0.0.1` rather than seed 003's `localhost`: Ollama listens on IPv4 loopback, and
+/// `127.0.0.1` rather than `localhost`: Ollama listens on IPv4 loopback, and
 /// `localhost` may resolve to `::1` first.
 pub use crate::backend::ollama::DEFAULT_HOST as DEFAULT_OLLAMA_HOST;
-/// Seed 003's tool server.
+/// The tool server used when no tool flag is given.
 pub const DEFAULT_TOOLS_URL: &str = "http://localhost:5000";
 /// llama-server's default address, for the OpenAI-compatible backend.
 pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080/v1";
@@ -44,7 +44,7 @@ pub enum BackendKind {
     OpenAi,
 }
 
-/// The settings of a run, with seed 003's defaults.
+/// The settings of a run, with their defaults.
 ///
 /// ```
 /// use std::time::Duration;

@@ -1,6 +1,6 @@
 //! One deadline for a whole run.
 //!
-//! The seed's `timeout` is not per request: it bounds the run. Every model and tool call
+//! `timeout` is not per request: it bounds the run. Every model and tool call
 //! asks the [`Deadline`] how long it may take, so a hung server cannot hold a run past its
 //! end by more than the time it takes to notice a socket timeout.
 

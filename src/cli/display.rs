@@ -1,6 +1,6 @@
 //! What a person sees on stderr while a run goes: a spinner with the elapsed time while
 //! the model thinks (only on a terminal), each tool call and a short result as they
-//! happen (seed 001's `[Tool Call: name]` / `[Tool Result: name]`), warnings, and with
+//! happen (`[Tool Call: name]` / `[Tool Result: name]`), warnings, and with
 //! `-v` the full `[LLM]`/`[ACT]`/`[OBSERVE]` trace. Colour only on a terminal and never
 //! when `NO_COLOR` is set. stdout is left to the answer.
 

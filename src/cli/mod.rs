@@ -111,8 +111,8 @@ fn init_logging() {
     builder.init();
 }
 
-/// The settings a command line asks for. With no tool flags the seed's default tool
-/// server is used (`Config::default().tools`), unless `--no-tools`.
+/// The settings a command line asks for. With no tool flags the default tool server
+/// (`http://localhost:5000`) is used (`Config::default().tools`), unless `--no-tools`.
 fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
     let defaults = Config::default();
     let setup = tools.setup();

@@ -9,7 +9,7 @@
 //! time, kept replying with invalid turns, was blocked by a guardrail) is an [`Ending`]
 //! inside an `Ok` outcome, because the steps, history and usage are worth having; a fault
 //! of the *infrastructure* (server down, model missing, tool API unreachable) is an `Err`.
-//! Seed 003's one-call API turns every ending but an answer into its error
+//! The one-call API ([`crate::run_loop`]) turns every ending but an answer into its error
 //! (`Outcome::into_answer` in the orchestrator module).
 //!
 //! This module is a leaf: it imports nothing from the crate.

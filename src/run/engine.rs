@@ -6,7 +6,7 @@
 //! [`crate::run::orchestrator`] is a short loop around it; tests drive it with no model and
 //! no socket.
 //!
-//! The rules it keeps, in the order of seed 003's flow:
+//! The rules it keeps, in the order a run meets them:
 //! - every reply is repaired and checked against the schema; an invalid one goes back to
 //!   the model with the reason, at most `max_invalid_retries` times in a row;
 //! - the schema is narrowed to the tools still available, and on the last iteration (or
@@ -73,7 +73,7 @@ pub enum Step {
     Done,
 }
 
-/// One action of the model, as recorded in the outcome (seed 002's steps).
+/// One action of the model, as recorded in the outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepRecord {
     /// The model turn it belongs to (1-based).
@@ -325,7 +325,7 @@ impl Engine {
         }
         if let Err(rejection) = self.schema().check(&parsed.turn) {
             // A valid call on the last iteration is not a format error: the iterations
-            // are used up (seed 003's MaxIterationsReached).
+            // are used up (`MaxIterationsReached` for `run_loop`).
             let last = self.iterations + 1 >= self.config.max_iterations;
             if last && !self.forced_answer && self.schema.check(&parsed.turn).is_ok() {
                 self.iterations += 1;

@@ -1,5 +1,5 @@
-//! The library's error: what stops a run from giving an [`crate::Outcome`], and seed
-//! 003's errors for the endings without an answer. Messages are short, lowercase, and say
+//! The library's error: what stops a run from giving an [`crate::Outcome`], and the
+//! errors [`crate::run_loop`] gives for the endings without an answer. Messages are short, lowercase, and say
 //! what to do; settings are named in backticks (`` `timeout` ``), which the command line
 //! turns into its flags.
 
@@ -10,8 +10,8 @@ use crate::run::ending::{
 use crate::run::engine::StepRecord;
 use crate::tools::ToolError;
 
-/// Why a run failed. Every variant carries the steps taken so far. The first six are
-/// seed 003's; [`crate::Orchestrator::run`] returns only the infrastructure ones (the model's
+/// Why a run failed. Every variant carries the steps taken so far.
+/// [`crate::Orchestrator::run`] returns only the infrastructure ones (the model's
 /// endings are in its [`crate::Outcome`]), and [`crate::Outcome::into_answer`] the others.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -43,8 +43,8 @@ pub enum OrchestratorError {
         steps: Vec<StepRecord>,
     },
     /// A tool failed and the run could not go on without it. toolloop itself degrades
-    /// instead (the model answers without the tool); the variant is seed 003's, for
-    /// callers that match on it.
+    /// instead (the model answers without the tool); the variant is for callers of
+    /// [`crate::run_loop`] that match on it.
     #[error("tool {tool} failed: {detail}")]
     ToolExecutionFailed {
         /// The tool.

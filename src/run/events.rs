@@ -377,7 +377,7 @@ impl Observer for Box<dyn Observer> {
     }
 }
 
-/// Writes the human trace of seed 004 to stderr: `[LLM]`, `[REPAIR]`, `[RETRY]`, `[ACT]`,
+/// Writes the human trace to stderr: `[LLM]`, `[REPAIR]`, `[RETRY]`, `[ACT]`,
 /// `[OBSERVE]`, `[DONE]` lines.
 #[derive(Debug, Default)]
 pub struct Trace {

@@ -1,4 +1,4 @@
-//! Guardrails on what goes in and what comes out (seed 002): size limits and blocked
+//! Guardrails on what goes in and what comes out: size limits and blocked
 //! patterns, each with an action. `Allow` lets it through, `Warn` lets it through with a
 //! warning event, `Block` stops the run with stop reason `blocked`.
 

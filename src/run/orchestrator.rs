@@ -1,8 +1,8 @@
-//! The blocking driver around [`crate::run::engine::Engine`], and the public API: seed 003's
+//! The blocking driver around [`crate::run::engine::Engine`], and the public API: the
 //! one-call [`run_loop`], the [`Orchestrator`] built with [`OrchestratorBuilder`] for the
 //! full form, and a [`Conversation`] that keeps history across turns.
 //!
-//! The driver is seed 003's flow diagram: ask the engine what to do, do it (model, tool,
+//! The driver is a short loop: ask the engine what to do, do it (model, tool,
 //! person) within what is left of the deadline, feed the result back, until done. How the
 //! run ended is the engine's [`Ending`]; this module only adds the output guardrail and
 //! the `stopped` event.

@@ -1,5 +1,5 @@
 //! What a run gave: its [`Ending`], the steps, the history and the usage, and the forms a
-//! caller wants of it — the answer or seed 003's error ([`Outcome::into_answer`]), and
+//! caller wants of it — the answer or an error ([`Outcome::into_answer`]), and
 //! the `--json` object ([`Outcome::to_json`]).
 
 use std::time::Duration;
@@ -25,7 +25,7 @@ pub struct Outcome {
     pub iterations: u32,
     /// The whole history, system prompt first.
     pub history: Vec<Message>,
-    /// Where this run's part of the history begins (seed 000's `history_delta` is
+    /// Where this run's part of the history begins ([`Outcome::history_delta`] is
     /// `history[delta_start..]`).
     pub delta_start: usize,
     /// Token usage summed over the run.
@@ -57,7 +57,7 @@ impl Outcome {
         &self.history[self.delta_start.min(self.history.len())..]
     }
 
-    /// The answer, or the error seed 003 raises for each other ending.
+    /// The answer, or an error for each other ending (what [`crate::run_loop`] returns).
     pub fn into_answer(self) -> Result<String, OrchestratorError> {
         let steps = self.steps;
         Err(match self.ending {

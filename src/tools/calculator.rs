@@ -3,8 +3,8 @@
 //! Small models are bad at arithmetic and good at writing `12.5 * 4`; this evaluates it
 //! exactly, with rational numbers, so `0.1 + 0.2` is `0.3`. Only numbers, `+ - * / // %
 //! **`, parentheses and unary minus are understood: a name, a call or any other character
-//! is an error (seed 002 refuses calls and attribute access; here nothing but arithmetic
-//! exists to refuse).
+//! is an error (there is no call or attribute access to refuse: nothing but arithmetic
+//! exists).
 
 use std::fmt;
 

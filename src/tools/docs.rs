@@ -27,7 +27,7 @@ pub const DOC_MAX_FILE_BYTES: u64 = 2 << 20;
 /// How many folder entries are looked at, at most, to find the files.
 const WALK_LIMIT: usize = 200_000;
 
-/// Paragraphs of a folder's text files, for ranked search with citations (seed 002).
+/// Paragraphs of a folder's text files, for ranked search with citations.
 pub struct DocIndex {
     engine: SearchEngine<u32>,
     /// File and first line of each paragraph, by the paragraph's id.

@@ -2,7 +2,7 @@
 //! `POST /tools/{name}`, `GET /health`. Any server in any language can implement it;
 //! `toolloop serve-tools` is ours.
 //!
-//! Retries (seed 002: up to 2) only where a retry is safe because the call cannot have
+//! Retries (up to 2) only where a retry is safe because the call cannot have
 //! run: connection refused, 502, 503, 504. A 50 MB result is not loaded whole: the body
 //! is read up to a cap and what arrived is repaired.
 
@@ -19,8 +19,7 @@ pub const MAX_RESULT_BYTES: usize = 1 << 20;
 /// Retries of a call that cannot have run.
 const RETRIES: u32 = 2;
 
-/// Tools behind an HTTP tool API at a base URL (the seed's default
-/// `http://localhost:5000`).
+/// Tools behind an HTTP tool API at a base URL (by default `http://localhost:5000`).
 #[derive(Debug, Clone)]
 pub struct HttpTools {
     base: String,

@@ -3,8 +3,8 @@
 //! A source is the HTTP tool API ([`http::HttpTools`]), an MCP server ([`mcp::McpTools`]),
 //! Rust closures ([`closure::FnTools`]) or the built-in tools ([`builtin::Builtin`]). Each
 //! describes its tools as a [`ToolSpec`], the shape MCP's `tools/list` and our
-//! `GET /tools` share, and answers a call with a [`ToolResult`] (seed 003's
-//! `{ok, content, error}`).
+//! `GET /tools` share, and answers a call with a [`ToolResult`]
+//! (`{ok, content, error}`).
 //!
 //! The error policy follows smolagents: a mistake of the *model* (unknown tool, arguments
 //! that fail the schema, a tool that reports an error) becomes text the model sees and
@@ -35,7 +35,7 @@ pub use closure::{FnTool, FnTools};
 pub use http::HttpTools;
 pub use mcp::McpTools;
 
-/// What a tool call gave: seed 003's `ToolResult`.
+/// What a tool call gave: its content, or the error the model reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
     /// Whether the tool succeeded.

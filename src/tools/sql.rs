@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::{ToolError, ToolResult};
 
-/// The most rows `sql_query` returns (seed 002).
+/// The most rows `sql_query` returns.
 #[cfg(feature = "sqlite")]
 pub const SQL_MAX_ROWS: usize = 100;
 /// The most text of one value in a reply; longer values are cut with a marker, as

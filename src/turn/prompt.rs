@@ -1,4 +1,4 @@
-//! The system prompt (seed 003's `build_system_prompt`).
+//! The system prompt.
 //!
 //! Ollama does not show the `format` schema to the model, so the prompt must describe the
 //! protocol. With a 0.5B model the prompt decides more than anything else (`BENCHMARKS.md`):

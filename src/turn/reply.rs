@@ -3,7 +3,7 @@
 //! Every reply of the model is one JSON object of three kinds (see
 //! `docs/ARCHITECTURE.md`, "The turn"). The types here are the source of truth: `schemas/call_schema.json` is
 //! generated from them by schemars. Parsing is deliberately more tolerant than the schema:
-//! it accepts the seed's flat form (one object with every field, unused ones `null`),
+//! it accepts the flat form (one object with every field, unused ones `null`),
 //! `arguments` given as a JSON-encoded string, common aliases of field names, and text
 //! around the object, so that an unconstrained backend still works.
 
@@ -186,7 +186,7 @@ impl Turn {
     /// use toolloop::turn::Turn;
     /// use toolloop::turn::repair::Fix;
     ///
-    /// // The seed's flat form, truncated, in a code fence.
+    /// // The flat form (every field, unused ones null), truncated, in a code fence.
     /// let text = "```json\n{\"kind\": \"tool_call\", \"tool\": \"get_weather\", \
     ///             \"arguments\": {\"city\": \"Tokyo\"}, \"content\": null";
     /// let parsed = Turn::parse(text).unwrap();
@@ -258,8 +258,8 @@ impl Turn {
         }
     }
 
-    /// Reads a turn from a JSON value, accepting the canonical form, the seed's flat
-    /// form and common aliases. Adds what it had to change to `fixes`; the error message
+    /// Reads a turn from a JSON value, accepting the canonical form, the flat form
+    /// (every field, unused ones `null`) and common aliases. Adds what it had to change to `fixes`; the error message
     /// is meant for the model.
     pub fn from_value(value: Value, fixes: &mut Fixes) -> Result<Turn, String> {
         let Value::Object(mut obj) = value else {
@@ -532,7 +532,7 @@ mod tests {
     }
 
     #[test]
-    fn flat_form_of_the_seed() {
+    fn the_flat_form_with_every_field() {
         let t = parse(
             r#"{"kind":"final_answer","tool":null,"arguments":null,"content":"hi",
                 "thought":null,"question":null,"missing_params":null}"#,

@@ -1,4 +1,4 @@
-//! The builder of an [`Orchestrator`], seed 003's one-call `run_loop`, and the handler
+//! The builder of an [`Orchestrator`], the one-call `run_loop`, and the handler
 //! that answers the model's questions.
 
 use std::time::Duration;
@@ -34,7 +34,7 @@ impl ClarifyHandler for Box<dyn ClarifyHandler> {
     }
 }
 
-/// Seed 003's one call: asks the configured model, with the configured tools, and
+/// The whole loop in one call: asks the configured model, with the configured tools, and
 /// returns the answer.
 ///
 /// ```no_run
