@@ -144,8 +144,8 @@ pub struct Engine {
     state: State,
     specs: Vec<ToolSpec>,
     unavailable: BTreeSet<String>,
-    schema: CallSchema,
-    answer_schema: CallSchema,
+    /// The first turn's schema, the one after results and the answer-only one.
+    schema: std::sync::Arc<Schemas>,
     /// Set when calling brings nothing new: from then on only an answer is allowed.
     forced_answer: bool,
     /// After a declined call: the tools that fit better (none: only an answer).
@@ -172,8 +172,8 @@ pub struct Engine {
     budget: Budget,
     /// The successful results shown to the model in this run.
     shown: BTreeSet<String>,
-    /// Once results are in: the schema with one call per turn ([`Engine::settle`]).
-    one_at_a_time: Option<CallSchema>,
+    /// Results are in: one call per turn from now on ([`Engine::settle`]).
+    results_in: bool,
 }
 
 impl Engine {
@@ -181,26 +181,20 @@ impl Engine {
     /// `query`, with the tools in `specs`.
     #[cfg(test)]
     pub fn new(history: Vec<Message>, query: &str, specs: Vec<ToolSpec>, config: Config) -> Self {
-        let schema = CallSchema::deciding_calls(
-            &specs,
-            config.narrowing,
-            config.decide,
-            config.max_calls_per_turn,
-        );
+        let schema = std::sync::Arc::new(Schemas::new(&specs, &config));
         Self::with_schema(history, query, specs, config, schema)
     }
 
-    /// Like [`Engine::new`], with the schema for `specs` already built (it is the same for
-    /// every run over one catalogue, and building it compiles validators).
+    /// Like [`Engine::new`], with the schemas for `specs` already built (they are the same
+    /// for every run over one catalogue, and building one compiles validators).
     pub fn with_schema(
         mut history: Vec<Message>,
         query: &str,
         specs: Vec<ToolSpec>,
         config: Config,
-        schema: CallSchema,
+        schema: std::sync::Arc<Schemas>,
     ) -> Self {
         let run_start = history.len();
-        let decide = config.decide;
         history.push(Message::user(query));
         Engine {
             guard: ContextGuard::new(config.options.num_ctx),
@@ -210,7 +204,6 @@ impl Engine {
             specs,
             unavailable: BTreeSet::new(),
             schema,
-            answer_schema: CallSchema::answer_only_deciding(decide),
             forced_answer: false,
             shortlist: None,
             history,
@@ -227,7 +220,7 @@ impl Engine {
             usage: Usage::default(),
             budget: Budget::default(),
             shown: BTreeSet::new(),
-            one_at_a_time: None,
+            results_in: false,
         }
     }
 
@@ -284,9 +277,10 @@ impl Engine {
     /// The schema for the next model request.
     pub fn schema(&self) -> &CallSchema {
         match &self.shortlist {
-            _ if self.answer_only() => &self.answer_schema,
+            _ if self.answer_only() => &self.schema.answer,
             Some(shortlist) => shortlist,
-            None => self.one_at_a_time.as_ref().unwrap_or(&self.schema),
+            None if self.results_in => self.schema.after_results(),
+            None => &self.schema.first,
         }
     }
 
@@ -327,7 +321,7 @@ impl Engine {
             // A valid call on the last iteration is not a format error: the iterations
             // are used up (`MaxIterationsReached` for `run_loop`).
             let last = self.iterations + 1 >= self.config.max_iterations;
-            if last && !self.forced_answer && self.schema.check(&parsed.turn).is_ok() {
+            if last && !self.forced_answer && self.schema.first.check(&parsed.turn).is_ok() {
                 self.iterations += 1;
                 let iterations = self.iterations;
                 self.state = State::Done(Ending::MaxIterations { iterations });
@@ -602,6 +596,7 @@ fn schema_of(specs: &[ToolSpec], keep: impl Fn(&str) -> bool, config: &Config) -
 }
 
 mod calls;
+pub(crate) use calls::Schemas;
 mod decide;
 
 #[cfg(test)]

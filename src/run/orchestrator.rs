@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::deadline::{Deadline, StopHandle};
 use crate::run::budget::Budget;
 use crate::run::ending::Ending;
+use crate::run::engine::Schemas;
 use crate::run::engine::{Engine, Step};
 pub use crate::run::error::OrchestratorError;
 use crate::run::events::{Event, Observer};
@@ -23,7 +24,6 @@ pub use crate::run::outcome::Outcome;
 use crate::run::request::watched_chat;
 use crate::tools::{Catalogue, ToolSpec};
 use crate::turn::answer_stream::AnswerStream;
-use crate::turn::schema::CallSchema;
 
 /// Room for the fit question's answer, `{"answer": "yes"}`: 6 to 14 tokens as servers space it.
 const FIT_TOKENS: u32 = 16;
@@ -47,7 +47,8 @@ pub struct Orchestrator {
     /// What each request is sent with ([`Config::request_options`]).
     options: GenOptions,
     specs: Vec<ToolSpec>,
-    schema: CallSchema,
+    /// Shared by every run: a clone per run was a deep copy of each schema.
+    schema: std::sync::Arc<Schemas>,
     catalogue: std::sync::Arc<Catalogue>,
     config: Config,
     observers: Vec<Box<dyn Observer>>,

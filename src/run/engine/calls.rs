@@ -6,10 +6,52 @@ use std::time::Duration;
 
 use super::{Call, Engine, Pending, State, schema_of};
 use crate::backend::Message;
+use crate::config::Config;
 use crate::run::events::Event;
 use crate::run::feedback;
 use crate::run::memory::CallKey;
+use crate::tool_spec::ToolSpec;
 use crate::tools::{ToolError, ToolResult};
+use crate::turn::schema::CallSchema;
+
+/// The schemas a run's requests are held to that depend only on the tools and the
+/// settings. An orchestrator builds them once: building one compiles validators, which
+/// took most of a run's own time when it was done per run (`BENCHMARKS.md`, "Loop
+/// overhead").
+#[derive(Debug, Clone)]
+pub(crate) struct Schemas {
+    /// The first turn's: several calls when the settings allow them.
+    pub(crate) first: CallSchema,
+    /// After results, one call at a time; `None` when the first is that already.
+    one_call: Option<CallSchema>,
+    /// An answer only.
+    pub(crate) answer: CallSchema,
+}
+
+impl Schemas {
+    /// The schemas for every tool in `specs`.
+    pub(crate) fn new(specs: &[ToolSpec], config: &Config) -> Self {
+        Self::of(specs, |_| true, config)
+    }
+
+    /// The schemas for the tools of `specs` that `keep` keeps.
+    pub(crate) fn of(specs: &[ToolSpec], keep: impl Fn(&str) -> bool, config: &Config) -> Self {
+        let one = Config {
+            max_calls_per_turn: 1,
+            ..config.clone()
+        };
+        Schemas {
+            first: schema_of(specs, &keep, config),
+            one_call: (config.max_calls_per_turn > 1).then(|| schema_of(specs, &keep, &one)),
+            answer: CallSchema::answer_only_deciding(config.decide),
+        }
+    }
+
+    /// The schema once results are in.
+    pub(crate) fn after_results(&self) -> &CallSchema {
+        self.one_call.as_ref().unwrap_or(&self.first)
+    }
+}
 
 impl Engine {
     /// The calls of one turn, as the checks left them: each answered from memory (a
@@ -126,25 +168,13 @@ impl Engine {
         };
         self.unavailable.insert(tool.to_string());
         let unavailable = &self.unavailable;
-        self.schema = schema_of(&self.specs, |n| !unavailable.contains(n), &self.config);
-        if self.one_at_a_time.is_some() {
-            self.one_at_a_time = Some(self.one_call_schema());
-        }
+        let schema = Schemas::of(&self.specs, |n| !unavailable.contains(n), &self.config);
+        self.schema = std::sync::Arc::new(schema);
         self.events.push(Event::Degraded {
             tool: tool.to_string(),
             reason,
         });
         (feedback::degraded(tool, &observation), ok)
-    }
-
-    /// The schema of the tools still available, one call per turn.
-    fn one_call_schema(&self) -> crate::turn::schema::CallSchema {
-        let one = crate::config::Config {
-            max_calls_per_turn: 1,
-            ..self.config.clone()
-        };
-        let unavailable = &self.unavailable;
-        schema_of(&self.specs, |n| !unavailable.contains(n), &one)
     }
 
     /// Every call of the turn has its result: into the history in the order of the calls,
@@ -166,9 +196,7 @@ impl Engine {
         // first turn sees; after results, one call at a time. Offered the form after a
         // result, Qwen 0.5B wrote a second call nobody asked for each turn (the calculator
         // on its own result, then its square: BENCHMARKS.md, "Several calls by default").
-        if self.config.max_calls_per_turn > 1 && self.one_at_a_time.is_none() {
-            self.one_at_a_time = Some(self.one_call_schema());
-        }
+        self.results_in = true;
         if nothing_new && !self.forced_answer {
             self.forced_answer = true;
             self.events.push(Event::NothingNew {

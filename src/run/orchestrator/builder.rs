@@ -8,12 +8,13 @@ use crate::backend::{Backend, GenOptions};
 use crate::checks::Checks;
 use crate::config::Config;
 use crate::deadline::{Deadline, StopHandle};
+use crate::run::engine::Schemas;
 use crate::run::events::Observer;
 use crate::run::guardrails::Guardrails;
 use crate::tools::closure::{FnTool, FnTools};
 use crate::tools::{Catalogue, ToolSetup, ToolSource};
 use crate::turn::prompt::system_prompt;
-use crate::turn::schema::{CallSchema, Decide, Narrowing};
+use crate::turn::schema::{Decide, Narrowing};
 
 /// Answers the model's clarifying questions (the command line asks the person at the
 /// terminal). Any `FnMut(&str, &[String]) -> Option<String>` is one.
@@ -264,12 +265,7 @@ impl OrchestratorBuilder {
             decide,
             self.config.max_calls_per_turn,
         );
-        let schema = CallSchema::deciding_calls(
-            &specs,
-            self.config.narrowing,
-            decide,
-            self.config.max_calls_per_turn,
-        );
+        let schema = std::sync::Arc::new(Schemas::new(&specs, &self.config));
         Ok(Orchestrator {
             backend,
             options: self.config.request_options(),
