@@ -213,6 +213,12 @@ function handle(view, run, e) {
     case "ungrounded":
       step(view, "repair", `Left out (${e.check})`, `${e.tool}: ${e.arguments.join(", ")} (nobody gave them)`);
       break;
+    case "more_calls":
+      step(view, "repair", `Asked for more calls (${e.check})`, `${e.made} made, the model gave one more p ${e.p_more.toFixed(4)}; asked again for at least ${e.at_least}`);
+      break;
+    case "nothing_new":
+      step(view, "repair", "Nothing new", `${e.tools.join(", ")}: results already shown; the model is asked to answer`);
+      break;
     case "repeat":
       step(view, "problem", "Repeated call", `${e.tool} (${e.count} times)`);
       break;

@@ -9,7 +9,8 @@
 //!
 //! 1. while the reply streams: `looping-reply`;
 //! 2. once per turn that calls a tool: `tool-probability`, `tool-fit` (which may first
-//!    have the engine put its question to the model), then `tool-relevance`;
+//!    have the engine put its question to the model), `tool-relevance`, then
+//!    `more-calls`;
 //! 3. on each call, in the order of the calls: `date-layout`, `percent-fraction`,
 //!    `size-word-zeros`, `repeated-value`, `ungrounded-optional`, `invented-required`.
 //!
@@ -19,6 +20,7 @@ pub(crate) mod date_layout;
 pub(crate) mod grounding;
 pub(crate) mod invented_required;
 pub(crate) mod looping_reply;
+pub(crate) mod more_calls;
 pub(crate) mod percent_fraction;
 pub(crate) mod repeated_value;
 pub(crate) mod size_word_zeros;
@@ -55,6 +57,8 @@ pub enum Effect {
     Drops,
     /// Turns the call into a question for the person.
     Asks,
+    /// Asks the model again for one call more.
+    AsksForMore,
 }
 
 impl std::fmt::Display for Effect {
@@ -65,6 +69,7 @@ impl std::fmt::Display for Effect {
             Effect::Rewrites => "rewrites a value",
             Effect::Drops => "leaves an argument out",
             Effect::Asks => "asks the person",
+            Effect::AsksForMore => "asks the model for one call more",
         })
     }
 }
@@ -207,6 +212,11 @@ pub(crate) struct Judgement {
     /// For a turn of several calls: the model's share of probability for several rather
     /// than one ([`tool_probability::several_share`]).
     pub p_several: Option<f64>,
+    /// For a turn of several calls: the model's share for one more call where it closed
+    /// the list ([`tool_probability::more_share`]).
+    pub p_more: Option<f64>,
+    /// Whether the model is asked again for one call more ([`more_calls`]).
+    pub more: bool,
 }
 
 /// Something a check did, for the trace and the transcript.
@@ -254,6 +264,11 @@ pub(crate) enum Verdict {
     Decline {
         /// The tools to choose among.
         instead: Vec<String>,
+    },
+    /// Do not call yet: ask the model again for at least this many calls.
+    More {
+        /// The fewest calls the turn asked again may carry.
+        at_least: usize,
     },
     /// Do not call: ask the person for these arguments of this tool.
     Ask {
@@ -304,6 +319,7 @@ pub(crate) static ALL: &[&dyn Check] = &[
     &tool_probability::ToolProbability,
     &tool_fit::ToolFit,
     &tool_relevance::ToolRelevance,
+    &more_calls::MoreCalls,
     &date_layout::DateLayout,
     &percent_fraction::PercentFraction,
     &size_word_zeros::SizeWordZeros,
@@ -373,7 +389,9 @@ impl Checks {
             }
             let declined = judgement.declined || !judgement.instead.is_empty();
             let instead = judgement.instead.clone();
+            let more = judgement.more;
             judgement.p_several = tool_probability::several_share(ctx.reply);
+            judgement.p_more = tool_probability::more_share(ctx.reply);
             if judgement.p_tool.is_some() {
                 findings.push(Finding::Decision {
                     tool: tool.clone(),
@@ -382,6 +400,10 @@ impl Checks {
             }
             if declined {
                 return (findings, Verdict::Decline { instead });
+            }
+            if more {
+                let at_least = calls.len() + 1;
+                return (findings, Verdict::More { at_least });
             }
         }
         for (tool, arguments) in calls.iter_mut() {

@@ -192,6 +192,80 @@ pub fn several_share(reply: &ChatReply) -> Option<f64> {
     None
 }
 
+/// Where the list of calls of a `tool_calls` turn closes: the offset of the `]` that ends
+/// the value of the top-level key `"calls"`.
+fn calls_array_end(text: &str) -> Option<usize> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let (mut key_start, mut array_at) = (None, None);
+    let bytes = text.as_bytes();
+    for (i, &c) in bytes.iter().enumerate() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => {
+                    in_string = false;
+                    // A key of the turn object itself: remember whether it is "calls".
+                    let is_calls = depth == 1 && key_start.is_some_and(|k| &text[k..i] == "calls");
+                    let colon = text[i + 1..].trim_start().starts_with(':');
+                    if is_calls && colon && array_at.is_none() {
+                        array_at = Some(depth);
+                    }
+                }
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            b'"' => {
+                in_string = true;
+                key_start = Some(i + 1);
+            }
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => {
+                depth = depth.checked_sub(1)?;
+                if c == b']' && array_at == Some(depth) {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The share of probability the model gave to writing one more call (`,`) rather than
+/// closing its `tool_calls` array (`]`), at the token where it closed it. `None` when the
+/// turn has no such array, the reply carries no log-probabilities, or neither choice is
+/// among the alternatives reported there.
+pub fn more_share(reply: &ChatReply) -> Option<f64> {
+    let end = calls_array_end(&reply.text)?;
+    let mut at = 0;
+    for t in &reply.logprobs {
+        let next = at + t.token.len();
+        if next > end {
+            // What this token wrote before the `]` (a `}` or spaces); an alternative counts
+            // when it writes the same, then `,` or `]` after any spaces.
+            let head = reply.text.get(at..end)?;
+            let mut p = [0.0f64; 2];
+            for (tok, logprob) in &alternatives(t) {
+                let Some(rest) = tok.strip_prefix(head) else {
+                    continue;
+                };
+                match rest.trim_start().chars().next() {
+                    Some(',') => p[1] += logprob.exp(),
+                    Some(']') => p[0] += logprob.exp(),
+                    _ => {}
+                }
+            }
+            let total = p[0] + p[1];
+            return (total > 0.0).then(|| p[1] / total);
+        }
+        at = next;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +342,27 @@ mod tests {
             ],
         );
         assert!((several_share(&r).unwrap() - 0.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_share_of_one_more_call_is_read_where_the_array_closes() {
+        let text = r#"{"kind": "tool_calls", "thought": "a [list", "calls": [{"tool": "x", "arguments": {"a": "]"}}]}"#;
+        let close = text.rfind(']').unwrap();
+        let r = reply(
+            text,
+            &[
+                (&text[..close - 2], &[]),
+                // `}}` then the choice, in a token that also carries the `}` before it.
+                ("}", &[("}", 0.99)]),
+                ("}]", &[("}]", 0.6), ("},", 0.3), ("} ,", 0.1)]),
+                ("}", &[]),
+            ],
+        );
+        assert!((more_share(&r).unwrap() - 0.4).abs() < 1e-9);
+        // A turn of one call, or no log-probabilities: nothing to say.
+        let one = r#"{"kind": "tool_call", "tool": "x", "arguments": {}}"#;
+        assert_eq!(more_share(&reply(one, &[(one, &[])])), None);
+        assert_eq!(more_share(&reply(text, &[])), None);
     }
 
     #[test]

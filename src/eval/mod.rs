@@ -96,6 +96,9 @@ pub struct CaseResult {
     /// The model's share of probability for several calls rather than one, where it chose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p_several: Option<f64>,
+    /// The model's share for one more call where it closed its list of calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_more: Option<f64>,
     /// Where the case's tokens and seconds went (up to its first calls: the case ends
     /// there).
     #[serde(default)]
@@ -214,6 +217,7 @@ struct Tally {
     p_tool: Option<f64>,
     fit: Option<f64>,
     p_several: Option<f64>,
+    p_more: Option<f64>,
 }
 
 /// A backend that sends no schema, for [`Constraint::Off`].
@@ -326,11 +330,13 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
                     p_tool,
                     fit,
                     p_several,
+                    p_more,
                     ..
                 } if t.p_tool.is_none() => {
                     t.p_tool = Some(*p_tool);
                     t.fit = *fit;
                     t.p_several = *p_several;
+                    t.p_more = *p_more;
                 }
                 _ => {}
             }
@@ -368,6 +374,7 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         p_tool: t.p_tool,
         fit: t.fit,
         p_several: t.p_several,
+        p_more: t.p_more,
         budget,
         ..CaseResult::scored(case, calls, error)
     }

@@ -16,6 +16,9 @@ use serde_json::{Map, Value};
 use crate::backend::{StopReason, Usage};
 use crate::checks::Finding;
 
+mod trace;
+pub use trace::Trace;
+
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -176,6 +179,9 @@ pub enum Event {
         /// chose between them.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         p_several: Option<f64>,
+        /// The model's share for one more call where it closed its list of calls.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p_more: Option<f64>,
         /// Whether the call was declined: the model is asked again.
         declined: bool,
         /// Why it was declined: the figures against the thresholds (`p 0.62 < 0.80`).
@@ -195,6 +201,18 @@ pub enum Event {
         tool: String,
         /// How many times it has been repeated.
         count: u32,
+    },
+    /// The model closed its list of calls while giving one more some weight: it is asked
+    /// again, held to at least `at_least` calls (`more-calls`).
+    MoreCalls {
+        /// The check that asked.
+        check: String,
+        /// The calls the model made.
+        made: usize,
+        /// The model's share for one more call where it closed the list.
+        p_more: f64,
+        /// The fewest calls the turn asked again may carry.
+        at_least: usize,
     },
     /// Every call of a turn brought a result the model was already shown (a repeat, or the
     /// same text again): the next turn may only answer.
@@ -285,6 +303,15 @@ impl Event {
                 "{check}: {tool}: {} not given by the person; asking for it instead of calling",
                 arguments.join(", ")
             ),
+            Event::MoreCalls {
+                check,
+                made,
+                p_more,
+                at_least,
+            } => format!(
+                "{check}: {made} call{} made where the model gave one more p {p_more:.4}; asking again for at least {at_least}",
+                if *made == 1 { "" } else { "s" }
+            ),
             Event::Decision {
                 check,
                 tool,
@@ -326,6 +353,7 @@ impl From<Finding> for Event {
                 support: judgement.support,
                 fit: judgement.fit,
                 p_several: judgement.p_several,
+                p_more: judgement.p_more,
                 declined: judgement.declined || !judgement.instead.is_empty(),
                 reason: judgement.reason,
                 thresholds: None,
@@ -374,158 +402,6 @@ impl<F: FnMut(&Event) + Send> Observer for F {
 impl Observer for Box<dyn Observer> {
     fn event(&mut self, event: &Event) {
         (**self).event(event)
-    }
-}
-
-/// Writes the human trace to stderr: `[LLM]`, `[REPAIR]`, `[RETRY]`, `[ACT]`,
-/// `[OBSERVE]`, `[DONE]` lines.
-#[derive(Debug, Default)]
-pub struct Trace {
-    out: Vec<String>,
-    to_stderr: bool,
-}
-
-impl Trace {
-    /// A trace printed to stderr.
-    pub fn stderr() -> Self {
-        Trace {
-            out: Vec::new(),
-            to_stderr: true,
-        }
-    }
-
-    /// A trace collected in memory (for tests): see [`Trace::lines`].
-    pub fn collect() -> Self {
-        Trace::default()
-    }
-
-    /// The lines collected so far.
-    pub fn lines(&self) -> &[String] {
-        &self.out
-    }
-
-    /// The trace line for an event, if it has one.
-    pub fn line(event: &Event) -> Option<String> {
-        let short = |s: &str| crate::http::shorten(&s.replace('\n', " "), 200);
-        Some(match event {
-            Event::ModelRequest {
-                iteration,
-                messages,
-                answer_only,
-            } => format!(
-                "[LLM] iteration {iteration}: {messages} messages{}",
-                if *answer_only { ", answer only" } else { "" }
-            ),
-            Event::ModelReply {
-                text,
-                stop,
-                usage,
-                ms,
-                generated,
-            } => format!(
-                "[LLM] reply in {ms} ms ({} prompt{} / {} generated tokens: thought {}, arguments {}, answer {}{}): {}",
-                usage.prompt_tokens,
-                usage
-                    .cached_prompt_tokens
-                    .map(|c| format!(", {c} cached"))
-                    .unwrap_or_default(),
-                usage.completion_tokens,
-                generated.thought,
-                generated.arguments,
-                generated.answer,
-                if *stop == StopReason::Length {
-                    ", cut at the token limit"
-                } else {
-                    ""
-                },
-                short(text)
-            ),
-            Event::Repaired { fixes } => format!("[REPAIR] {}", fixes.join(", ")),
-            Event::Invalid { error, attempt } => format!("[RETRY] {attempt}: {}", short(error)),
-            Event::ToolCall {
-                tool,
-                arguments,
-                thought,
-                ..
-            } => format!(
-                "[ACT] {tool} {}{}",
-                Value::Object(arguments.clone()),
-                if thought.is_empty() {
-                    String::new()
-                } else {
-                    format!("  ({})", short(thought))
-                }
-            ),
-            Event::ToolResult {
-                tool,
-                ok,
-                observation,
-                ms,
-            } => format!(
-                "[OBSERVE] {tool} {} in {ms} ms: {}",
-                if *ok { "ok" } else { "failed" },
-                short(observation)
-            ),
-            Event::AnswerText { .. } => return None,
-            Event::AnswerRetracted { reason } => {
-                format!("[ANSWER] the answer shown so far is withdrawn: {reason}")
-            }
-            Event::Decision {
-                tool,
-                p_tool,
-                support,
-                declined: false,
-                ..
-            } => format!(
-                "[DECIDE] {tool}: p(tool) = {p_tool:.3}, support {}",
-                support.map_or("-".to_string(), |s| format!("{s:.2}")),
-            ),
-            Event::Repetition { .. }
-            | Event::Ungrounded { .. }
-            | Event::Reformatted { .. }
-            | Event::Invented { .. }
-            | Event::Decision { .. } => format!("[CHECK] {}", event.check_line()?),
-            Event::Repeat { tool, count } => {
-                format!("[OBSERVE] {tool}: repeated call #{count}, earlier result reused")
-            }
-            Event::Degraded { tool, reason } => {
-                format!("[OBSERVE] {tool} is unavailable: {}", short(reason))
-            }
-            Event::NothingNew { tools } => format!(
-                "[OBSERVE] {}: nothing new (results already shown); asking for an answer",
-                tools.join(", ")
-            ),
-            Event::Clarify { question, .. } => format!("[CLARIFY] {}", short(question)),
-            Event::ClarifyAnswer { answer } => format!("[CLARIFY] answer: {}", short(answer)),
-            Event::Warning { message } => format!("[WARN] {message}"),
-            Event::Failed { error } => format!("[FAILED] {error}"),
-            Event::Stopped {
-                stop_reason,
-                iterations,
-                ms,
-                budget,
-                ..
-            } => format!(
-                "[DONE] {stop_reason} after {iterations} iterations in {ms} ms\n[BUDGET] {}",
-                budget.line()
-            ),
-            Event::RunStarted { model, tools, .. } => {
-                format!("[START] {model}; tools: {}", tools.join(", "))
-            }
-            Event::ModelText { .. } => return None,
-        })
-    }
-}
-
-impl Observer for Trace {
-    fn event(&mut self, event: &Event) {
-        if let Some(line) = Trace::line(event) {
-            if self.to_stderr {
-                eprintln!("{line}");
-            } else {
-                self.out.push(line);
-            }
-        }
     }
 }
 

@@ -177,6 +177,8 @@ pub struct CallSchema {
     tool_names: Vec<String>,
     /// The most calls a `tool_calls` turn may carry under this schema.
     max_calls: u64,
+    /// The fewest; above 1 only a `tool_calls` turn is allowed ([`CallSchema::at_least`]).
+    min_calls: u64,
 }
 
 impl CallSchema {
@@ -346,7 +348,27 @@ impl CallSchema {
             variants,
             tool_names,
             max_calls,
+            min_calls: 1,
         }
+    }
+
+    /// This schema's several-calls form alone, held to at least `n` calls: for asking the
+    /// model again for the calls it left out (the `more-calls` check). `None` when the
+    /// schema has no such form or cannot carry `n`.
+    pub fn at_least(&self, n: u64) -> Option<Self> {
+        let several = self.value["oneOf"]
+            .as_array()?
+            .iter()
+            .find(|v| v["properties"]["kind"]["const"] == "tool_calls")?;
+        if n > self.max_calls {
+            return None;
+        }
+        let mut several = several.clone();
+        several["properties"]["calls"]["minItems"] = json!(n);
+        let mut out = self.clone();
+        out.value["oneOf"] = json!([several]);
+        out.min_calls = n;
+        Some(out)
     }
 
     /// The schema to send to the model server.
@@ -363,16 +385,22 @@ impl CallSchema {
     /// for the model: what is wrong and what is valid.
     pub fn check(&self, turn: &Turn) -> Result<(), Rejection> {
         let kind = turn.kind();
+        if self.min_calls > 1 && kind != Kind::ToolCalls {
+            return Err(Rejection::KindNotAllowed {
+                kind,
+                allowed: vec![Kind::ToolCalls],
+            });
+        }
         if !self.allows(kind) {
             let mut allowed: Vec<Kind> = self.variants.iter().map(|v| v.kind).collect();
             allowed.dedup();
             return Err(Rejection::KindNotAllowed { kind, allowed });
         }
         if let Turn::ToolCalls { thought, calls } = turn {
-            let max = self.max_calls;
-            if calls.is_empty() || calls.len() as u64 > max {
+            let (min, max) = (self.min_calls, self.max_calls);
+            if (calls.len() as u64) < min || calls.len() as u64 > max {
                 return Err(Rejection::Schema(format!(
-                    "a tool_calls turn carries 1 to {max} calls, not {}",
+                    "a tool_calls turn carries {min} to {max} calls, not {}",
                     calls.len()
                 )));
             }

@@ -288,4 +288,80 @@ mod tests {
     fn a_turn_with_something_new_keeps_calling_open() {
         assert_eq!(second_call("4*3", "12"), (Step::CallModel, true));
     }
+
+    /// A first turn of `calls` calculator calls whose list the model closed giving one
+    /// more call `p_more`.
+    fn list_reply(calls: usize, p_more: f64) -> crate::message::ChatReply {
+        use crate::backend::TokenLogprob;
+        let call = r#"{"tool":"calculator","arguments":{"expression":"2+2"}}"#;
+        let text = format!(
+            r#"{{"kind":"tool_calls","thought":"","calls":[{}]}}"#,
+            vec![call; calls].join(",")
+        );
+        let close = text.len() - 2;
+        let mut r = reply(&text);
+        let token = |t: &str, top: Vec<(String, f64)>| TokenLogprob {
+            token: t.into(),
+            logprob: top.first().map_or(0.0, |(_, p)| *p),
+            top,
+        };
+        r.logprobs = vec![
+            token(&text[..close - 1], vec![]),
+            token(
+                "}]",
+                vec![
+                    ("}]".into(), (1.0 - p_more).ln()),
+                    ("},".into(), p_more.ln()),
+                ],
+            ),
+            token("}", vec![]),
+        ];
+        r
+    }
+
+    #[test]
+    fn a_list_closed_while_one_more_call_had_weight_is_asked_again_for_one_more() {
+        use crate::run::events::Event;
+        let mut e = engine(10);
+        e.next_step();
+        e.model_replied(&list_reply(1, 0.01));
+        let events = e.drain_events();
+        let line = events.iter().find_map(Event::check_line).unwrap();
+        assert!(
+            line.starts_with("more-calls: 1 call made where the model gave one more p 0.0100"),
+            "{line}"
+        );
+        assert_eq!(e.next_step(), Step::CallModel);
+        let schema = e.schema().as_value();
+        assert_eq!(schema["oneOf"].as_array().unwrap().len(), 1, "{schema}");
+        assert_eq!(schema["oneOf"][0]["properties"]["calls"]["minItems"], 2);
+        // Asked once: the turn asked again is carried out, weight on one more or not.
+        e.model_replied(&list_reply(2, 0.01));
+        assert!(matches!(e.next_step(), Step::CallTools { calls } if calls.len() == 2));
+    }
+
+    #[test]
+    fn a_list_closed_with_no_weight_on_one_more_call_goes_ahead_unchanged() {
+        let mut e = engine(10);
+        e.next_step();
+        e.model_replied(&list_reply(1, 0.00002));
+        assert!(matches!(
+            e.next_step(),
+            Step::CallTool { .. } | Step::CallTools { .. }
+        ));
+        // A turn asked again for more is held to it: one call is not enough.
+        let schema = crate::turn::schema::CallSchema::deciding_calls(
+            &[super::super::tests::calc()],
+            crate::turn::schema::Narrowing::PerTool,
+            crate::turn::schema::Decide::Probability,
+            8,
+        );
+        let two = schema.at_least(2).unwrap();
+        let one = crate::turn::Turn::parse(&list_reply(1, 0.0).text)
+            .unwrap()
+            .turn;
+        assert!(two.check(&one).is_err());
+        assert!(schema.check(&one).is_ok());
+        assert!(schema.at_least(9).is_none());
+    }
 }

@@ -1,0 +1,54 @@
+//! `more-calls`: a first turn whose list of calls the model closed while it still gave
+//! one more call some weight is asked again, held to one call more.
+//!
+//! Offered several calls in a turn, Qwen2.5-Coder 0.5B writes the list form for requests
+//! that ask for several things and then often closes the list after the first call. Where
+//! it closes it, the probabilities beside the `]` tell the two apart: for a request that
+//! needs one call the model gave one more call (`,`) at most a few hundred-thousandths,
+//! for one that needs more it mostly gave it a few ten-thousandths and up ([`super::tool_probability::more_share`];
+//! `BENCHMARKS.md`, "One more call"). A turn above [`MIN_MORE`] is asked again with the
+//! schema's list held to at least one call more, which the model then writes.
+//!
+//! A turn with the single-call form (`tool_call`) is left alone: the model was sure there
+//! was one thing to call, and the probabilities there carry no sign of a second.
+
+use super::{Check, CheckInfo, Effect, Judgement, TurnContext};
+
+/// The check's declaration.
+pub static INFO: CheckInfo = CheckInfo {
+    name: "more-calls",
+    default_on: true,
+    effect: Effect::AsksForMore,
+    what: "asks again for one call more when the model closed its list of calls while giving another some weight",
+    why: "a small model often closes a list of calls after the first where the request asks for several",
+    example: "\"Play Taylor Swift for 20 minutes and Maroon 5 for 15\" answered with one call, p(one more) 0.0075 ≥ 0.00013: asked again for at least two",
+    safety: "It reads the model's own probability and never changes a call: the model writes the calls again, held to one more. Only a first turn in the list form is asked again, once.",
+    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B, validation halves, on against off: BFCL parallel 11 → 13 of 25, parallel_multiple 1 → 10, everyday parallel 1 → 3 of 5; simple_python and everyday one-tool requests unchanged; BFCL multiple 20 → 19 (a right one-call list asked again; 1 of 7 such lists on that half, 1 of 11 on the tuning half). BENCHMARKS.md, \"One more call\".",
+};
+
+/// The least share the model must have given one more call, where it closed its list, for
+/// the turn to be asked again. Chosen on the tuning halves (BFCL `parallel`,
+/// `parallel_multiple`, `simple_python`, `multiple`, Qwen 0.5B): the geometric middle of
+/// the gap between the highest share of a right one-call list (5.5e-5) and the lowest of
+/// a list that needed more (3.0e-4).
+pub const MIN_MORE: f64 = 1.3e-4;
+
+/// The `more-calls` check.
+#[derive(Debug)]
+pub struct MoreCalls;
+
+impl Check for MoreCalls {
+    fn info(&self) -> &'static CheckInfo {
+        &INFO
+    }
+
+    fn judge_turn(&self, ctx: &TurnContext<'_>, _tool: &str, judgement: &mut Judgement) {
+        let Some(p) = super::tool_probability::more_share(ctx.reply) else {
+            return;
+        };
+        judgement.p_more = Some(p);
+        if p >= MIN_MORE && !judgement.declined && judgement.instead.is_empty() {
+            judgement.more = true;
+        }
+    }
+}
