@@ -272,3 +272,32 @@ fn ctrl_c_while_the_model_writes_stops_the_run_and_keeps_the_chat() {
     tmux.type_line("/exit");
     tmux.wait_for("chat-ended-0");
 }
+
+/// Ctrl-C while the model has sent nothing yet (a server reading a long prompt): the
+/// request is cut off and the prompt is back at once, not at the deadline.
+#[test]
+#[ignore = "needs tmux: run scripts/test-all.sh"]
+fn ctrl_c_while_the_model_has_sent_nothing_stops_the_run_at_once() {
+    have_tmux();
+    let ollama = common::serve(vec![
+        common::Act::Respond(200, "application/json", br#"{"capabilities":[]}"#.to_vec()),
+        common::Act::Hang,
+    ]);
+    let command = format!(
+        "{} chat --no-tools --timeout 60 --ollama-host {}; echo chat-ended-$?; sleep 30",
+        env!("CARGO_BIN_EXE_toolloop"),
+        ollama.url
+    );
+    let tmux = Tmux::start("ctrlc-pending", &command, 120, 30);
+    tmux.wait_for("you>");
+    tmux.type_line("Tell me a long story");
+    tmux.wait_for("model is thinking (");
+    std::thread::sleep(Duration::from_millis(500));
+    let pressed = Instant::now();
+    tmux.cmd(&["send-keys", "-t", "chat", "C-c"]);
+    let screen = tmux.wait_for("stopped before an answer");
+    assert!(pressed.elapsed() < Duration::from_secs(3), "{screen}");
+    assert!(!screen.contains("chat-ended"), "the chat ended:\n{screen}");
+    tmux.type_line("/exit");
+    tmux.wait_for("chat-ended-0");
+}
