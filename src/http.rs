@@ -3,7 +3,8 @@
 //! listening, out of time, anything else).
 
 use std::io::{BufRead, Read};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::deadline::{Deadline, OnStop, StopHandle};
@@ -24,20 +25,48 @@ fn new_agent() -> ureq::Agent {
         .new_agent()
 }
 
-/// The agent for one request that `stop` can cut off: while the guard lives, stopping
-/// the run shuts the request's connection, so a read blocked on a server that has sent
-/// nothing yet (a model evaluating a long prompt) fails at once instead of at the
-/// deadline. An agent of its own, because shutting an agent down ends every request on
-/// it and the shared one serves other runs; it costs a new connection per request.
-pub(crate) fn stoppable(stop: Option<&StopHandle>) -> (ureq::Agent, Option<OnStop<'_>>) {
-    match stop {
-        None => (agent().clone(), None),
-        Some(stop) => {
-            let agent = new_agent();
-            let shut = agent.clone();
-            let armed = stop.on_stop(move || shut.shutdown());
-            (agent, Some(armed))
+/// A backend's agent for requests its run's stop can cut off: while a request's guard
+/// lives, stopping the run shuts the agent down, so a read blocked on a server that has
+/// sent nothing yet (a model evaluating a long prompt) fails at once instead of at the
+/// deadline. The backend's own, because shutting an agent down ends every request on it
+/// and the shared one serves other runs; kept across the backend's requests, so their
+/// connections are reused, and made anew after a stop has shut it.
+#[derive(Debug, Default)]
+pub(crate) struct StoppableAgent(Option<(ureq::Agent, Arc<AtomicBool>)>);
+
+impl Clone for StoppableAgent {
+    /// A clone has an agent of its own: one stop must not end another backend's requests.
+    fn clone(&self) -> Self {
+        StoppableAgent(None)
+    }
+}
+
+impl StoppableAgent {
+    /// The agent for one request, and the guard that keeps `stop` able to shut it; the
+    /// shared agent, and no guard, without a stop handle.
+    pub(crate) fn arm<'a>(
+        &mut self,
+        stop: Option<&'a StopHandle>,
+    ) -> (ureq::Agent, Option<OnStop<'a>>) {
+        let Some(stop) = stop else {
+            return (agent().clone(), None);
+        };
+        // A stop shut the one kept (it fails every request from then on), whether or not
+        // the handle was reset for another run since.
+        if self
+            .0
+            .as_ref()
+            .is_some_and(|(_, shut)| shut.load(Ordering::SeqCst))
+        {
+            self.0 = None;
         }
+        let (agent, shut) = self.0.get_or_insert_with(|| (new_agent(), Arc::default()));
+        let (to_shut, flag) = (agent.clone(), Arc::clone(shut));
+        let armed = stop.on_stop(move || {
+            flag.store(true, Ordering::SeqCst);
+            to_shut.shutdown();
+        });
+        (agent.clone(), Some(armed))
     }
 }
 

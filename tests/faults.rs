@@ -561,3 +561,33 @@ fn a_stop_cuts_off_a_model_request_that_has_sent_nothing() {
         );
     }
 }
+
+/// The next run of the same backend, after a stop cut a request off (a chat goes on after
+/// Ctrl-C): the stop shut the backend's connections, and new ones are made.
+#[test]
+fn after_a_stopped_request_the_next_run_of_the_same_backend_answers() {
+    use toolloop::backend::Ollama;
+    use toolloop::{Ending, Orchestrator};
+
+    let ollama = model(vec![Act::Hang, chat(ANSWER)]);
+    let mut o = Orchestrator::builder()
+        .backend(Ollama::new(&ollama.url, "m"))
+        .timeout(Duration::from_secs(60))
+        .preflight(false)
+        .build()
+        .unwrap();
+    let stop = o.stop_handle();
+    let button = stop.clone();
+    let pressed = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        button.stop();
+    });
+    assert_eq!(
+        o.run("Where is order 7?").unwrap().ending,
+        Ending::Cancelled
+    );
+    pressed.join().unwrap();
+    stop.reset();
+    let outcome = o.run("Where is order 7?").unwrap();
+    assert_eq!(outcome.answer(), Some("done"), "{:?}", outcome.ending);
+}

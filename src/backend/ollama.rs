@@ -139,8 +139,9 @@ pub struct Ollama {
     model: String,
     /// Whether the model's template renders `tool` messages; probed once.
     tool_role: Option<bool>,
-    /// The run's stop handle, which cuts a request off ([`Backend::watch`]).
+    /// The run's stop handle ([`Backend::watch`]), and the agent whose requests it cuts off.
     stop: Option<StopHandle>,
+    agent: http::StoppableAgent,
 }
 
 impl Ollama {
@@ -151,6 +152,7 @@ impl Ollama {
             model: model.into(),
             tool_role: None,
             stop: None,
+            agent: http::StoppableAgent::default(),
         }
     }
 
@@ -394,83 +396,7 @@ impl Ollama {
         }
         Value::Object(body)
     }
-}
 
-fn wire_message(m: &Message, tool_role: bool) -> Value {
-    match m.role {
-        Role::Tool if tool_role => json!({
-            "role": "tool",
-            "content": m.content,
-            "tool_name": m.tool_name.as_deref().unwrap_or("tool"),
-        }),
-        Role::Tool => json!({"role": "user", "content": m.tool_result_as_user_text()}),
-        Role::System => json!({"role": "system", "content": m.content}),
-        Role::User => json!({"role": "user", "content": m.content}),
-        Role::Assistant => json!({"role": "assistant", "content": m.content}),
-    }
-}
-
-fn wire_options(o: &GenOptions) -> Map<String, Value> {
-    let mut m = Map::new();
-    if let Some(v) = o.temperature {
-        m.insert("temperature".into(), json!(v));
-    }
-    if let Some(v) = o.num_ctx {
-        m.insert("num_ctx".into(), json!(v));
-    }
-    if let Some(v) = o.num_predict {
-        m.insert("num_predict".into(), json!(v));
-    }
-    if let Some(v) = o.seed {
-        m.insert("seed".into(), json!(v));
-    }
-    if let Some(v) = o.top_k {
-        m.insert("top_k".into(), json!(v));
-    }
-    if let Some(v) = o.top_p {
-        m.insert("top_p".into(), json!(v));
-    }
-    if !o.stop.is_empty() {
-        m.insert("stop".into(), json!(o.stop));
-    }
-    m
-}
-
-fn nanos(v: &Value) -> Option<Duration> {
-    v.as_u64().map(Duration::from_nanos)
-}
-
-impl Backend for Ollama {
-    fn describe(&self) -> String {
-        format!("ollama {} at {}", self.model, self.base)
-    }
-
-    fn identity(&self) -> Option<(String, String)> {
-        Some((self.model.clone(), self.base.clone()))
-    }
-
-    fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
-        self.probe(http::agent(), &deadline).map(|_| ())
-    }
-
-    fn chat(
-        &mut self,
-        request: &ChatRequest<'_>,
-        deadline: Deadline,
-        sink: TextSink<'_>,
-    ) -> Result<ChatReply, BackendError> {
-        let stop = self.stop.clone();
-        let (agent, _armed) = http::stoppable(stop.as_ref());
-        let result = self.stream_chat(&agent, request, deadline, sink);
-        super::unless_stopped(result, stop.as_ref())
-    }
-
-    fn watch(&mut self, stop: &StopHandle) {
-        self.stop = Some(stop.clone());
-    }
-}
-
-impl Ollama {
     /// One `/api/chat` request on `agent`, its reply read line by line as it streams.
     fn stream_chat(
         &mut self,
@@ -581,6 +507,80 @@ impl Ollama {
                 });
             }
         }
+    }
+}
+
+fn wire_message(m: &Message, tool_role: bool) -> Value {
+    match m.role {
+        Role::Tool if tool_role => json!({
+            "role": "tool",
+            "content": m.content,
+            "tool_name": m.tool_name.as_deref().unwrap_or("tool"),
+        }),
+        Role::Tool => json!({"role": "user", "content": m.tool_result_as_user_text()}),
+        Role::System => json!({"role": "system", "content": m.content}),
+        Role::User => json!({"role": "user", "content": m.content}),
+        Role::Assistant => json!({"role": "assistant", "content": m.content}),
+    }
+}
+
+fn wire_options(o: &GenOptions) -> Map<String, Value> {
+    let mut m = Map::new();
+    if let Some(v) = o.temperature {
+        m.insert("temperature".into(), json!(v));
+    }
+    if let Some(v) = o.num_ctx {
+        m.insert("num_ctx".into(), json!(v));
+    }
+    if let Some(v) = o.num_predict {
+        m.insert("num_predict".into(), json!(v));
+    }
+    if let Some(v) = o.seed {
+        m.insert("seed".into(), json!(v));
+    }
+    if let Some(v) = o.top_k {
+        m.insert("top_k".into(), json!(v));
+    }
+    if let Some(v) = o.top_p {
+        m.insert("top_p".into(), json!(v));
+    }
+    if !o.stop.is_empty() {
+        m.insert("stop".into(), json!(o.stop));
+    }
+    m
+}
+
+fn nanos(v: &Value) -> Option<Duration> {
+    v.as_u64().map(Duration::from_nanos)
+}
+
+impl Backend for Ollama {
+    fn describe(&self) -> String {
+        format!("ollama {} at {}", self.model, self.base)
+    }
+
+    fn identity(&self) -> Option<(String, String)> {
+        Some((self.model.clone(), self.base.clone()))
+    }
+
+    fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
+        self.probe(http::agent(), &deadline).map(|_| ())
+    }
+
+    fn chat(
+        &mut self,
+        request: &ChatRequest<'_>,
+        deadline: Deadline,
+        sink: TextSink<'_>,
+    ) -> Result<ChatReply, BackendError> {
+        let stop = self.stop.clone();
+        let (agent, _armed) = self.agent.arm(stop.as_ref());
+        let result = self.stream_chat(&agent, request, deadline, sink);
+        super::unless_stopped(result, stop.as_ref())
+    }
+
+    fn watch(&mut self, stop: &StopHandle) {
+        self.stop = Some(stop.clone());
     }
 }
 

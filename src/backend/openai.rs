@@ -37,6 +37,8 @@ pub struct OpenAi {
     api_key: Option<String>,
     /// The run's stop handle, which cuts a request off ([`Backend::watch`]).
     stop: Option<StopHandle>,
+    /// The agent of the requests the stop handle can cut off.
+    agent: http::StoppableAgent,
 }
 
 impl std::fmt::Debug for OpenAi {
@@ -58,6 +60,7 @@ impl OpenAi {
             model: model.into(),
             api_key: api_key.filter(|k| !k.trim().is_empty()),
             stop: None,
+            agent: http::StoppableAgent::default(),
         }
     }
 
@@ -307,7 +310,7 @@ impl Backend for OpenAi {
         sink: TextSink<'_>,
     ) -> Result<ChatReply, BackendError> {
         let stop = self.stop.clone();
-        let (agent, _armed) = http::stoppable(stop.as_ref());
+        let (agent, _armed) = self.agent.arm(stop.as_ref());
         let result = self.stream_chat(&agent, request, deadline, sink);
         super::unless_stopped(result, stop.as_ref())
     }
