@@ -269,6 +269,8 @@ pub(crate) enum Verdict {
     More {
         /// The fewest calls the turn asked again may carry.
         at_least: usize,
+        /// The model's share for one more call, where it closed its list.
+        p_more: f64,
     },
     /// Do not call: ask the person for these arguments of this tool.
     Ask {
@@ -391,7 +393,11 @@ impl Checks {
             let instead = judgement.instead.clone();
             let more = judgement.more;
             judgement.p_several = tool_probability::several_share(ctx.reply);
-            judgement.p_more = tool_probability::more_share(ctx.reply);
+            // Read once: `more-calls`, when on, has read it already.
+            if judgement.p_more.is_none() {
+                judgement.p_more = tool_probability::more_share(ctx.reply);
+            }
+            let p_more = judgement.p_more.unwrap_or(0.0);
             if judgement.p_tool.is_some() {
                 findings.push(Finding::Decision {
                     tool: tool.clone(),
@@ -403,7 +409,7 @@ impl Checks {
             }
             if more {
                 let at_least = calls.len() + 1;
-                return (findings, Verdict::More { at_least });
+                return (findings, Verdict::More { at_least, p_more });
             }
         }
         for (tool, arguments) in calls.iter_mut() {

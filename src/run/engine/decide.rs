@@ -141,7 +141,7 @@ impl Engine {
             self.shortlist = Some(schema_of(&self.specs, keep, &self.config));
             return None;
         }
-        if let Verdict::More { at_least } = verdict {
+        if let Verdict::More { at_least, p_more } = verdict {
             // Once: a turn asked again (for more calls, or among other tools) is carried
             // out as it comes back.
             let again = self.schema.first.at_least(at_least as u64);
@@ -149,7 +149,7 @@ impl Engine {
                 self.events.push(Event::MoreCalls {
                     check: crate::checks::more_calls::INFO.name.into(),
                     made: calls.len(),
-                    p_more: crate::checks::tool_probability::more_share(reply).unwrap_or(0.0),
+                    p_more,
                     at_least,
                 });
                 self.shortlist = Some(schema);
