@@ -312,11 +312,27 @@ mod ask {
         let _ = std::fs::remove_file(&path);
     }
 
-    /// A turn that brings nothing new ends the calling, and the person is told without -v.
+    /// After a result, the same call again is declined unrun (`nothing-new`), and the
+    /// person is told without -v; with the check off, the engine's own rule answers it
+    /// from memory and ends the calling, said the same way.
     #[test]
     fn a_turn_that_brings_nothing_new_is_said_without_verbose() {
         let fake = fake_ollama(&[CALC, CALC, FIFTY]);
         let out = ask(&fake.url, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(
+                "[Check] nothing-new: declined calculator: the same call as before; asking for an answer instead"
+            ),
+            "{}",
+            text(&out.stderr)
+        );
+        assert_eq!(
+            text(&out.stderr).matches("[Tool Call: calculator]").count(),
+            1
+        );
+        let fake = fake_ollama(&[CALC, CALC, FIFTY]);
+        let out = ask(&fake.url, &["--check", "nothing-new=off"]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         assert!(
             text(&out.stderr)

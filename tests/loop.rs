@@ -94,7 +94,14 @@ fn tool_call_over_http_then_answer_from_the_result() {
     assert!(step.ok);
     let second = &seen.lock().unwrap()[1];
     let last = second.last().unwrap();
-    assert_eq!((last.role, last.content.as_str()), (Role::Tool, "50"));
+    // The result, then the line that asks for the answer or the next step.
+    assert_eq!(last.role, Role::Tool);
+    assert!(
+        last.content
+            .starts_with("50\nIf this answers the question, reply with final_answer"),
+        "{}",
+        last.content
+    );
     assert_eq!(last.tool_name.as_deref(), Some("calculator"));
 }
 
@@ -317,13 +324,9 @@ fn an_identical_call_is_not_executed_again() {
     let out = o.run("Status of order 7?").unwrap();
     assert_eq!(out.answer(), Some("Order 7 has shipped."));
     assert_eq!(*count.lock().unwrap(), 1);
-    assert!(
-        seen.lock().unwrap()[2]
-            .last()
-            .unwrap()
-            .content
-            .contains("You already called lookup")
-    );
+    // Declined unrun (`nothing-new`): the answer is asked on the history as it was.
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[2], seen[1]);
 }
 
 #[test]
@@ -662,7 +665,8 @@ fn three_calls_of_a_slow_tool_run_side_by_side() {
         [
             "[call 1 of 3: slow] 1",
             "[call 2 of 3: slow] 2",
-            "[call 3 of 3: slow] 3"
+            "[call 3 of 3: slow] 3\nIf this answers the question, reply with final_answer; if \
+             the question asks for another step, call the tool for it."
         ]
     );
 }

@@ -8,9 +8,9 @@
 //! `Finding`s and the `Verdict` that come back. The order is `ALL`'s:
 //!
 //! 1. while the reply streams: `looping-reply`;
-//! 2. once per turn that calls a tool: `tool-probability`, `tool-fit` (which may first
-//!    have the engine put its question to the model), `tool-relevance`, then
-//!    `more-calls`;
+//! 2. once per turn that calls a tool: `nothing-new` on all of its calls (once results
+//!    are in), then `tool-probability`, `tool-fit` (which may first have the engine put
+//!    its question to the model), `tool-relevance`, then `more-calls`;
 //! 3. on each call, in the order of the calls: `date-layout`, `percent-fraction`,
 //!    `size-word-zeros`, `repeated-value`, `ungrounded-optional`, `invented-required`.
 //!
@@ -21,6 +21,7 @@ pub(crate) mod grounding;
 pub(crate) mod invented_required;
 pub(crate) mod looping_reply;
 pub(crate) mod more_calls;
+pub(crate) mod nothing_new;
 pub(crate) mod percent_fraction;
 pub(crate) mod repeated_value;
 pub(crate) mod size_word_zeros;
@@ -42,6 +43,7 @@ use crate::tool_spec::ToolSpec;
 use crate::turn::tool_schema::SELF_CONSTRAINING;
 pub(crate) use grounding::Evidence;
 pub(crate) use looping_reply::{Loop, StreamWatch};
+pub(crate) use nothing_new::Earlier;
 pub use tool_probability::tool_share;
 
 /// What a check does when it fires.
@@ -179,6 +181,11 @@ pub(crate) struct TurnContext<'a> {
     pub fit: Option<f64>,
     /// The tool the fit answer is about (of a turn of several tools: the one that fit best).
     pub fit_tool: Option<&'a str>,
+    /// The person's own messages in this run: the question and any answers to questions
+    /// back, never tool results nor toolloop's feedback.
+    pub person: &'a [&'a str],
+    /// The calls of this run that came back, in order; empty before the first result.
+    pub earlier: &'a [Earlier],
 }
 
 /// One call under check: its tool, its arguments, and which of them a check rewrote.
@@ -217,6 +224,9 @@ pub(crate) struct Judgement {
     pub p_more: Option<f64>,
     /// Whether the model is asked again for one call more ([`more_calls`]).
     pub more: bool,
+    /// Whether the call was declined on the run's own record ([`nothing_new`]) rather
+    /// than on the model's figures against thresholds.
+    pub on_record: bool,
 }
 
 /// Something a check did, for the trace and the transcript.
@@ -300,6 +310,16 @@ pub(crate) trait Check: Sync {
         false
     }
 
+    /// Judges a turn by all of its calls, before anything else about it (and before the
+    /// fit question).
+    fn judge_calls(
+        &self,
+        _ctx: &TurnContext<'_>,
+        _calls: &[(String, Map<String, Value>)],
+        _judgement: &mut Judgement,
+    ) {
+    }
+
     /// Judges a turn that calls `tool` (the turn's first call stands for all of them).
     fn judge_turn(&self, _ctx: &TurnContext<'_>, _tool: &str, _judgement: &mut Judgement) {}
 
@@ -318,6 +338,7 @@ pub(crate) trait Check: Sync {
 /// Every check, in the order they run.
 pub(crate) static ALL: &[&dyn Check] = &[
     &looping_reply::LoopingReply,
+    &nothing_new::NothingNew,
     &tool_probability::ToolProbability,
     &tool_fit::ToolFit,
     &tool_relevance::ToolRelevance,
@@ -361,6 +382,30 @@ impl Checks {
         self.on.iter().filter_map(|c| c.watch()).collect()
     }
 
+    /// What the checks that judge a turn by all of its calls found: a judgement that
+    /// declines it, or `None`.
+    fn judge_calls(
+        &self,
+        ctx: &TurnContext<'_>,
+        calls: &[(String, Map<String, Value>)],
+    ) -> Option<Judgement> {
+        let mut judgement = Judgement::default();
+        for c in &self.on {
+            c.judge_calls(ctx, calls, &mut judgement);
+        }
+        judgement.declined.then_some(judgement)
+    }
+
+    /// Whether a check declines the turn of `calls` whatever the model would answer to
+    /// the fit question, so that the question need not be put.
+    pub fn declines_calls(
+        &self,
+        ctx: &TurnContext<'_>,
+        calls: &[(String, Map<String, Value>)],
+    ) -> bool {
+        self.judge_calls(ctx, calls).is_some()
+    }
+
     /// Whether a check on needs the fit question answered before it judges a turn
     /// (unless it is answered already).
     pub fn wants_fit(&self, ctx: &TurnContext<'_>, tool: &str) -> bool {
@@ -383,6 +428,13 @@ impl Checks {
         judge_turn: bool,
     ) -> (Vec<Finding>, Verdict) {
         let mut findings = Vec::new();
+        if let (Some(tool), true) = (turn_tool(ctx, calls), judge_turn)
+            && let Some(mut judgement) = self.judge_calls(ctx, calls)
+        {
+            judgement.p_tool = tool_probability::tool_share(ctx.reply);
+            findings.push(Finding::Decision { tool, judgement });
+            return (findings, Verdict::Decline { instead: vec![] });
+        }
         if let (Some(tool), true) = (turn_tool(ctx, calls), judge_turn) {
             let tool = &tool;
             let mut judgement = Judgement::default();

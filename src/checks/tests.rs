@@ -21,6 +21,8 @@ fn conform(arguments: &mut Map<String, Value>, schema: &Value, said: &Evidence) 
         thresholds: None,
         fit: None,
         fit_tool: None,
+        person: &[],
+        earlier: &[],
     };
     let mut call = CallUnderCheck {
         spec: &spec,

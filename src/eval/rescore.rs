@@ -92,6 +92,8 @@ fn replayed(
         thresholds,
         fit,
         fit_tool: None,
+        person: &[],
+        earlier: &[],
     };
     match checks.judge(&ctx, &mut calls, true).1 {
         Verdict::Go => Replay::Calls(

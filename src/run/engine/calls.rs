@@ -130,6 +130,12 @@ impl Engine {
                 observation: observation.clone(),
                 ms,
             });
+            self.earlier.push(crate::checks::Earlier {
+                tool: call.tool.clone(),
+                arguments: call.arguments.clone(),
+                result: observation.clone(),
+                ok,
+            });
             call.answered = Some((observation, ok));
             call.ran = true;
         }
@@ -178,7 +184,8 @@ impl Engine {
     }
 
     /// Every call of the turn has its result: into the history in the order of the calls,
-    /// each marked with its call when there were several.
+    /// each marked with its call when there were several, and the last followed by
+    /// [`feedback::AFTER_RESULTS`] when every call succeeded.
     ///
     /// A turn that brought nothing new — every call a repeat, or a result the model was
     /// already shown in this run (a calculator called with its own result) — ends the
@@ -203,6 +210,7 @@ impl Engine {
                 tools: calls.iter().map(|c| c.tool.clone()).collect(),
             });
         }
+        let all_ok = calls.iter().all(|c| matches!(c.answered, Some((_, true))));
         for (i, call) in calls.into_iter().enumerate() {
             let (observation, ok) = call.answered.unwrap_or_default();
             if ok {
@@ -219,7 +227,10 @@ impl Engine {
                     ms: 0,
                 });
             }
-            let text = feedback::call_result(i + 1, n, &call.tool, &observation);
+            let mut text = feedback::call_result(i + 1, n, &call.tool, &observation);
+            if i + 1 == n && all_ok {
+                text.push_str(feedback::AFTER_RESULTS);
+            }
             self.history.push(Message::tool(&call.tool, text));
         }
         self.state = State::Thinking;
@@ -263,7 +274,7 @@ mod tests {
     /// A call of the calculator with its result `4`, then a second call of `expression`
     /// whose result is `result`: the next step, and whether a call is allowed after it.
     fn second_call(expression: &str, result: &str) -> (Step, bool) {
-        let mut e = engine(10);
+        let mut e = super::super::tests::engine_without_nothing_new();
         e.next_step();
         e.model_replied(&reply(CALL));
         e.next_step();

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::{Call, Engine, State, schema_of};
-use crate::checks::{TurnContext, Verdict};
+use crate::checks::{Finding, TurnContext, Verdict};
 use crate::message::{ChatReply, Message};
 use crate::run::events::Event;
 use crate::run::feedback;
@@ -90,6 +90,7 @@ impl Engine {
         let said = feedback::evidence(&self.history);
         let thresholds = self.config.thresholds();
         let question = &self.history[self.run_start].content;
+        let person = feedback::person(&self.history[self.run_start..]);
         let ctx = TurnContext {
             question,
             said: &said,
@@ -98,12 +99,17 @@ impl Engine {
             thresholds: thresholds.as_ref(),
             fit: self.fit.flatten(),
             fit_tool: self.fit_tool.as_deref(),
+            person: &person,
+            earlier: &self.earlier,
         };
         let judge_turn = !self.answer_only();
         let mut tools: Vec<&str> = calls.iter().map(|c| c.0.as_str()).collect();
         tools.sort_unstable();
         tools.dedup();
-        if judge_turn && self.fit.is_none() && tools.iter().all(|t| self.checks.wants_fit(&ctx, t))
+        if judge_turn
+            && self.fit.is_none()
+            && tools.iter().all(|t| self.checks.wants_fit(&ctx, t))
+            && !self.checks.declines_calls(&ctx, calls)
         {
             let questions: Vec<(String, Vec<Message>)> = calls
                 .iter()
@@ -130,8 +136,11 @@ impl Engine {
         let (findings, verdict) = self.checks.judge(&ctx, calls, judge_turn);
         let source = thresholds.as_ref().map(|t| t.source());
         self.events.extend(findings.into_iter().map(|f| {
+            // A decline on the run's own record owes nothing to the thresholds.
+            let on_record =
+                matches!(&f, Finding::Decision { judgement, .. } if judgement.on_record);
             let mut e = Event::from(f);
-            if let Event::Decision { thresholds, .. } = &mut e {
+            if let (Event::Decision { thresholds, .. }, false) = (&mut e, on_record) {
                 thresholds.clone_from(&source);
             }
             e

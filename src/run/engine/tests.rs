@@ -96,7 +96,11 @@ fn call_then_answer() {
     );
     e.tool_returned(Ok(ToolResult::ok("4")), Duration::from_millis(3));
     assert_eq!(e.next_step(), Step::CallModel);
-    assert_eq!(e.messages().last().unwrap().content, "4");
+    // The result, then the line that asks for the answer or the next step.
+    assert_eq!(
+        e.messages().last().unwrap().content,
+        format!("4{}", crate::run::feedback::AFTER_RESULTS)
+    );
     e.model_replied(&reply(ANSWER));
     assert_eq!(e.next_step(), Step::Done);
     assert!(
@@ -145,9 +149,46 @@ fn last_iteration_allows_only_an_answer() {
     assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
 }
 
+/// [`engine`] with `nothing-new` off: the engine's own rules for a turn that brought
+/// nothing, which stand when the check is off or a turn is only partly a repeat.
+pub(super) fn engine_without_nothing_new() -> Engine {
+    let mut config = Config::default();
+    config.checks.set("nothing-new", false).unwrap();
+    Engine::new(
+        vec![Message::system("sys")],
+        "what is 2+2",
+        vec![calc()],
+        config,
+    )
+}
+
+#[test]
+fn after_a_result_a_repeat_is_declined_unrun_and_the_model_answers_from_the_history_as_it_was() {
+    let mut e = engine(10);
+    e.next_step();
+    e.model_replied(&reply(CALL));
+    e.next_step();
+    e.tool_returned(Ok(ToolResult::ok("4")), Duration::ZERO);
+    assert_eq!(e.next_step(), Step::CallModel);
+    let before = e.messages().to_vec();
+    e.model_replied(&reply(CALL));
+    let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
+    assert_eq!(
+        line,
+        "nothing-new: declined calculator: the same call as before; asking for an answer instead"
+    );
+    // Not run, not kept: the answer is asked on the history as it was.
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert_eq!(e.messages(), &before[..]);
+    assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+    e.model_replied(&reply(ANSWER));
+    assert_eq!(e.next_step(), Step::Done);
+    assert_eq!(e.steps().iter().filter(|s| s.tool.is_some()).count(), 1);
+}
+
 #[test]
 fn a_repeated_call_reuses_the_result_and_the_next_turn_may_only_answer() {
-    let mut e = engine(10);
+    let mut e = engine_without_nothing_new();
     e.next_step();
     e.model_replied(&reply(CALL));
     e.next_step();

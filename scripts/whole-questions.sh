@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Whole questions against a real model: each question of tests/data/whole/questions.jsonl
+# is asked with `toolloop ask --builtin --demo` (calculator, current_time, the demo
+# get_weather), tools run for real, until the answer. `toolloop eval` stops a case at its
+# first calls; this is what a person waits for: model turns per needed round of calls,
+# requests, seconds, and whether the answer holds the tool's facts.
+#
+# Turns are the requests for a model turn, declined ones too (the transcript's
+# model_request events); requests add the fit questions.
+# A case is right when the answer holds one of each group of `expect`, every tool of
+# `tools` was called, and (for `rounds` 0) no tool was called. Its turns are within the
+# goal when they are at most `rounds` + 1 (one per round of calls, one for the answer).
+# Cases are split by the number that ends their id (even: tuning, odd: validation), the
+# rule `toolloop eval` uses, fixed before any result was read.
+#
+#   scripts/whole-questions.sh URL MODEL [NAME] [-- FLAGS...]
+#     URL    an OpenAI-compatible base URL (http://127.0.0.1:8080/v1)
+#     MODEL  the model name sent, and the calibration it reads
+#     NAME   the report's name under target/whole/ (default: MODEL)
+#     FLAGS  more flags for `toolloop ask` (a variant to compare)
+#
+# The binary is target/release/toolloop (built here); TOOLLOOP_WHOLE_DATA another set
+# (tests/data/whole/held_back.jsonl was written after the rules were chosen, and read only
+# to check them); TOOLLOOP_WHOLE_JOBS cases at once
+# (default 1: a person's one question at a time, and the server's cache as it is then).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+url="$1"; model="$2"; shift 2
+name="$model"
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then name="$1"; shift; fi
+[ "${1:-}" = "--" ] && shift
+flags=("$@")
+out=target/whole
+mkdir -p "$out/$name"
+cargo build --release -q
+data="${TOOLLOOP_WHOLE_DATA:-tests/data/whole/questions.jsonl}"
+jobs="${TOOLLOOP_WHOLE_JOBS:-1}"
+
+run_case() {
+  local line="$1" id question
+  id=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["id"])' "$line")
+  question=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["question"])' "$line")
+  ./target/release/toolloop ask --backend openai --base-url "$url" --model "$model" \
+    --builtin --demo --timeout 120 --num-predict 256 --json --transcript "$out/$name/$id.transcript.jsonl" "${flags[@]}" "$question" \
+    >"$out/$name/$id.json" 2>"$out/$name/$id.log" || true
+  echo "$id done" >&2
+}
+export -f run_case
+export url model name out
+export FLAGS_Q="${flags[*]:-}"
+if [ "$jobs" = 1 ]; then
+  while IFS= read -r line; do run_case "$line"; done <"$data"
+else
+  # shellcheck disable=SC2016
+  tr '\n' '\0' <"$data" | xargs -0 -P "$jobs" -I{} bash -c 'flags=($FLAGS_Q); run_case "$1"' _ {}
+fi
+
+python3 - "$data" "$out/$name" <<'PY'
+import json, os, sys
+data, dir = sys.argv[1], sys.argv[2]
+cases = [json.loads(l) for l in open(data) if l.strip()]
+rows = {"tuning": [], "validation": []}
+for c in cases:
+    half = "tuning" if int(c["id"].rsplit("_", 1)[1]) % 2 == 0 else "validation"
+    path = os.path.join(dir, c["id"] + ".json")
+    try:
+        r = json.load(open(path))
+    except Exception:
+        r = {}
+    answer = (r.get("answer") or "").lower().replace(",", "").replace("\u202f", "")
+    used = [s.get("tool") for s in r.get("steps", []) if s.get("tool")]
+    facts = all(any(e.lower().replace(",", "") in answer for e in g) for g in c["expect"])
+    tools = all(t in used for t in c["tools"]) and (c["rounds"] > 0 or not used)
+    right = bool(r.get("answer")) and facts and tools
+    # Every request for a model turn, declined ones too (the fit question is not one).
+    try:
+        events = [json.loads(l) for l in open(os.path.join(dir, c["id"] + ".transcript.jsonl"))]
+        turns = sum(e.get("event") == "model_request" for e in events)
+    except Exception:
+        turns = r.get("iterations", 0)
+    budget = r.get("budget", {})
+    within = right and turns <= c["rounds"] + 1
+    rows[half].append(dict(id=c["id"], right=right, within=within, turns=turns,
+                           over=max(0, turns - c["rounds"] - 1), used=used,
+                           requests=budget.get("model_requests", 0),
+                           secs=(budget.get("model_ms", 0) + budget.get("tool_ms", 0) + budget.get("own_ms", 0)) / 1000,
+                           tokens=sum((budget.get("generated") or {}).values()),
+                           stop=r.get("stop_reason")))
+print(f"| half | right | right within rounds+1 turns | turns over | requests/case (fit questions too) | generated tokens/case | s/case |")
+print("|---|---|---|---|---|---|---|")
+for half, rs in rows.items():
+    n = max(len(rs), 1)
+    print(f"| {half} | {sum(r['right'] for r in rs)}/{len(rs)} | {sum(r['within'] for r in rs)}/{len(rs)} | "
+          f"{sum(r['over'] for r in rs)} | {sum(r['requests'] for r in rs)/n:.2f} | "
+          f"{sum(r['tokens'] for r in rs)/n:.0f} | {sum(r['secs'] for r in rs)/n:.1f} |")
+with open(os.path.join(dir, "summary.jsonl"), "w") as f:
+    for half, rs in rows.items():
+        for r in rs:
+            f.write(json.dumps(dict(half=half, **r)) + "\n")
+PY
