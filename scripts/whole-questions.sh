@@ -19,7 +19,8 @@
 #     NAME   the report's name under target/whole/ (default: MODEL)
 #     FLAGS  more flags for `toolloop ask` (a variant to compare)
 #
-# The binary is target/release/toolloop (built here); TOOLLOOP_WHOLE_DATA another set
+# The binary is target/release/toolloop (built here), or TOOLLOOP_WHOLE_BIN (another
+# revision's build, for the "before"); TOOLLOOP_WHOLE_DATA another set
 # (tests/data/whole/held_back.jsonl was written after the rules were chosen, and read only
 # to check them); TOOLLOOP_WHOLE_JOBS cases at once
 # (default 1: a person's one question at a time, and the server's cache as it is then).
@@ -40,13 +41,13 @@ run_case() {
   local line="$1" id question
   id=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["id"])' "$line")
   question=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["question"])' "$line")
-  ./target/release/toolloop ask --backend openai --base-url "$url" --model "$model" \
+  "${TOOLLOOP_WHOLE_BIN:-./target/release/toolloop}" ask --backend openai --base-url "$url" --model "$model" \
     --builtin --demo --timeout 120 --num-predict 256 --json --transcript "$out/$name/$id.transcript.jsonl" "${flags[@]}" "$question" \
     >"$out/$name/$id.json" 2>"$out/$name/$id.log" || true
   echo "$id done" >&2
 }
 export -f run_case
-export url model name out
+export url model name out TOOLLOOP_WHOLE_BIN
 export FLAGS_Q="${flags[*]:-}"
 if [ "$jobs" = 1 ]; then
   while IFS= read -r line; do run_case "$line"; done <"$data"

@@ -209,13 +209,15 @@ fn the_loop_answers_with_a_real_model() {
             expect.is_empty() || expect.iter().any(|e| answer.contains(e)),
             "{name}: answer {answer:?} has none of {expect:?}"
         );
-        // One turn per round of calls and one for the answer, plus at most one turn that
-        // brought nothing new (measured: with the several-call form in the prompt, Qwen
-        // calls the calculator once more on its own result; that turn ends the calling).
-        // A needless call on a question that needs none is one round more.
+        // One turn per round of calls and one for the answer (measured: two each). Before
+        // the line after results and `nothing-new`, Qwen called the calculator once more
+        // on its own result and the weather again after its result, a turn each. A turn
+        // declined or asked again is not one of the run's iterations; the requests are
+        // in BENCHMARKS.md ("Whole questions"). A needless call on a question that needs
+        // none is one round more.
         let needless = u32::from(tool.is_none() && !used.is_empty());
         assert!(
-            out.iterations <= rounds + needless + 2,
+            out.iterations <= rounds + needless + 1,
             "{name}: {} model turns for {rounds} round(s) of calls",
             out.iterations
         );
