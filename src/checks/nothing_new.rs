@@ -15,10 +15,11 @@
 //!
 //! - **a repeat**: the same tool with the same arguments as a call of this run, which
 //!   can only bring the same result or the same error;
-//! - **its own result fed back**: a number in the arguments that the same tool gave as a
-//!   result in this run and the person never wrote. A second step that uses another
-//!   tool's result (the weather's 18 °C into the calculator) or the person's own numbers
-//!   is not this.
+//! - **its own result fed back**: a number in the arguments that the same tool gave as its
+//!   whole result in this run (the calculator's `62.5`) and the person never wrote. A
+//!   second step that uses another tool's result (the weather's 18 °C into the
+//!   calculator), a number from inside a longer result (an id from the rows a query
+//!   returned, for the next query) or the person's own numbers is not this.
 //!
 //! Such a turn is declined before the fit question, and it is not kept in the history:
 //! a repeated result at the end of the history made the answer that followed speak of
@@ -106,17 +107,19 @@ fn nothing_new(
             false => "the same call failed before".to_string(),
         });
     }
-    let own = Evidence::of(
-        earlier
-            .iter()
-            .filter(|e| e.tool == tool && e.ok)
-            .map(|e| e.result.as_str()),
-    );
+    // Only a result that is one number as a whole: a number inside a longer result (an id
+    // in a table a query returned) is what a next query of the same tool may rightly
+    // ask about.
+    let own: Vec<f64> = earlier
+        .iter()
+        .filter(|e| e.tool == tool && e.ok)
+        .filter_map(|e| e.result.trim().trim_matches('"').parse::<f64>().ok())
+        .collect();
     let mut fed = Vec::new();
     numbers(&Value::Object(arguments.clone()), &mut fed);
     let fed: Vec<f64> = fed
         .into_iter()
-        .filter(|n| own.says_number(*n) && !person.says_number(*n))
+        .filter(|n| own.contains(n) && !person.says_number(*n))
         .collect();
     let first = fed.first()?;
     Some(format!("its own result {} fed back", show(*first)))
@@ -240,6 +243,21 @@ mod tests {
                 "get_weather",
                 json!({"city": "Tokyo"})
             ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_number_from_inside_a_longer_result_may_drive_the_next_call() {
+        let rows = earlier(
+            "sql_query",
+            json!({"sql": "SELECT id FROM orders WHERE total > 100"}),
+            r#"[{"id": 17}]"#,
+            true,
+        );
+        let next = json!({"sql": "SELECT name FROM customers WHERE id = 17"});
+        assert_eq!(
+            judge("Who placed big orders?", &[rows], "sql_query", next),
             None
         );
     }
