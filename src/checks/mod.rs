@@ -417,10 +417,11 @@ impl Checks {
                 .any(|c| c.wants_fit(ctx, tool, &mut judgement))
     }
 
-    /// Judges a turn's calls: the turn-level checks on the tool that stands for the turn
-    /// ([`turn_tool`]; unless `judge_turn` is false: only an answer was allowed), then each
-    /// call's checks in the order of the calls. Stops at the first verdict that is not
-    /// [`Verdict::Go`].
+    /// Judges a turn's calls: the checks that judge the turn by all of its calls (a
+    /// decline there is the verdict), the turn-level checks on the tool that stands for
+    /// the turn ([`turn_tool`]; neither when `judge_turn` is false: only an answer was
+    /// allowed), then each call's checks in the order of the calls. Stops at the first
+    /// verdict that is not [`Verdict::Go`].
     pub fn judge(
         &self,
         ctx: &TurnContext<'_>,
