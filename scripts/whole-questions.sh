@@ -21,8 +21,8 @@
 #
 # The binary is target/release/toolloop (built here), or TOOLLOOP_WHOLE_BIN (another
 # revision's build, for the "before"); TOOLLOOP_WHOLE_DATA another set
-# (tests/data/whole/held_back.jsonl was written after the rules were chosen, and read only
-# to check them); TOOLLOOP_WHOLE_JOBS cases at once
+# (tests/data/whole/held_back.jsonl was written while the rules were being tried on
+# questions.jsonl, and read only to check them); TOOLLOOP_WHOLE_JOBS cases at once
 # (default 1: a person's one question at a time, and the server's cache as it is then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
