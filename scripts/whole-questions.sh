@@ -87,6 +87,15 @@ for c in cases:
                            secs=(budget.get("model_ms", 0) + budget.get("tool_ms", 0) + budget.get("own_ms", 0)) / 1000,
                            tokens=sum((budget.get("generated") or {}).values()),
                            stop=r.get("stop_reason")))
+def reply(c):
+    try:
+        return json.load(open(os.path.join(dir, c["id"] + ".json")))
+    except Exception:
+        return {}
+# A run that never reached the model (server down, model missing) says why in its JSON.
+if all(reply(c).get("stop_reason", "error") == "error" for c in cases):
+    first = reply(cases[0]).get("error", f"see {dir}/*.log")
+    sys.exit(f"no question got a reply from the model: {first}")
 print(f"| half | right | right within rounds+1 turns | turns over | requests/case (fit questions too) | generated tokens/case | s/case |")
 print("|---|---|---|---|---|---|---|")
 for half, rs in rows.items():

@@ -125,18 +125,13 @@ impl Evidence {
         near.all(|m| m == first).then_some(first)
     }
 
-    /// Whether the texts say the number `n`, in any form ([`Evidence::has_number`]).
-    pub(crate) fn says_number(&self, n: f64) -> bool {
-        self.has_number(n)
-    }
-
     /// The numbers written with digits, as written (`17` for "17%", `2340` for "2,340").
     pub(crate) fn written_numbers(&self) -> impl Iterator<Item = f64> + '_ {
         self.plain.iter().chain(&self.percents).copied()
     }
 
     /// A sign is not evidence: "coefficients 2, 3 and -4" and "a loss of 4" both say 4.
-    fn has_number(&self, n: f64) -> bool {
+    pub(crate) fn has_number(&self, n: f64) -> bool {
         let n = n.abs();
         self.numbers
             .iter()

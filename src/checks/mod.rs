@@ -185,7 +185,7 @@ pub(crate) struct TurnContext<'a> {
     /// back, never tool results nor toolloop's feedback.
     pub person: &'a [&'a str],
     /// The calls of this run that came back, in order; empty before the first result.
-    pub earlier: &'a [Earlier],
+    pub earlier: &'a [Earlier<'a>],
 }
 
 /// One call under check: its tool, its arguments, and which of them a check rewrote.
@@ -429,15 +429,16 @@ impl Checks {
         judge_turn: bool,
     ) -> (Vec<Finding>, Verdict) {
         let mut findings = Vec::new();
-        if let (Some(tool), true) = (turn_tool(ctx, calls), judge_turn)
+        let turn = turn_tool(ctx, calls).filter(|_| judge_turn);
+        if let Some(tool) = &turn
             && let Some(mut judgement) = self.judge_calls(ctx, calls)
         {
             judgement.p_tool = tool_probability::tool_share(ctx.reply);
+            let tool = tool.clone();
             findings.push(Finding::Decision { tool, judgement });
             return (findings, Verdict::Decline { instead: vec![] });
         }
-        if let (Some(tool), true) = (turn_tool(ctx, calls), judge_turn) {
-            let tool = &tool;
+        if let Some(tool) = &turn {
             let mut judgement = Judgement::default();
             for c in &self.on {
                 c.judge_turn(ctx, tool, &mut judgement);

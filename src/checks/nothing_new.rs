@@ -46,15 +46,16 @@ pub static INFO: CheckInfo = CheckInfo {
     measured: "Invariant: stands aside (first turns only). Qwen 0.5B, whole questions with the tools run (scripts/whole-questions.sh), on against off, tuning / validation: requests per question 7.1 / 6.4 → 3.8 / 3.6, seconds 8.1 / 9.9 → 4.4 / 4.2, right 8 / 6 → 9 / 6 of 16; with the line after results too, 2.9 requests and 9 / 8 right (BENCHMARKS.md, \"Whole questions\").",
 };
 
-/// One call of the run that came back, as the checks see it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Earlier {
+/// One call of the run that came back, as the checks see it (borrowed from the run's
+/// steps).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Earlier<'a> {
     /// The tool called.
-    pub tool: String,
+    pub tool: &'a str,
     /// Its arguments.
-    pub arguments: Map<String, Value>,
+    pub arguments: &'a Map<String, Value>,
     /// What the model was shown.
-    pub result: String,
+    pub result: &'a str,
     /// Whether the tool succeeded.
     pub ok: bool,
 }
@@ -93,14 +94,14 @@ impl Check for NothingNew {
 
 /// Why `tool` called with `arguments` can bring nothing new, if it cannot.
 fn nothing_new(
-    earlier: &[Earlier],
+    earlier: &[Earlier<'_>],
     person: &Evidence,
     tool: &str,
     arguments: &Map<String, Value>,
 ) -> Option<String> {
     if let Some(e) = earlier
         .iter()
-        .find(|e| e.tool == tool && e.arguments == *arguments)
+        .find(|e| e.tool == tool && e.arguments == arguments)
     {
         return Some(match e.ok {
             true => "the same call as before".to_string(),
@@ -119,7 +120,7 @@ fn nothing_new(
     numbers(&Value::Object(arguments.clone()), &mut fed);
     let fed: Vec<f64> = fed
         .into_iter()
-        .filter(|n| own.contains(n) && !person.says_number(*n))
+        .filter(|n| own.contains(n) && !person.has_number(*n))
         .collect();
     let first = fed.first()?;
     Some(format!("its own result {} fed back", show(*first)))
@@ -148,18 +149,25 @@ mod tests {
 
     use super::*;
 
-    fn earlier(tool: &str, arguments: Value, result: &str, ok: bool) -> Earlier {
-        Earlier {
-            tool: tool.into(),
-            arguments: arguments.as_object().unwrap().clone(),
-            result: result.into(),
-            ok,
-        }
+    /// A call of the run as the tests write it: tool, arguments, result, success.
+    type Call = (&'static str, Value, &'static str, bool);
+
+    fn earlier(tool: &'static str, arguments: Value, result: &'static str, ok: bool) -> Call {
+        (tool, arguments, result, ok)
     }
 
-    fn judge(question: &str, earlier: &[Earlier], tool: &str, arguments: Value) -> Option<String> {
+    fn judge(question: &str, run: &[Call], tool: &str, arguments: Value) -> Option<String> {
         let person = Evidence::of([question]);
-        nothing_new(earlier, &person, tool, arguments.as_object().unwrap())
+        let earlier: Vec<Earlier<'_>> = run
+            .iter()
+            .map(|(tool, arguments, result, ok)| Earlier {
+                tool,
+                arguments: arguments.as_object().unwrap(),
+                result,
+                ok: *ok,
+            })
+            .collect();
+        nothing_new(&earlier, &person, tool, arguments.as_object().unwrap())
     }
 
     #[test]

@@ -174,9 +174,6 @@ pub struct Engine {
     shown: BTreeSet<String>,
     /// Results are in: one call per turn from now on ([`Engine::settle`]).
     results_in: bool,
-    /// The calls of this run that ran, with what the model was shown
-    /// (`crate::checks::nothing_new`).
-    earlier: Vec<crate::checks::Earlier>,
 }
 
 impl Engine {
@@ -224,7 +221,6 @@ impl Engine {
             budget: Budget::default(),
             shown: BTreeSet::new(),
             results_in: false,
-            earlier: Vec::new(),
         }
     }
 

@@ -130,12 +130,6 @@ impl Engine {
                 observation: observation.clone(),
                 ms,
             });
-            self.earlier.push(crate::checks::Earlier {
-                tool: call.tool.clone(),
-                arguments: call.arguments.clone(),
-                result: observation.clone(),
-                ok,
-            });
             call.answered = Some((observation, ok));
             call.ran = true;
         }

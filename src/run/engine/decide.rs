@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::{Call, Engine, State, schema_of};
-use crate::checks::{Finding, TurnContext, Verdict};
+use crate::checks::{Earlier, Finding, TurnContext, Verdict};
 use crate::message::{ChatReply, Message};
 use crate::run::events::Event;
 use crate::run::feedback;
@@ -91,6 +91,19 @@ impl Engine {
         let thresholds = self.config.thresholds();
         let question = &self.history[self.run_start].content;
         let person = feedback::person(&self.history[self.run_start..]);
+        // The run's calls that came back, as its steps record them.
+        let earlier: Vec<Earlier<'_>> = self
+            .steps
+            .iter()
+            .filter_map(|s| {
+                Some(Earlier {
+                    tool: s.tool.as_deref()?,
+                    arguments: s.arguments.as_ref()?,
+                    result: &s.observation,
+                    ok: s.ok,
+                })
+            })
+            .collect();
         let ctx = TurnContext {
             question,
             said: &said,
@@ -100,7 +113,7 @@ impl Engine {
             fit: self.fit.flatten(),
             fit_tool: self.fit_tool.as_deref(),
             person: &person,
-            earlier: &self.earlier,
+            earlier: &earlier,
         };
         let judge_turn = !self.answer_only();
         let mut tools: Vec<&str> = calls.iter().map(|c| c.0.as_str()).collect();
