@@ -30,12 +30,19 @@ pub struct Thresholds {
     /// (`tool-probability`).
     pub p_min: f64,
     /// A call with at least this share goes ahead unquestioned; below it, a call whose
-    /// tool shares no word with the request is put to the model as the fit question
-    /// (`tool-fit`).
+    /// tool shares no word with the request, or which carries a required value nobody
+    /// said, is put to the model as the fit question (`tool-fit`).
     pub p_sure: f64,
     /// A questioned call is declined (`tool-fit`) when its share of "yes" to the fit
     /// question, plus `p_weight` times how far its p(tool) is below 1, is below this.
     pub fit_min: f64,
+    /// The bar in place of `fit_min` for a call with a required value the person never
+    /// said ([`crate::checks::grounding::invented_required`]): evidence against the call,
+    /// so such a call is questioned even when the request shares words with its tool, and
+    /// held to at least `fit_min`. `None` (a file calibrated before it was measured):
+    /// `fit_min`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit_min_unsaid: Option<f64>,
     /// How much the model's own p(tool) counts beside its answer to the fit question:
     /// 0, the answer alone. Calibrated: on Qwen2.5-Coder 0.5B the needless calls that
     /// answer "yes" as often as right ones are those it was less sure of.
@@ -56,6 +63,7 @@ impl Default for Thresholds {
             p_min: 0.5,
             p_sure: 0.9,
             fit_min: 0.45,
+            fit_min_unsaid: None,
             p_weight: 0.0,
             calibrated_for: None,
         }
@@ -69,19 +77,31 @@ impl Thresholds {
     }
 
     /// Whether a call with `p_tool` is put to the model as the fit question: it was not
-    /// declined outright (`p_min`), the model was not sure of it (`p_sure`), and the
-    /// request shares no word with the tool (`supported` false).
-    pub fn questions(&self, p_tool: f64, supported: bool) -> bool {
-        p_tool >= self.p_min && p_tool < self.p_sure && !supported
+    /// declined outright (`p_min`), the model was not sure of it (`p_sure`), and either
+    /// the request shares no word with the tool (`supported` false) or the call carries a
+    /// required value nobody said (`unsaid`): shared words are evidence for a call, an
+    /// invented value evidence against it, and the model's answer weighs the two.
+    pub fn questions(&self, p_tool: f64, supported: bool, unsaid: bool) -> bool {
+        p_tool >= self.p_min && p_tool < self.p_sure && (!supported || unsaid)
+    }
+
+    /// The share of "yes" a questioned call must reach: [`Thresholds::fit_min`], or for a
+    /// call with a value nobody said, [`Thresholds::fit_min_unsaid`] (never below
+    /// `fit_min`).
+    pub fn fit_bar(&self, unsaid: bool) -> f64 {
+        match (unsaid, self.fit_min_unsaid) {
+            (true, Some(bar)) => bar.max(self.fit_min),
+            _ => self.fit_min,
+        }
     }
 
     /// Whether a call with `p_tool` and, when asked, `fit` is declined: below `p_min`
     /// (`tool-probability`), or questioned and answered with too little "yes"
     /// (`tool-fit`).
-    pub fn declines(&self, p_tool: f64, supported: bool, fit: Option<f64>) -> bool {
+    pub fn declines(&self, p_tool: f64, supported: bool, unsaid: bool, fit: Option<f64>) -> bool {
         p_tool < self.p_min
-            || (self.questions(p_tool, supported)
-                && fit.is_some_and(|f| self.fit_score(p_tool, f) < self.fit_min))
+            || (self.questions(p_tool, supported, unsaid)
+                && fit.is_some_and(|f| self.fit_score(p_tool, f) < self.fit_bar(unsaid)))
     }
 
     /// Where these came from, for the line that says a call was declined.

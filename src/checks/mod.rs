@@ -186,6 +186,9 @@ pub(crate) struct TurnContext<'a> {
     pub person: &'a [&'a str],
     /// The calls of this run that came back, in order; empty before the first result.
     pub earlier: &'a [Earlier<'a>],
+    /// The tools of this turn called with a required value nobody said
+    /// ([`tool_fit::unsaid`]).
+    pub unsaid: &'a [String],
 }
 
 /// One call under check: its tool, its arguments, and which of them a check rewrote.

@@ -23,6 +23,7 @@ fn conform(arguments: &mut Map<String, Value>, schema: &Value, said: &Evidence) 
         fit_tool: None,
         person: &[],
         earlier: &[],
+        unsaid: &[],
     };
     let mut call = CallUnderCheck {
         spec: &spec,

@@ -12,14 +12,19 @@
 //!
 //! It costs one short request (about 90 prompt tokens and 6 generated), asked only when
 //! the model's share of probability for the call was below the calibrated "sure" level
-//! ([`crate::Thresholds`]) *and* the request shares no content word with the tool's own
-//! text ([`supported`]): shared words are evidence for a call, so such a call goes
-//! ahead unquestioned, while missing words are no evidence against one. Words never
-//! decline a call; the model's answer does.
+//! ([`crate::Thresholds`]) *and* either the request shares no content word with the
+//! tool's own text ([`supported`]) or the call carries a required value the person never
+//! said ([`unsaid`]). Shared words are evidence for a call, so such a call goes ahead
+//! unquestioned unless its values were made up: a needless call to a near-miss tool
+//! shares words with the request ("Is tipping customary in Japan?" and `calculate_tip`)
+//! but has to invent what the tool needs (`bill_amount: 12.5`), and such calls are held
+//! to a bar of their own, calibrated per model like the others. Missing words are no
+//! evidence against a call, and neither words nor values decline one alone; the model's
+//! answer does.
 
 use serde_json::{Value, json};
 
-use super::{Check, CheckInfo, Effect, Judgement, TurnContext, tool_relevance};
+use super::{Check, CheckInfo, Effect, Judgement, TurnContext, grounding, tool_relevance};
 use crate::message::{ChatReply, Message};
 use crate::tool_spec::ToolSpec;
 
@@ -28,7 +33,7 @@ pub static INFO: CheckInfo = CheckInfo {
     name: "tool-fit",
     default_on: true,
     effect: Effect::Declines,
-    what: "asks the model whether the tool does what the request asks when it was unsure of a call that shares no word with the tool, and declines it on a no",
+    what: "asks the model whether the tool does what the request asks when it was unsure of a call that shares no word with the tool or carries a required value nobody said, and declines it on a no",
     why: "a small model under the narrowed schema calls some tool for nearly every question, and words cannot tell which calls fit in other languages",
     example: "\"Tell me a joke about cats.\" with a weather tool: p(tool) 0.89 < 0.97, fit 0.45 < 0.49: declined, the model answers",
     safety: "It only declines, never changes a value, and never questions a call the model was sure of (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`).",
@@ -48,7 +53,7 @@ impl Check for ToolFit {
         let (Some(t), Some(p)) = (ctx.thresholds, judgement.read_p_tool(ctx.reply)) else {
             return false;
         };
-        t.questions(p, supported(support(ctx, tool)))
+        t.questions(p, supported(support(ctx, tool)), has_unsaid(ctx, tool))
     }
 
     fn judge_turn(&self, ctx: &TurnContext<'_>, tool: &str, judgement: &mut Judgement) {
@@ -61,7 +66,11 @@ impl Check for ToolFit {
         judgement.fit = Some(fit);
         let own = support(ctx, tool);
         judgement.support = judgement.support.or(own);
-        if t.questions(p, supported(own)) && t.fit_score(p, fit) < t.fit_min && !judgement.declined
+        let unsaid = has_unsaid(ctx, tool);
+        let bar = t.fit_bar(unsaid);
+        if t.questions(p, supported(own), unsaid)
+            && t.fit_score(p, fit) < bar
+            && !judgement.declined
         {
             judgement.declined = true;
             judgement.by.get_or_insert(self.info().name);
@@ -69,12 +78,44 @@ impl Check for ToolFit {
                 0.0 => format!("fit {fit:.2}"),
                 w => format!("fit {fit:.2} {:+.2} ({w} × (p {p:.2} − 1))", w * (p - 1.0)),
             };
+            let unsaid = if unsaid { ", a value nobody said" } else { "" };
             judgement.reason = Some(format!(
-                "{score} < {:.2}, p {p:.2} < {:.2}",
-                t.fit_min, t.p_sure
+                "{score} < {bar:.2}{unsaid}, p {p:.2} < {:.2}",
+                t.p_sure
             ));
         }
     }
+}
+
+/// Whether this turn calls `tool` with a required value nobody said.
+fn has_unsaid(ctx: &TurnContext<'_>, tool: &str) -> bool {
+    ctx.unsaid.iter().any(|t| t == tool)
+}
+
+/// The tools of `calls` called with a required value the person never said (nor a tool
+/// result gave): [`grounding::invented_required`], matched leniently, so that only a
+/// value that shares not one word or number with the evidence counts. A model that fills
+/// a tool's required parameters for a request that did not ask for the tool has to make
+/// them up ("Is tipping customary in Japan?" gave `bill_amount: 12.5`); a right call
+/// mostly carries what the person wrote. Such a call is put to the fit question even
+/// when its tool shares words with the request, and held to the calibrated
+/// [`crate::Thresholds::fit_min_unsaid`].
+pub(crate) fn unsaid(
+    specs: &[ToolSpec],
+    calls: &[(String, serde_json::Map<String, Value>)],
+    said: &grounding::Evidence,
+) -> Vec<String> {
+    let mut tools: Vec<String> = calls
+        .iter()
+        .filter(|(tool, arguments)| {
+            specs.iter().find(|s| s.name == *tool).is_some_and(|s| {
+                !grounding::invented_required(arguments, &s.input_schema, said).is_empty()
+            })
+        })
+        .map(|(tool, _)| tool.clone())
+        .collect();
+    tools.dedup();
+    tools
 }
 
 /// How much of the request `tool`'s own text covers ([`tool_relevance::support`]).

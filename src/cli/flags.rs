@@ -385,7 +385,8 @@ pub enum Command {
     ///
     /// Runs a labelled set (by default the built-in everyday set: 90 requests, 30 that
     /// need no tool, 20 not in English) through the loop once, with the fit question put
-    /// to every call, and picks on the set's tuning half the thresholds that decline the
+    /// to every call it could be put to (one whose tool shares no word with the request,
+    /// or with a required value nobody said), and picks on the set's tuning half the thresholds that decline the
     /// most needless calls while keeping 97% of right ones; the validation half shows
     /// whether they hold. It costs about two model requests per case: 5–10 minutes for a
     /// 0.5B model on two CPU cores, under a minute on a GPU. The result goes to the

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::{Case, CaseResult, Half, half};
 use crate::calibration::Thresholds;
+use crate::checks::grounding::Evidence;
 use crate::checks::{tool_fit, tool_relevance};
 
 /// What one case showed.
@@ -28,8 +29,13 @@ pub struct Observation {
     pub tool: String,
     /// The model's share of probability for that call.
     pub p_tool: f64,
-    /// Whether the request shares words with the tool (then it is not questioned).
+    /// Whether the request shares words with the tool (then it is not questioned unless
+    /// `unsaid`).
     pub supported: bool,
+    /// Whether the call carries a required value the request never said
+    /// ([`tool_fit::unsaid`]).
+    #[serde(default)]
+    pub unsaid: bool,
     /// Its share of "yes" to the fit question; 1 when it could not be read.
     pub fit: f64,
 }
@@ -76,8 +82,12 @@ pub fn observe(cases: &[Case], results: &[CaseResult]) -> Vec<Observation> {
                 .any(|g| g.as_object().is_some_and(|o| o.contains_key(&call.name)));
             // Only the calls the thresholds act on: the right tool for a case that needs
             // one, any tool for a case that needs none.
+            let said = Evidence::of([case.question.as_str()]);
+            let calls = [(call.name.clone(), call.arguments.clone())];
+            let unsaid = !tool_fit::unsaid(&case.tools, &calls, &said).is_empty();
             (!needs_tool || right_tool).then(|| Observation {
                 id: r.id.clone(),
+                unsaid,
                 needs_tool,
                 tool: call.name.clone(),
                 supported: tool_fit::supported(
@@ -95,7 +105,7 @@ pub fn observe(cases: &[Case], results: &[CaseResult]) -> Vec<Observation> {
 
 /// Whether `t` declines the call `o` saw.
 fn declines(t: &Thresholds, o: &Observation) -> bool {
-    t.declines(o.p_tool, o.supported, Some(o.fit))
+    t.declines(o.p_tool, o.supported, o.unsaid, Some(o.fit))
 }
 
 /// The weights of p(tool) beside the fit answer that [`choose`] tries.
@@ -110,7 +120,7 @@ pub fn measure(obs: &[Observation], t: &Thresholds) -> Measured {
             Half::Validation => &mut m.validation,
         };
         let declined = declines(t, o);
-        h.questioned += usize::from(t.questions(o.p_tool, o.supported));
+        h.questioned += usize::from(t.questions(o.p_tool, o.supported, o.unsaid));
         if o.needs_tool {
             h.right += 1;
             h.right_kept += usize::from(!declined);
@@ -149,38 +159,55 @@ pub fn choose(obs: &[Observation], calibrated_for: &str) -> Thresholds {
             ..Thresholds::default()
         };
         let fit_cuts = cuts(tuning.iter().map(|o| probe.fit_score(o.p_tool, o.fit)));
+        let unsaid_cuts = cuts(
+            tuning
+                .iter()
+                .filter(|o| o.unsaid)
+                .map(|o| probe.fit_score(o.p_tool, o.fit)),
+        );
         for &p_min in p_cuts.iter().filter(|p| **p <= 0.5) {
             for &p_sure in &p_cuts {
                 if p_sure < p_min {
                     continue;
                 }
                 for &fit_min in &fit_cuts {
-                    let t = Thresholds {
-                        p_min,
-                        p_sure,
-                        fit_min,
-                        p_weight,
-                        calibrated_for: None,
-                    };
-                    let lost = tuning
-                        .iter()
-                        .filter(|o| o.needs_tool && declines(&t, o))
-                        .count();
-                    if lost > may_lose {
-                        continue;
-                    }
-                    let declined = tuning
-                        .iter()
-                        .filter(|o| !o.needs_tool && declines(&t, o))
-                        .count();
-                    let questioned = tuning
-                        .iter()
-                        .filter(|o| o.p_tool >= p_min && o.p_tool < p_sure && !o.supported)
-                        .count();
-                    let score = (declined, std::cmp::Reverse(questioned));
-                    // Strictly better only: the first found of equals has the lowest thresholds.
-                    if best.as_ref().is_none_or(|(s, _)| score > *s) {
-                        best = Some((score, t));
+                    // `None` first: among equals, the bar of the other calls.
+                    let unsaid_bars = std::iter::once(None).chain(
+                        unsaid_cuts
+                            .iter()
+                            .filter(|b| **b > fit_min)
+                            .map(|b| Some(*b)),
+                    );
+                    for fit_min_unsaid in unsaid_bars {
+                        let t = Thresholds {
+                            p_min,
+                            p_sure,
+                            fit_min,
+                            fit_min_unsaid,
+                            p_weight,
+                            calibrated_for: None,
+                        };
+                        let lost = tuning
+                            .iter()
+                            .filter(|o| o.needs_tool && declines(&t, o))
+                            .count();
+                        if lost > may_lose {
+                            continue;
+                        }
+                        let declined = tuning
+                            .iter()
+                            .filter(|o| !o.needs_tool && declines(&t, o))
+                            .count();
+                        let questioned = tuning
+                            .iter()
+                            .filter(|o| t.questions(o.p_tool, o.supported, o.unsaid))
+                            .count();
+                        let score = (declined, std::cmp::Reverse(questioned));
+                        // Strictly better only: the first found of equals has the lowest
+                        // thresholds.
+                        if best.as_ref().is_none_or(|(s, _)| score > *s) {
+                            best = Some((score, t));
+                        }
                     }
                 }
             }
@@ -215,10 +242,11 @@ pub fn table(who: &str, t: &Thresholds, m: &Measured) -> String {
         )
     };
     format!(
-        "Calibrated for {who}:\n  a call below p(tool) {:.3} is declined;\n           below {:.3} the fit question is asked, and a share of yes below {:.3} declines it.\n\n         | half | right calls kept | needless calls declined | calls questioned |\n         |---|---|---|---|\n{}{}",
+        "Calibrated for {who}:\n  a call below p(tool) {:.3} is declined;\n           below {:.3} the fit question is asked, and a share of yes below {:.3} declines it\n           ({:.3} for a call with a required value nobody said).\n\n         | half | right calls kept | needless calls declined | calls questioned |\n         |---|---|---|---|\n{}{}",
         t.p_min,
         t.p_sure.min(1.0),
         t.fit_min,
+        t.fit_bar(true),
         row("tuning (chosen on)", &m.tuning),
         row("validation", &m.validation),
     )
@@ -234,9 +262,39 @@ mod tests {
             needs_tool,
             tool: "t".into(),
             supported: false,
+            unsaid: false,
             p_tool,
             fit,
         }
+    }
+
+    #[test]
+    fn a_call_with_a_value_nobody_said_is_held_to_its_own_bar_when_that_keeps_the_right_calls() {
+        // Tuning ids are even. The needless calls share words with their tools and carry
+        // a value nobody said; one right call does too. Only the calls with a value nobody
+        // said are questioned, and only those of them answered below 0.55 are declined.
+        let unsaid = |id: &str, needs_tool: bool, fit: f64| Observation {
+            supported: true,
+            unsaid: true,
+            ..o(id, needs_tool, 0.95, fit)
+        };
+        let obs = vec![
+            o("s_0", true, 0.95, 0.45),
+            unsaid("s_2", true, 0.6),
+            unsaid("i_0", false, 0.5),
+            unsaid("i_2", false, 0.52),
+            unsaid("i_1", false, 0.58),
+        ];
+        let t = choose(&obs, "m");
+        let m = measure(&obs, &t);
+        assert_eq!(m.tuning.right_kept, 2, "{t:?}");
+        assert_eq!(m.tuning.needless_declined, 2, "{t:?}");
+        assert!(t.fit_bar(true) > 0.52 && t.fit_bar(true) < 0.6, "{t:?}");
+        assert!(
+            t.fit_min < 0.45,
+            "the bar of the other calls stays low: {t:?}"
+        );
+        assert_eq!(m.validation.needless_declined, 0, "0.58 passes: {t:?}");
     }
 
     #[test]

@@ -84,6 +84,7 @@ fn replayed(
     };
     let said = Evidence::of([case.question.as_str()]);
     let reply = reply_of(text, p_tool);
+    let unsaid = crate::checks::tool_fit::unsaid(&case.tools, &calls, &said);
     let ctx = TurnContext {
         question: &case.question,
         said: &said,
@@ -94,6 +95,7 @@ fn replayed(
         fit_tool: None,
         person: &[],
         earlier: &[],
+        unsaid: &unsaid,
     };
     match checks.judge(&ctx, &mut calls, true).1 {
         Verdict::Go => Replay::Calls(

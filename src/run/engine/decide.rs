@@ -104,6 +104,7 @@ impl Engine {
                 })
             })
             .collect();
+        let unsaid = crate::checks::tool_fit::unsaid(&self.specs, calls, &said);
         let ctx = TurnContext {
             question,
             said: &said,
@@ -114,6 +115,7 @@ impl Engine {
             fit_tool: self.fit_tool.as_deref(),
             person: &person,
             earlier: &earlier,
+            unsaid: &unsaid,
         };
         let judge_turn = !self.answer_only();
         let mut tools: Vec<&str> = calls.iter().map(|c| c.0.as_str()).collect();
@@ -272,6 +274,49 @@ mod tests {
         e.next_step();
         e.model_replied(&unsure);
         e.fit_replied(None);
+        assert!(matches!(e.next_step(), Step::CallTool { .. }));
+    }
+
+    /// A tip tool and a request that shares its words, answered with `call`.
+    fn tip_turn(question: &str, call: &str) -> Engine {
+        let tip = ToolSpec::new(
+            "calculate_tip",
+            "Calculate the tip on a restaurant bill",
+            json!({"type": "object", "properties": {"bill_amount": {"type": "number"}},
+                   "required": ["bill_amount"]}),
+        );
+        let mut e = Engine::new(
+            vec![Message::system("sys")],
+            question,
+            vec![tip],
+            Config::default(),
+        );
+        e.next_step();
+        let mut unsure = reply(call);
+        unsure.logprobs = kind_logprobs(0.8);
+        e.model_replied(&unsure);
+        e
+    }
+
+    #[test]
+    fn a_call_with_a_value_nobody_said_is_questioned_though_its_tool_shares_words() {
+        let invented = r#"{"kind":"tool_call","thought":"","tool":"calculate_tip","arguments":{"bill_amount":12.5}}"#;
+        let mut e = tip_turn(
+            "Is a tip on a restaurant bill customary in Japan?",
+            invented,
+        );
+        assert_eq!(e.next_step(), Step::AskFit);
+        e.fit_replied(Some(&fit_answer(0.2)));
+        let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
+        assert!(
+            line.starts_with(
+                "tool-fit: declined calculate_tip: fit 0.20 < 0.45, a value nobody said"
+            ),
+            "{line}"
+        );
+        // The same words, with the bill the person gave: it goes ahead unquestioned.
+        let said = r#"{"kind":"tool_call","thought":"","tool":"calculate_tip","arguments":{"bill_amount":84}}"#;
+        let mut e = tip_turn("Calculate the tip on a restaurant bill of $84.", said);
         assert!(matches!(e.next_step(), Step::CallTool { .. }));
     }
 
