@@ -145,14 +145,20 @@ fn cuts(values: impl Iterator<Item = f64>) -> Vec<f64> {
 }
 
 /// The thresholds that decline the most needless calls of the tuning half while keeping
-/// at least [`KEEP`] of its right calls; among equals, the one that questions fewest
+/// at least [`KEEP`] of its right calls; among equals, the one that questions most
 /// calls, then the lowest (most lenient) thresholds.
+///
+/// Questioning more is the tie-break because a p(tool) near 1 is no evidence that a call
+/// fits: asking fewer (a "sure" level just above the tuning half's needless calls, 0.999
+/// on Qwen2.5-Coder 0.5B) let validation needless calls at 0.9991 and 0.9998 through
+/// unasked (`BENCHMARKS.md`, "A value nobody said"). A question costs a second; a
+/// needless call costs the person a wrong answer.
 pub fn choose(obs: &[Observation], calibrated_for: &str) -> Thresholds {
     let tuning: Vec<&Observation> = obs.iter().filter(|o| half(&o.id) == Half::Tuning).collect();
     let right = tuning.iter().filter(|o| o.needs_tool).count();
     let may_lose = ((1.0 - KEEP) * right as f64).floor() as usize;
     let p_cuts = cuts(tuning.iter().map(|o| o.p_tool));
-    let mut best: Option<((usize, std::cmp::Reverse<usize>), Thresholds)> = None;
+    let mut best: Option<((usize, usize), Thresholds)> = None;
     for p_weight in P_WEIGHTS {
         let probe = Thresholds {
             p_weight,
@@ -202,7 +208,7 @@ pub fn choose(obs: &[Observation], calibrated_for: &str) -> Thresholds {
                             .iter()
                             .filter(|o| t.questions(o.p_tool, o.supported, o.unsaid))
                             .count();
-                        let score = (declined, std::cmp::Reverse(questioned));
+                        let score = (declined, questioned);
                         // Strictly better only: the first found of equals has the lowest
                         // thresholds.
                         if best.as_ref().is_none_or(|(s, _)| score > *s) {
