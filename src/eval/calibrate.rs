@@ -146,7 +146,9 @@ fn cuts(values: impl Iterator<Item = f64>) -> Vec<f64> {
 
 /// The thresholds that decline the most needless calls of the tuning half while keeping
 /// at least [`KEEP`] of its right calls; among equals, the one that questions most
-/// calls, then the lowest (most lenient) thresholds.
+/// calls, then the lowest (most lenient) thresholds but for the bar of calls with a
+/// value nobody said, which is the highest that keeps the right calls: a made-up value
+/// is evidence against a call, and a tie on the tuning half says nothing for it.
 ///
 /// Questioning more is the tie-break because a p(tool) near 1 is no evidence that a call
 /// fits: asking fewer (a "sure" level just above the tuning half's needless calls, 0.999
@@ -177,13 +179,15 @@ pub fn choose(obs: &[Observation], calibrated_for: &str) -> Thresholds {
                     continue;
                 }
                 for &fit_min in &fit_cuts {
-                    // `None` first: among equals, the bar of the other calls.
-                    let unsaid_bars = std::iter::once(None).chain(
-                        unsaid_cuts
-                            .iter()
-                            .filter(|b| **b > fit_min)
-                            .map(|b| Some(*b)),
-                    );
+                    // The highest bar first: among equals, a call with a value nobody
+                    // said is held to the strictest bar that keeps the right calls, as
+                    // its value is evidence against it; `None` (the others' bar) last.
+                    let unsaid_bars = unsaid_cuts
+                        .iter()
+                        .rev()
+                        .filter(|b| **b > fit_min)
+                        .map(|b| Some(*b))
+                        .chain(std::iter::once(None));
                     for fit_min_unsaid in unsaid_bars {
                         let t = Thresholds {
                             p_min,
