@@ -36,13 +36,6 @@ pub struct Thresholds {
     /// A questioned call is declined (`tool-fit`) when its share of "yes" to the fit
     /// question, plus `p_weight` times how far its p(tool) is below 1, is below this.
     pub fit_min: f64,
-    /// The bar in place of `fit_min` for a call with a required value the person never
-    /// said ([`crate::checks::grounding::invented_required`]): evidence against the call,
-    /// so such a call is questioned even when the request shares words with its tool, and
-    /// held to at least `fit_min`. `None` (a file calibrated before it was measured):
-    /// `fit_min`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fit_min_unsaid: Option<f64>,
     /// How much the model's own p(tool) counts beside its answer to the fit question:
     /// 0, the answer alone. Calibrated: on Qwen2.5-Coder 0.5B the needless calls that
     /// answer "yes" as often as right ones are those it was less sure of.
@@ -63,7 +56,6 @@ impl Default for Thresholds {
             p_min: 0.5,
             p_sure: 0.9,
             fit_min: 0.45,
-            fit_min_unsaid: None,
             p_weight: 0.0,
             calibrated_for: None,
         }
@@ -85,23 +77,13 @@ impl Thresholds {
         p_tool >= self.p_min && p_tool < self.p_sure && (!supported || unsaid)
     }
 
-    /// The share of "yes" a questioned call must reach: [`Thresholds::fit_min`], or for a
-    /// call with a value nobody said, [`Thresholds::fit_min_unsaid`] (never below
-    /// `fit_min`).
-    pub fn fit_bar(&self, unsaid: bool) -> f64 {
-        match (unsaid, self.fit_min_unsaid) {
-            (true, Some(bar)) => bar.max(self.fit_min),
-            _ => self.fit_min,
-        }
-    }
-
     /// Whether a call with `p_tool` and, when asked, `fit` is declined: below `p_min`
     /// (`tool-probability`), or questioned and answered with too little "yes"
     /// (`tool-fit`).
     pub fn declines(&self, p_tool: f64, supported: bool, unsaid: bool, fit: Option<f64>) -> bool {
         p_tool < self.p_min
             || (self.questions(p_tool, supported, unsaid)
-                && fit.is_some_and(|f| self.fit_score(p_tool, f) < self.fit_bar(unsaid)))
+                && fit.is_some_and(|f| self.fit_score(p_tool, f) < self.fit_min))
     }
 
     /// Where these came from, for the line that says a call was declined.

@@ -17,10 +17,11 @@
 //! said ([`unsaid`]). Shared words are evidence for a call, so such a call goes ahead
 //! unquestioned unless its values were made up: a needless call to a near-miss tool
 //! shares words with the request ("Is tipping customary in Japan?" and `calculate_tip`)
-//! but has to invent what the tool needs (`bill_amount: 12.5`), and such calls are held
-//! to a bar of their own, calibrated per model like the others. Missing words are no
-//! evidence against a call, and neither words nor values decline one alone; the model's
-//! answer does.
+//! but has to invent what the tool needs (`bill_amount: 12.5`), so such a call is asked
+//! about too, and held to the same calibrated bar (a bar of its own was tried: on the
+//! tuning half it overfitted, `BENCHMARKS.md` "A value nobody said"). Missing words are
+//! no evidence against a call, and neither words nor values decline one alone; the
+//! model's answer does.
 
 use serde_json::{Value, json};
 
@@ -67,9 +68,8 @@ impl Check for ToolFit {
         let own = support(ctx, tool);
         judgement.support = judgement.support.or(own);
         let unsaid = has_unsaid(ctx, tool);
-        let bar = t.fit_bar(unsaid);
         if t.questions(p, supported(own), unsaid)
-            && t.fit_score(p, fit) < bar
+            && t.fit_score(p, fit) < t.fit_min
             && !judgement.declined
         {
             judgement.declined = true;
@@ -80,8 +80,8 @@ impl Check for ToolFit {
             };
             let unsaid = if unsaid { ", a value nobody said" } else { "" };
             judgement.reason = Some(format!(
-                "{score} < {bar:.2}{unsaid}, p {p:.2} < {:.2}",
-                t.p_sure
+                "{score} < {:.2}{unsaid}, p {p:.2} < {:.2}",
+                t.fit_min, t.p_sure
             ));
         }
     }
@@ -98,8 +98,7 @@ fn has_unsaid(ctx: &TurnContext<'_>, tool: &str) -> bool {
 /// a tool's required parameters for a request that did not ask for the tool has to make
 /// them up ("Is tipping customary in Japan?" gave `bill_amount: 12.5`); a right call
 /// mostly carries what the person wrote. Such a call is put to the fit question even
-/// when its tool shares words with the request, and held to the calibrated
-/// [`crate::Thresholds::fit_min_unsaid`].
+/// when its tool shares words with the request.
 pub(crate) fn unsaid(
     specs: &[ToolSpec],
     calls: &[(String, serde_json::Map<String, Value>)],

@@ -179,7 +179,6 @@ pub(super) fn run_calibrate(
         p_min: 0.0,
         p_sure: 1.01,
         fit_min: 0.0,
-        fit_min_unsaid: None,
         p_weight: 0.0,
         calibrated_for: None,
     });

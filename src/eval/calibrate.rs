@@ -146,9 +146,7 @@ fn cuts(values: impl Iterator<Item = f64>) -> Vec<f64> {
 
 /// The thresholds that decline the most needless calls of the tuning half while keeping
 /// at least [`KEEP`] of its right calls; among equals, the one that questions most
-/// calls, then the lowest (most lenient) thresholds but for the bar of calls with a
-/// value nobody said, which is the highest that keeps the right calls: a made-up value
-/// is evidence against a call, and a tie on the tuning half says nothing for it.
+/// calls, then the lowest (most lenient) thresholds.
 ///
 /// Questioning more is the tie-break because a p(tool) near 1 is no evidence that a call
 /// fits: asking fewer (a "sure" level just above the tuning half's needless calls, 0.999
@@ -167,57 +165,39 @@ pub fn choose(obs: &[Observation], calibrated_for: &str) -> Thresholds {
             ..Thresholds::default()
         };
         let fit_cuts = cuts(tuning.iter().map(|o| probe.fit_score(o.p_tool, o.fit)));
-        let unsaid_cuts = cuts(
-            tuning
-                .iter()
-                .filter(|o| o.unsaid)
-                .map(|o| probe.fit_score(o.p_tool, o.fit)),
-        );
         for &p_min in p_cuts.iter().filter(|p| **p <= 0.5) {
             for &p_sure in &p_cuts {
                 if p_sure < p_min {
                     continue;
                 }
                 for &fit_min in &fit_cuts {
-                    // The highest bar first: among equals, a call with a value nobody
-                    // said is held to the strictest bar that keeps the right calls, as
-                    // its value is evidence against it; `None` (the others' bar) last.
-                    let unsaid_bars = unsaid_cuts
+                    let t = Thresholds {
+                        p_min,
+                        p_sure,
+                        fit_min,
+                        p_weight,
+                        calibrated_for: None,
+                    };
+                    let lost = tuning
                         .iter()
-                        .rev()
-                        .filter(|b| **b > fit_min)
-                        .map(|b| Some(*b))
-                        .chain(std::iter::once(None));
-                    for fit_min_unsaid in unsaid_bars {
-                        let t = Thresholds {
-                            p_min,
-                            p_sure,
-                            fit_min,
-                            fit_min_unsaid,
-                            p_weight,
-                            calibrated_for: None,
-                        };
-                        let lost = tuning
-                            .iter()
-                            .filter(|o| o.needs_tool && declines(&t, o))
-                            .count();
-                        if lost > may_lose {
-                            continue;
-                        }
-                        let declined = tuning
-                            .iter()
-                            .filter(|o| !o.needs_tool && declines(&t, o))
-                            .count();
-                        let questioned = tuning
-                            .iter()
-                            .filter(|o| t.questions(o.p_tool, o.supported, o.unsaid))
-                            .count();
-                        let score = (declined, questioned);
-                        // Strictly better only: the first found of equals has the lowest
-                        // thresholds.
-                        if best.as_ref().is_none_or(|(s, _)| score > *s) {
-                            best = Some((score, t));
-                        }
+                        .filter(|o| o.needs_tool && declines(&t, o))
+                        .count();
+                    if lost > may_lose {
+                        continue;
+                    }
+                    let declined = tuning
+                        .iter()
+                        .filter(|o| !o.needs_tool && declines(&t, o))
+                        .count();
+                    let questioned = tuning
+                        .iter()
+                        .filter(|o| t.questions(o.p_tool, o.supported, o.unsaid))
+                        .count();
+                    let score = (declined, questioned);
+                    // Strictly better only: the first found of equals has the lowest
+                    // thresholds.
+                    if best.as_ref().is_none_or(|(s, _)| score > *s) {
+                        best = Some((score, t));
                     }
                 }
             }
@@ -252,11 +232,10 @@ pub fn table(who: &str, t: &Thresholds, m: &Measured) -> String {
         )
     };
     format!(
-        "Calibrated for {who}:\n  a call below p(tool) {:.3} is declined;\n           below {:.3} the fit question is asked, and a share of yes below {:.3} declines it\n           ({:.3} for a call with a required value nobody said).\n\n         | half | right calls kept | needless calls declined | calls questioned |\n         |---|---|---|---|\n{}{}",
+        "Calibrated for {who}:\n  a call below p(tool) {:.3} is declined;\n           below {:.3} the fit question is asked, and a share of yes below {:.3} declines it.\n\n         | half | right calls kept | needless calls declined | calls questioned |\n         |---|---|---|---|\n{}{}",
         t.p_min,
         t.p_sure.min(1.0),
         t.fit_min,
-        t.fit_bar(true),
         row("tuning (chosen on)", &m.tuning),
         row("validation", &m.validation),
     )
@@ -279,32 +258,35 @@ mod tests {
     }
 
     #[test]
-    fn a_call_with_a_value_nobody_said_is_held_to_its_own_bar_when_that_keeps_the_right_calls() {
+    fn a_call_with_a_value_nobody_said_is_questioned_though_its_tool_shares_words() {
         // Tuning ids are even. The needless calls share words with their tools and carry
-        // a value nobody said; one right call does too. Only the calls with a value nobody
-        // said are questioned, and only those of them answered below 0.55 are declined.
+        // a value nobody said, so they are questioned and a low "yes" declines them; the
+        // right call that shares words and carries the person's values is not asked.
         let unsaid = |id: &str, needs_tool: bool, fit: f64| Observation {
             supported: true,
             unsaid: true,
             ..o(id, needs_tool, 0.95, fit)
         };
+        let said = Observation {
+            supported: true,
+            ..o("s_2", true, 0.95, 0.3)
+        };
         let obs = vec![
-            o("s_0", true, 0.95, 0.45),
-            unsaid("s_2", true, 0.6),
+            o("s_0", true, 0.95, 0.55),
+            said,
             unsaid("i_0", false, 0.5),
-            unsaid("i_2", false, 0.52),
-            unsaid("i_1", false, 0.58),
+            unsaid("i_2", false, 0.45),
+            unsaid("i_1", false, 0.4),
         ];
         let t = choose(&obs, "m");
         let m = measure(&obs, &t);
         assert_eq!(m.tuning.right_kept, 2, "{t:?}");
         assert_eq!(m.tuning.needless_declined, 2, "{t:?}");
-        assert!(t.fit_bar(true) > 0.52 && t.fit_bar(true) < 0.6, "{t:?}");
-        assert!(
-            t.fit_min < 0.45,
-            "the bar of the other calls stays low: {t:?}"
+        assert_eq!(m.validation.needless_declined, 1, "{t:?}");
+        assert_eq!(
+            m.tuning.questioned, 3,
+            "the right call with said values is not asked"
         );
-        assert_eq!(m.validation.needless_declined, 0, "0.58 passes: {t:?}");
     }
 
     #[test]
