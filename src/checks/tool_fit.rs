@@ -38,7 +38,7 @@ pub static INFO: CheckInfo = CheckInfo {
     why: "a small model under the narrowed schema calls some tool for nearly every question, and words cannot tell which calls fit in other languages",
     example: "\"Tell me a joke about cats.\" with a weather tool: p(tool) 0.89 < 0.97, fit 0.45 < 0.49: declined, the model answers",
     safety: "It only declines, never changes a value, and never questions a call the model was sure of (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`).",
-    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B calibrated, validation halves, against the word-overlap defaults before it: right calls the model alone made still made 70 of 70 (was 55); needless calls declined everyday 6 of 15 (was 12), BFCL irrelevance 5 of 20 (was 13). Gemma 3 270M: its answers do not separate (calibration declines 1 of 9 needless calls, no right one). BENCHMARKS.md, \"Deciding by meaning\".",
+    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B calibrated, validation halves, against the word-overlap defaults before it: right calls the model alone made still made 70 of 70 (was 55). Asking calls with a value nobody said too, on the same replies: everyday needless calls declined 8 -> 10 of 15, no right call lost on any set; BFCL irrelevance and the five-language no-tool requests unchanged. Gemma 3 270M: its answers do not separate (calibration declines 1 of 7 needless calls, no right one). BENCHMARKS.md, \"Deciding by meaning\" and \"A value nobody said\".",
 };
 
 /// The `tool-fit` check.
