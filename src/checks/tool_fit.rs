@@ -113,6 +113,7 @@ pub(crate) fn unsaid(
         })
         .map(|(tool, _)| tool.clone())
         .collect();
+    tools.sort_unstable();
     tools.dedup();
     tools
 }

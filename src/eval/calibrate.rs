@@ -34,7 +34,6 @@ pub struct Observation {
     pub supported: bool,
     /// Whether the call carries a required value the request never said
     /// ([`tool_fit::unsaid`]).
-    #[serde(default)]
     pub unsaid: bool,
     /// Its share of "yes" to the fit question; 1 when it could not be read.
     pub fit: f64,
