@@ -304,6 +304,9 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
     let seen = Arc::clone(&tally);
     let expected = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let announced = Arc::clone(&expected);
+    // The calls in the order the model wrote them (their events come before they run).
+    let written = Arc::new(Mutex::new(Vec::new()));
+    let write = Arc::clone(&written);
     let built = Orchestrator::builder()
         .settings(config)
         .backend(backend.clone())
@@ -318,7 +321,15 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         .observer(move |e: &Event| {
             let Ok(mut t) = seen.lock() else { return };
             match e {
-                Event::ToolCall { .. } => {
+                Event::ToolCall {
+                    tool, arguments, ..
+                } => {
+                    if let Ok(mut w) = write.lock() {
+                        w.push(Call {
+                            name: tool.clone(),
+                            arguments: arguments.clone(),
+                        });
+                    }
                     announced.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
                 Event::Invalid { .. } => t.invalid += 1,
@@ -363,6 +374,8 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         Err(e) => (Some(e.to_string()), 0, 0, Default::default()),
     };
     let calls = std::mem::take(&mut *calls.lock().unwrap_or_else(|e| e.into_inner()));
+    let written = std::mem::take(&mut *written.lock().unwrap_or_else(|e| e.into_inner()));
+    let calls = in_written_order(calls, &written);
     let t = std::mem::take(&mut *tally.lock().unwrap_or_else(|e| e.into_inner()));
     CaseResult {
         invalid_turns: t.invalid,
@@ -378,6 +391,22 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         budget,
         ..CaseResult::scored(case, calls, error)
     }
+}
+
+/// The calls that ran, in the order the model wrote them. The calls of one turn run side
+/// by side and are recorded as each finishes, and BFCL's matching of several calls is
+/// greedy: `parallel_178` accepts either company for its first answer, so the order the
+/// threads finished in decided whether a right turn scored (seen under load, in CI).
+fn in_written_order(ran: Vec<Call>, written: &[Call]) -> Vec<Call> {
+    let mut left: Vec<Option<Call>> = ran.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(left.len());
+    for w in written {
+        if let Some(slot) = left.iter_mut().find(|c| c.as_ref() == Some(w)) {
+            out.extend(slot.take());
+        }
+    }
+    out.extend(left.into_iter().flatten());
+    out
 }
 
 impl CaseResult {

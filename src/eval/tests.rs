@@ -267,3 +267,25 @@ fn the_halves_are_fixed_by_the_case_number() {
     assert_eq!(half("everyday_parallel_1"), Half::Validation);
     assert_eq!(half("no-number"), Half::Tuning);
 }
+
+#[test]
+fn calls_that_finished_out_of_order_are_scored_in_the_order_the_model_wrote_them() {
+    let c = |company: &str, date: &str| Call {
+        name: "get_stock_price".into(),
+        arguments: json!({"company_name": company, "date": date})
+            .as_object()
+            .unwrap()
+            .clone(),
+    };
+    let written = [
+        c("Microsoft", "2022-01-01"),
+        c("Microsoft", "2022-02-01"),
+        c("Apple", "2022-01-01"),
+    ];
+    let finished = vec![written[2].clone(), written[0].clone(), written[1].clone()];
+    assert_eq!(in_written_order(finished, &written), written.to_vec());
+    // A call that ran but was never announced is kept, last.
+    let stray = c("IBM", "2022-03-01");
+    let got = in_written_order(vec![stray.clone(), written[0].clone()], &written[..1]);
+    assert_eq!(got, vec![written[0].clone(), stray]);
+}
