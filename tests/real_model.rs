@@ -508,7 +508,7 @@ fn a_pattern_with_a_negated_class_gets_a_valid_reply() {
 /// decision works on meaning, not on the words of the English tool descriptions, which
 /// declined every one outside English before), at least 6 of 10 decisions are right, and
 /// none is more than three below English. Measured on one slot: en 9, de 8, fr 9, es 7,
-/// ja 8, with 4–5 right calls each; the bounds leave one borderline answer of room, as a
+/// ja 8, with 4–5 right calls each (a later run: en 8, de 8, fr 8, es 6, ja 8); the bounds leave one borderline answer of room, as a
 /// CI machine's own calibration may differ by that. Issue 27's aim (each at least 8,
 /// none more than one below English) is not reached for Spanish: its no-tool requests
 /// get calls the model says fit.
