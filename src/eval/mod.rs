@@ -172,10 +172,10 @@ pub struct EvalSettings {
 struct Recorder {
     specs: Vec<ToolSpec>,
     calls: Arc<Mutex<Vec<Call>>>,
-    /// The calls of the turn under way, counted from its `tool_call` events (which come
-    /// before the calls run): the run stops once all of them are recorded. Stopping at
-    /// the first would race the others of a several-call turn, which run side by side.
-    expected: Arc<std::sync::atomic::AtomicUsize>,
+    /// The calls as the model wrote them, from their `tool_call` events (which come
+    /// before the calls run): the run stops once as many are recorded. Stopping at the
+    /// first would race the others of a several-call turn, which run side by side.
+    written: Arc<Mutex<Vec<Call>>>,
     stop: StopHandle,
 }
 
@@ -201,7 +201,8 @@ impl ToolSource for Recorder {
             });
             calls.len()
         });
-        if recorded >= self.expected.load(std::sync::atomic::Ordering::SeqCst) {
+        let expected = self.written.lock().map_or(0, |w| w.len());
+        if recorded >= expected {
             self.stop.stop();
         }
         Ok(ToolResult::ok("recorded"))
@@ -302,8 +303,6 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
     let calls = Arc::new(Mutex::new(Vec::new()));
     let tally = Arc::new(Mutex::new(Tally::default()));
     let seen = Arc::clone(&tally);
-    let expected = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let announced = Arc::clone(&expected);
     // The calls in the order the model wrote them (their events come before they run).
     let written = Arc::new(Mutex::new(Vec::new()));
     let write = Arc::clone(&written);
@@ -315,7 +314,7 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         .source(Recorder {
             specs: case.tools.clone(),
             calls: Arc::clone(&calls),
-            expected,
+            written: Arc::clone(&written),
             stop,
         })
         .observer(move |e: &Event| {
@@ -330,7 +329,6 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
                             arguments: arguments.clone(),
                         });
                     }
-                    announced.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
                 Event::Invalid { .. } => t.invalid += 1,
                 Event::ModelReply { text, .. } => {
