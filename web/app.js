@@ -216,6 +216,9 @@ function handle(view, run, e) {
     case "more_calls":
       step(view, "repair", `Asked for more calls (${e.check})`, `${e.made} made, the model gave one more p ${e.p_more.toFixed(4)}; asked again for at least ${e.at_least}`);
       break;
+    case "not_yet":
+      step(view, "repair", `Not run yet (${e.check})`, `${e.tool}: nobody gave ${e.arguments.join(", ")}; it waits for the other calls' results`);
+      break;
     case "nothing_new":
       step(view, "repair", "Nothing new", `${e.tools.join(", ")}: results already shown; the model is asked to answer`);
       break;

@@ -150,6 +150,9 @@ pub struct Engine {
     forced_answer: bool,
     /// After a declined call: the tools that fit better (none: only an answer).
     shortlist: Option<CallSchema>,
+    /// How many calls the turn asked again for more (`more-calls`) had made: the calls it
+    /// comes back with after those were added by the asking.
+    more_from: Option<usize>,
     guard: ContextGuard,
     history: Vec<Message>,
     run_start: usize,
@@ -206,6 +209,7 @@ impl Engine {
             schema,
             forced_answer: false,
             shortlist: None,
+            more_from: None,
             history,
             run_start,
             iterations: 0,
@@ -399,6 +403,7 @@ impl Engine {
         }
         self.invalid_streak = 0;
         self.shortlist = None;
+        let added_from = self.more_from.take();
         self.iterations += 1;
         // The model's own text whenever it is JSON, so the server's cache holds all of it;
         // text that is not JSON (cut, a template token) goes back in the canonical form.
@@ -433,7 +438,7 @@ impl Engine {
                     tool,
                     missing,
                 } => self.ask_instead(thought, check, tool, missing),
-                _ => self.tool_calls(thought, calls),
+                _ => self.tool_calls(thought, calls, added_from),
             },
         }
     }

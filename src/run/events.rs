@@ -214,6 +214,17 @@ pub enum Event {
         /// The fewest calls the turn asked again may carry.
         at_least: usize,
     },
+    /// A call the model added when asked again for more (`more-calls`) carries a
+    /// required value nobody gave: not run now. The model is told so with the other
+    /// calls' results, and may make it once the value it needs is in.
+    NotYet {
+        /// The check that held it.
+        check: String,
+        /// The tool.
+        tool: String,
+        /// The required parameters whose values nobody gave.
+        arguments: Vec<String>,
+    },
     /// Every call of a turn brought a result the model was already shown (a repeat, or the
     /// same text again): the next turn may only answer.
     NothingNew {
@@ -301,6 +312,14 @@ impl Event {
                 arguments,
             } => format!(
                 "{check}: {tool}: {} not given by the person; asking for it instead of calling",
+                arguments.join(", ")
+            ),
+            Event::NotYet {
+                check,
+                tool,
+                arguments,
+            } => format!(
+                "{check}: {tool} not run: {} given by nobody; it waits for the other calls' results",
                 arguments.join(", ")
             ),
             Event::MoreCalls {

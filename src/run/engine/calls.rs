@@ -57,9 +57,37 @@ impl Engine {
     /// The calls of one turn, as the checks left them: each answered from memory (a
     /// repeat, an unavailable tool) or left to run. The results go into the history in the order of
     /// the calls once all are in.
-    pub(super) fn tool_calls(&mut self, thought: String, calls: Vec<Call>) {
+    ///
+    /// `added_from`: where the turn was asked again for more (`more-calls`), how many
+    /// calls it had made. A call added after those whose required values nobody gave is
+    /// not run: asked for one call more, Qwen wrote the step that needs the first call's
+    /// result at once, with a value of its own (the calculator on 25 °C before the weather
+    /// came back), and answered from that. Told it was not run, beside the first results,
+    /// it can make that step with them.
+    pub(super) fn tool_calls(
+        &mut self,
+        thought: String,
+        calls: Vec<Call>,
+        added_from: Option<usize>,
+    ) {
         let mut pending = Vec::with_capacity(calls.len());
-        for (tool, arguments) in calls {
+        let said = added_from.map(|_| feedback::evidence(&self.history));
+        for (i, (tool, arguments)) in calls.into_iter().enumerate() {
+            let nobodys = match (&said, added_from) {
+                (Some(said), Some(from)) if i >= from => self
+                    .specs
+                    .iter()
+                    .find(|s| s.name == tool)
+                    .map(|s| {
+                        crate::checks::grounding::invented_required(
+                            &arguments,
+                            &s.input_schema,
+                            said,
+                        )
+                    })
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            };
             self.events.push(Event::ToolCall {
                 iteration: self.iterations,
                 thought: thought.clone(),
@@ -67,7 +95,14 @@ impl Engine {
                 arguments: arguments.clone(),
             });
             let key = CallKey::new(&tool, &arguments);
-            let answered = if let Some((count, earlier)) = self.repeats.repeat(&key) {
+            let answered = if !nobodys.is_empty() {
+                self.events.push(Event::NotYet {
+                    check: crate::checks::more_calls::INFO.name.into(),
+                    tool: tool.clone(),
+                    arguments: nobodys.clone(),
+                });
+                Some((feedback::not_yet(&tool, &nobodys), true))
+            } else if let Some((count, earlier)) = self.repeats.repeat(&key) {
                 self.events.push(Event::Repeat {
                     tool: tool.clone(),
                     count,
@@ -297,11 +332,20 @@ mod tests {
     /// A first turn of `calls` calculator calls whose list the model closed giving one
     /// more call `p_more`.
     fn list_reply(calls: usize, p_more: f64) -> crate::message::ChatReply {
+        list_of(&vec!["2+2"; calls], p_more)
+    }
+
+    /// A turn of calculator calls on `expressions`, its list closed giving one more call
+    /// `p_more`.
+    fn list_of(expressions: &[&str], p_more: f64) -> crate::message::ChatReply {
         use crate::backend::TokenLogprob;
-        let call = r#"{"tool":"calculator","arguments":{"expression":"2+2"}}"#;
+        let calls: Vec<String> = expressions
+            .iter()
+            .map(|e| format!(r#"{{"tool":"calculator","arguments":{{"expression":"{e}"}}}}"#))
+            .collect();
         let text = format!(
             r#"{{"kind":"tool_calls","thought":"","calls":[{}]}}"#,
-            vec![call; calls].join(",")
+            calls.join(",")
         );
         let close = text.len() - 2;
         let mut r = reply(&text);
@@ -342,6 +386,42 @@ mod tests {
         assert_eq!(schema["oneOf"][0]["properties"]["calls"]["minItems"], 2);
         // Asked once: the turn asked again is carried out, weight on one more or not.
         e.model_replied(&list_reply(2, 0.01));
+        assert!(matches!(e.next_step(), Step::CallTools { calls } if calls.len() == 2));
+    }
+
+    #[test]
+    fn a_call_added_when_asked_for_more_with_a_value_nobody_gave_waits_for_the_results() {
+        use crate::run::events::Event;
+        let mut e = engine(10);
+        e.next_step();
+        e.model_replied(&list_of(&["2+2"], 0.01));
+        assert_eq!(e.next_step(), Step::CallModel);
+        // Asked for one more, the model adds a step on a value of its own.
+        e.model_replied(&list_of(&["2+2", "17 * 3"], 0.0));
+        let events = e.drain_events();
+        let line = events
+            .iter()
+            .filter_map(Event::check_line)
+            .next_back()
+            .unwrap();
+        assert_eq!(
+            line,
+            "more-calls: calculator not run: expression given by nobody; it waits for the other calls' results"
+        );
+        assert!(matches!(e.next_step(), Step::CallTool { .. }));
+        e.tools_returned(vec![(Ok(ToolResult::ok("4")), Duration::ZERO)]);
+        assert_eq!(e.next_step(), Step::CallModel);
+        let told = &e.messages().last().unwrap().content;
+        assert!(
+            told.contains("not run: nobody gave expression for calculator"),
+            "{told}"
+        );
+        // A call added with the person's own values runs.
+        let mut e = engine(10);
+        e.next_step();
+        e.model_replied(&list_of(&["2+2"], 0.01));
+        e.next_step();
+        e.model_replied(&list_of(&["2+2", "2*2"], 0.0));
         assert!(matches!(e.next_step(), Step::CallTools { calls } if calls.len() == 2));
     }
 

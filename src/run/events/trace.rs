@@ -113,6 +113,7 @@ impl Trace {
             | Event::Reformatted { .. }
             | Event::Invented { .. }
             | Event::MoreCalls { .. }
+            | Event::NotYet { .. }
             | Event::Decision { .. } => format!("[CHECK] {}", event.check_line()?),
             Event::Repeat { tool, count } => {
                 format!("[OBSERVE] {tool}: repeated call #{count}, earlier result reused")
