@@ -150,9 +150,6 @@ pub struct Engine {
     forced_answer: bool,
     /// After a declined call: the tools that fit better (none: only an answer).
     shortlist: Option<CallSchema>,
-    /// How many calls the turn asked again for more (`more-calls`) had made: the calls it
-    /// comes back with after those were added by the asking.
-    more_from: Option<usize>,
     guard: ContextGuard,
     history: Vec<Message>,
     run_start: usize,
@@ -209,7 +206,6 @@ impl Engine {
             schema,
             forced_answer: false,
             shortlist: None,
-            more_from: None,
             history,
             run_start,
             iterations: 0,
@@ -402,8 +398,9 @@ impl Engine {
             }
         }
         self.invalid_streak = 0;
-        self.shortlist = None;
-        let added_from = self.more_from.take();
+        // Held to one call more than the turn before: the calls past those were added.
+        let asked_for = self.shortlist.take().map_or(1, |s| s.min_calls() as usize);
+        let added_from = (asked_for > 1).then(|| asked_for - 1);
         self.iterations += 1;
         // The model's own text whenever it is JSON, so the server's cache holds all of it;
         // text that is not JSON (cut, a template token) goes back in the canonical form.

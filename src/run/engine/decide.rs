@@ -177,7 +177,6 @@ impl Engine {
                     at_least,
                 });
                 self.shortlist = Some(schema);
-                self.more_from = Some(calls.len());
                 return None;
             }
             return Some((turn, Verdict::Go));
