@@ -44,6 +44,12 @@ pub struct Thresholds {
     /// The model and server these were measured for; `None`: the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibrated_for: Option<String>,
+    /// Whether `fit_min` holds the fit answer set against the tool's own leaning
+    /// (`tool-fit`'s score since that came in). An entry calibrated before holds a bar
+    /// for the bare share of "yes", on another scale, and is not used: the defaults stand
+    /// until the model is calibrated again, and the decline line says to.
+    #[serde(default)]
+    pub fit_against_leaning: bool,
 }
 
 impl Default for Thresholds {
@@ -58,6 +64,7 @@ impl Default for Thresholds {
             fit_min: 0.45,
             p_weight: 0.0,
             calibrated_for: None,
+            fit_against_leaning: true,
         }
     }
 }
@@ -151,6 +158,7 @@ impl CalibrationFile {
             .rev()
             .find(|e| e.model == model && same_server(&e.server, server))
             .map(|e| &e.thresholds)
+            .filter(|t| t.fit_against_leaning)
     }
 
     /// Puts `entry` in, in place of an earlier one for the same model and server, and
@@ -205,6 +213,36 @@ mod tests {
         assert_eq!(t.p_sure, 0.97);
         assert!(again.lookup("qwen", "http://127.0.0.1:9999/v1").is_none());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_entry_calibrated_before_the_fit_was_read_against_the_leaning_is_not_used() {
+        // As the file of an earlier toolloop has it: a bar for the bare share of "yes".
+        let text = r#"{"entries": [{"model": "qwen", "server": "http://127.0.0.1:8080/v1",
+            "thresholds": {"p_min": 0.0, "p_sure": 1.01, "fit_min": 0.516, "p_weight": 0.0,
+                           "calibrated_for": "qwen"},
+            "data": "the everyday set (built in)", "when": "2026-11-25T22:14:33+00:00",
+            "measured": {}}]}"#;
+        let file: CalibrationFile = serde_json::from_str(text).unwrap();
+        assert!(file.lookup("qwen", "http://127.0.0.1:8080/v1").is_none());
+        let config = crate::Config {
+            model: "qwen".into(),
+            backend: crate::BackendKind::OpenAi,
+            base_url: "http://127.0.0.1:8080/v1".into(),
+            ..crate::Config::default()
+        };
+        let path = std::env::temp_dir().join(format!("toolloop-calold-{}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let config = crate::Config {
+            calibration: Some(path.clone()),
+            ..config
+        };
+        let t = config.calibrated().unwrap().thresholds.unwrap();
+        assert_eq!(
+            t.source(),
+            "not calibrated: defaults; run toolloop calibrate"
+        );
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

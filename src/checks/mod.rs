@@ -175,10 +175,9 @@ pub(crate) struct TurnContext<'a> {
     pub reply: &'a ChatReply,
     /// The thresholds calls are declined by; `None`: decide as the model did.
     pub thresholds: Option<&'a Thresholds>,
-    /// The model's share of "yes" to the fit question about the call's tool
-    /// ([`tool_fit`]), once asked; `None` before, or when the server gave no
-    /// probabilities.
-    pub fit: Option<f64>,
+    /// The model's answers to the fit question about the call's tool ([`tool_fit`]),
+    /// once asked; `None` before, or when the server gave no probabilities.
+    pub fit: Option<tool_fit::Fit>,
     /// The tool the fit answer is about (of a turn of several tools: the one that fit best).
     pub fit_tool: Option<&'a str>,
     /// The person's own messages in this run: the question and any answers to questions
@@ -209,7 +208,7 @@ pub(crate) struct Judgement {
     pub p_tool: Option<f64>,
     /// How much of the question the tool's own text covers.
     pub support: Option<f64>,
-    /// The model's share of "yes" to the fit question, when it was asked.
+    /// The fit of the call ([`tool_fit::Fit::score`]), when the question was asked.
     pub fit: Option<f64>,
     /// Why the call was declined, with the figures and thresholds (`p 0.42 < 0.50`).
     pub reason: Option<String>,

@@ -10,7 +10,15 @@
 //! Qwen2.5-Coder 0.5B that share told right calls from needless ones far better than the
 //! model's own probability of calling (`BENCHMARKS.md`, "Deciding by meaning").
 //!
-//! It costs one short request (about 90 prompt tokens and 6 generated), asked only when
+//! The share is read against the tool's own leaning: the same question with the request
+//! left empty ([`baseline_question`]), asked once per tool and kept for the orchestrator's
+//! later runs ([`Baselines`]). A small model says "yes" more readily for some tool
+//! descriptions than for others whatever is asked, by as much as the whole gap between
+//! right and needless calls; set against that leaning ([`against_baseline`]), one bar
+//! serves every tool (`BENCHMARKS.md`, "The fit answer against the tool's own leaning").
+//!
+//! It costs one short request (about 90 prompt tokens and 6 generated), and one more the
+//! first time a tool is asked about, asked only when
 //! the model's share of probability for the call was below the calibrated "sure" level
 //! ([`crate::Thresholds`]) *and* either the request shares no content word with the
 //! tool's own text ([`supported`]) or the call carries a required value the person never
@@ -22,6 +30,9 @@
 //! tuning half it overfitted, `BENCHMARKS.md` "A value nobody said"). Missing words are
 //! no evidence against a call, and neither words nor values decline one alone; the
 //! model's answer does.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
@@ -58,9 +69,10 @@ impl Check for ToolFit {
     }
 
     fn judge_turn(&self, ctx: &TurnContext<'_>, tool: &str, judgement: &mut Judgement) {
-        let (Some(t), Some(fit)) = (ctx.thresholds, ctx.fit) else {
+        let (Some(t), Some(answers)) = (ctx.thresholds, ctx.fit) else {
             return;
         };
+        let fit = answers.score();
         let Some(p) = judgement.read_p_tool(ctx.reply) else {
             return;
         };
@@ -79,8 +91,12 @@ impl Check for ToolFit {
                 w => format!("fit {fit:.2} {:+.2} ({w} × (p {p:.2} − 1))", w * (p - 1.0)),
             };
             let unsaid = if unsaid { ", a value nobody said" } else { "" };
+            let base = match answers.base {
+                Some(b) => format!(" (yes {:.2} against {b:.2} for no request)", answers.yes),
+                None => String::new(),
+            };
             judgement.reason = Some(format!(
-                "{score} < {:.2}{unsaid}, p {p:.2} < {:.2}",
+                "{score} < {:.2}{base}{unsaid}, p {p:.2} < {:.2}",
                 t.fit_min, t.p_sure
             ));
         }
@@ -155,6 +171,83 @@ pub(crate) fn question(request: &str, spec: &ToolSpec) -> Vec<Message> {
             description = spec.description,
         )),
     ]
+}
+
+/// A fit question the engine puts to the model: about `tool`, for the request or, when
+/// `baseline`, for no request at all.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    /// The tool the question is about.
+    pub tool: String,
+    /// The question with the request left empty ([`baseline_question`]).
+    pub baseline: bool,
+    /// The question's messages.
+    pub messages: Vec<Message>,
+}
+
+/// The fit question about `spec` with the request left empty: what the model answers
+/// about the tool whatever is asked. Qwen2.5-Coder 0.5B's share of "yes" to it ranged
+/// from 0.50 to 0.68 over BFCL's tools, as wide as the gap between its answers for a
+/// right call and for a needless one, so a tool whose description draws a "yes" from it
+/// got one for questions it does not fit, and one that draws a "no" lost right calls.
+/// Read beside the answer for the request ([`against_baseline`]), the leaning of each
+/// tool drops out: contextual calibration, after Zhao et al. 2021, "Calibrate Before
+/// Use" (`BENCHMARKS.md`, "The fit answer against the tool's own leaning").
+pub(crate) fn baseline_question(spec: &ToolSpec) -> Vec<Message> {
+    question("", spec)
+}
+
+/// The model's answers to the fit question about one tool.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Fit {
+    /// Its share of "yes" for the request.
+    pub yes: f64,
+    /// Its share of "yes" for no request ([`baseline_question`]); `None` when that could
+    /// not be read (a recorded answer, a server without probabilities): `yes` then
+    /// stands alone.
+    pub base: Option<f64>,
+}
+
+impl Fit {
+    /// The fit of the call: [`against_baseline`], or the bare share without a baseline.
+    pub(crate) fn score(&self) -> f64 {
+        self.base
+            .map_or(self.yes, |b| against_baseline(self.yes, b))
+    }
+}
+
+/// The fit of a call: the share of "yes" for the request, `yes`, set against the share
+/// for no request, `base`, in log-odds, and put back on a scale of 0 to 1: 0.5 when the
+/// request moved the model's answer not at all, above when it drew more "yes".
+pub(crate) fn against_baseline(yes: f64, base: f64) -> f64 {
+    let logit = |p: f64| {
+        let p = p.clamp(1e-6, 1.0 - 1e-6);
+        (p / (1.0 - p)).ln()
+    };
+    1.0 / (1.0 + (logit(base) - logit(yes)).exp())
+}
+
+/// The answers to [`baseline_question`] of the runs of one orchestrator, by tool: they
+/// depend on the tool and the model only, so each is asked once, not once per run.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Baselines(Arc<Mutex<HashMap<String, f64>>>);
+
+impl Baselines {
+    fn key(spec: &ToolSpec) -> String {
+        format!("{}\n{}", spec.name, spec.description)
+    }
+
+    /// The share of "yes" the model gave `spec` for no request, once asked.
+    pub(crate) fn get(&self, spec: &ToolSpec) -> Option<f64> {
+        let seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(&Self::key(spec)).copied()
+    }
+
+    /// Keeps the share of "yes" the model gave `spec` for no request.
+    pub(crate) fn put(&self, spec: &ToolSpec, yes: f64) {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        seen.insert(Self::key(spec), yes);
+    }
 }
 
 /// The share of "yes" in the model's answer to the fit question: read at the first token

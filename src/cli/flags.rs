@@ -388,7 +388,8 @@ pub enum Command {
     /// to every call it could be put to (one whose tool shares no word with the request,
     /// or with a required value nobody said), and picks on the set's tuning half the thresholds that decline the
     /// most needless calls while keeping 97% of right ones; the validation half shows
-    /// whether they hold. It costs about two model requests per case: 5–10 minutes for a
+    /// whether they hold. It costs about two model requests per case (and one per tool,
+    /// the tool's own leaning): 5–10 minutes for a
     /// 0.5B model on two CPU cores, under a minute on a GPU. The result goes to the
     /// calibration file (--calibration), keyed by model and server, where ask, chat,
     /// eval and web read it.

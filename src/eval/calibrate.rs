@@ -176,6 +176,7 @@ pub fn choose(obs: &[Observation], calibrated_for: &str) -> Thresholds {
                         fit_min,
                         p_weight,
                         calibrated_for: None,
+                        fit_against_leaning: true,
                     };
                     let lost = tuning
                         .iter()

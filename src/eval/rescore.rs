@@ -91,7 +91,8 @@ fn replayed(
         specs: &case.tools,
         reply: &reply,
         thresholds,
-        fit,
+        // A recorded fit is the score already.
+        fit: fit.map(|yes| crate::checks::tool_fit::Fit { yes, base: None }),
         fit_tool: None,
         person: &[],
         earlier: &[],

@@ -127,10 +127,10 @@ enum State {
         reply: Box<ChatReply>,
         turn: Box<Turn>,
         repaired: bool,
-        /// The questions still to ask, the next first, with the tool each is about.
-        questions: Vec<(String, Vec<Message>)>,
-        /// The answers so far: the tool and its share of "yes", where it could be read.
-        answers: Vec<(String, Option<f64>)>,
+        /// The questions still to ask, the next first.
+        questions: Vec<crate::checks::tool_fit::Asked>,
+        /// The answers so far, each with its share of "yes" where it could be read.
+        answers: Vec<(crate::checks::tool_fit::Asked, Option<f64>)>,
     },
     /// Over.
     Done(Ending),
@@ -160,7 +160,7 @@ pub struct Engine {
     cut_calls: u32,
     /// The model's share of "yes" to the fit question about the turn being judged: the
     /// outer `Some` once asked, the inner one when it could be read.
-    fit: Option<Option<f64>>,
+    fit: Option<Option<crate::checks::tool_fit::Fit>>,
     /// The tool that answer is about.
     fit_tool: Option<String>,
     repeats: Repeats,

@@ -17,7 +17,8 @@ use crate::turn::schema::CallSchema;
 /// The schemas a run's requests are held to that depend only on the tools and the
 /// settings. An orchestrator builds them once: building one compiles validators, which
 /// took most of a run's own time when it was done per run (`BENCHMARKS.md`, "Loop
-/// overhead").
+/// overhead"). With them, what the model answered about each tool for no request
+/// ([`crate::checks::tool_fit::Baselines`]), which depends on the tools only as well.
 #[derive(Debug, Clone)]
 pub(crate) struct Schemas {
     /// The first turn's: several calls when the settings allow them.
@@ -26,6 +27,7 @@ pub(crate) struct Schemas {
     one_call: Option<CallSchema>,
     /// An answer only.
     pub(crate) answer: CallSchema,
+    pub(crate) fit_baselines: crate::checks::tool_fit::Baselines,
 }
 
 impl Schemas {
@@ -44,6 +46,7 @@ impl Schemas {
             first: schema_of(specs, &keep, config),
             one_call: (config.max_calls_per_turn > 1).then(|| schema_of(specs, &keep, &one)),
             answer: CallSchema::answer_only_deciding(config.decide),
+            fit_baselines: Default::default(),
         }
     }
 

@@ -16,7 +16,7 @@ impl Engine {
     /// The fit question waiting for the model ([`super::Step::AskFit`]); empty when none is.
     pub fn fit_question(&self) -> &[Message] {
         match &self.state {
-            State::Confirming { questions, .. } => questions.first().map_or(&[], |q| &q.1),
+            State::Confirming { questions, .. } => questions.first().map_or(&[], |q| &q.messages),
             _ => &[],
         }
     }
@@ -49,8 +49,16 @@ impl Engine {
             self.budget.requested(&r.usage, fit);
         }
         if !questions.is_empty() {
-            let (tool, _) = questions.remove(0);
-            answers.push((tool, reply.and_then(crate::checks::tool_fit::read)));
+            let asked = questions.remove(0);
+            let yes = reply.and_then(crate::checks::tool_fit::read);
+            if let (true, Some(yes), Some(spec)) = (
+                asked.baseline,
+                yes,
+                self.specs.iter().find(|s| s.name == asked.tool),
+            ) {
+                self.schema.fit_baselines.put(spec, yes);
+            }
+            answers.push((asked, yes));
         }
         if !questions.is_empty() {
             self.state = State::Confirming {
@@ -62,10 +70,22 @@ impl Engine {
             };
             return;
         }
-        // The best answer stands for the turn; an unreadable one only when none was read.
+        // Each tool's answer against its leaning; the best stands for the turn, an
+        // unreadable one only when none was read.
         let best = answers
-            .into_iter()
-            .max_by(|a, b| a.1.unwrap_or(-1.0).total_cmp(&b.1.unwrap_or(-1.0)));
+            .iter()
+            .filter(|(a, _)| !a.baseline)
+            .map(|(a, yes)| {
+                let spec = self.specs.iter().find(|s| s.name == a.tool);
+                let base = spec.and_then(|s| self.schema.fit_baselines.get(s));
+                let fit = yes.map(|yes| crate::checks::tool_fit::Fit { yes, base });
+                (a.tool.clone(), fit)
+            })
+            .max_by(|a, b| {
+                let score =
+                    |f: &Option<crate::checks::tool_fit::Fit>| f.map_or(-1.0, |f| f.score());
+                score(&a.1).total_cmp(&score(&b.1))
+            });
         let (tool, fit) = best.unzip();
         self.fit = Some(fit.flatten());
         self.fit_tool = tool;
@@ -126,17 +146,26 @@ impl Engine {
             && tools.iter().all(|t| self.checks.wants_fit(&ctx, t))
             && !self.checks.declines_calls(&ctx, calls)
         {
-            let questions: Vec<(String, Vec<Message>)> = calls
+            use crate::checks::tool_fit::{self, Asked};
+            // Each tool once, and its leaning for no request where it is not known yet.
+            let mut questions: Vec<Asked> = Vec::new();
+            for spec in calls
                 .iter()
-                .map(|c| c.0.as_str())
-                .filter_map(|t| self.specs.iter().find(|s| s.name == t))
-                .fold(Vec::new(), |mut qs, spec| {
-                    if !qs.iter().any(|(t, _)| *t == spec.name) {
-                        let q = crate::checks::tool_fit::question(question, spec);
-                        qs.push((spec.name.clone(), q));
-                    }
-                    qs
-                });
+                .filter_map(|c| self.specs.iter().find(|s| s.name == c.0))
+            {
+                if questions.iter().any(|q| q.tool == spec.name) {
+                    continue;
+                }
+                let ask = |baseline, messages| Asked {
+                    tool: spec.name.clone(),
+                    baseline,
+                    messages,
+                };
+                questions.push(ask(false, tool_fit::question(question, spec)));
+                if self.schema.fit_baselines.get(spec).is_none() {
+                    questions.push(ask(true, tool_fit::baseline_question(spec)));
+                }
+            }
             if !questions.is_empty() {
                 self.state = State::Confirming {
                     reply: Box::new(reply.clone()),
@@ -207,6 +236,18 @@ mod tests {
         r
     }
 
+    /// Answers the fit question with `yes` and, when the tool's leaning is asked next,
+    /// that with `base`.
+    fn answer(e: &mut Engine, yes: f64, base: f64) {
+        e.fit_replied(Some(&fit_answer(yes)));
+        if e.fit_question()
+            .get(1)
+            .is_some_and(|m| m.content.contains("Request: \n"))
+        {
+            e.fit_replied(Some(&fit_answer(base)));
+        }
+    }
+
     #[test]
     fn a_call_the_model_was_unsure_of_is_questioned_and_a_no_declines_it() {
         let mut e = Engine::new(
@@ -227,6 +268,10 @@ mod tests {
         );
         assert!(question[1].content.contains("Wie viel ist 2 plus 2?"));
         e.fit_replied(Some(&fit_answer(0.2)));
+        // Then the same question with no request: the tool's own leaning.
+        assert_eq!(e.next_step(), Step::AskFit);
+        assert!(e.fit_question()[1].content.contains("Request: \n"));
+        e.fit_replied(Some(&fit_answer(0.5)));
         let events = e.drain_events();
         let declined = events.iter().find_map(|ev| match ev {
             Event::Decision {
@@ -234,18 +279,19 @@ mod tests {
                 fit,
                 check,
                 ..
-            } => Some((*fit, check.clone())),
+            } => Some((fit.map(|f| (f * 100.0).round()), check.clone())),
             _ => None,
         });
         assert_eq!(
             declined,
-            Some((Some(0.2), Some("tool-fit".into()))),
+            Some((Some(20.0), Some("tool-fit".into()))),
             "{events:?}"
         );
         let line = events.iter().find_map(Event::check_line).unwrap();
         assert!(
             line.starts_with(
-                "tool-fit: declined calculator: fit 0.20 < 0.45, p 0.80 < 0.90 (not calibrated"
+                "tool-fit: declined calculator: fit 0.20 < 0.45 (yes 0.20 against 0.50 for no \
+                 request), p 0.80 < 0.90 (not calibrated"
             ),
             "{line}"
         );
@@ -261,7 +307,7 @@ mod tests {
         unsure.logprobs = kind_logprobs(0.8);
         e.model_replied(&unsure);
         assert_eq!(e.next_step(), Step::AskFit);
-        e.fit_replied(Some(&fit_answer(0.7)));
+        answer(&mut e, 0.7, 0.5);
         assert_eq!(
             e.next_step(),
             Step::CallTool {
@@ -273,6 +319,7 @@ mod tests {
         let mut e = engine(10);
         e.next_step();
         e.model_replied(&unsure);
+        e.fit_replied(None);
         e.fit_replied(None);
         assert!(matches!(e.next_step(), Step::CallTool { .. }));
     }
@@ -306,11 +353,12 @@ mod tests {
             invented,
         );
         assert_eq!(e.next_step(), Step::AskFit);
-        e.fit_replied(Some(&fit_answer(0.2)));
+        answer(&mut e, 0.2, 0.5);
         let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
         assert!(
             line.starts_with(
-                "tool-fit: declined calculate_tip: fit 0.20 < 0.45, a value nobody said"
+                "tool-fit: declined calculate_tip: fit 0.20 < 0.45 (yes 0.20 against 0.50 for \
+                 no request), a value nobody said"
             ),
             "{line}"
         );
@@ -352,30 +400,67 @@ mod tests {
         let mut e = two_tool_turn();
         assert_eq!(e.next_step(), Step::AskFit);
         assert!(e.fit_question()[1].content.contains("Tool: clock"));
-        e.fit_replied(Some(&fit_answer(0.2)));
+        answer(&mut e, 0.2, 0.5);
         assert_eq!(e.next_step(), Step::AskFit);
         assert!(e.fit_question()[1].content.contains("Tool: calculator"));
-        e.fit_replied(Some(&fit_answer(0.7)));
+        answer(&mut e, 0.7, 0.5);
         match e.next_step() {
             Step::CallTools { calls } => assert_eq!(calls.len(), 2),
             other => panic!("{other:?}"),
         }
         let fit = e.drain_events().iter().find_map(|ev| match ev {
-            Event::Decision { tool, fit, .. } => Some((tool.clone(), *fit)),
+            Event::Decision { tool, fit, .. } => {
+                Some((tool.clone(), fit.map(|f| (f * 100.0).round())))
+            }
             _ => None,
         });
-        assert_eq!(fit, Some(("calculator".into(), Some(0.7))));
+        assert_eq!(fit, Some(("calculator".into(), Some(70.0))));
     }
 
     #[test]
     fn a_turn_of_several_tools_is_declined_only_when_none_fits() {
         let mut e = two_tool_turn();
         e.next_step();
-        e.fit_replied(Some(&fit_answer(0.2)));
+        answer(&mut e, 0.2, 0.5);
         e.next_step();
-        e.fit_replied(Some(&fit_answer(0.3)));
+        answer(&mut e, 0.3, 0.5);
         assert_eq!(e.next_step(), Step::CallModel);
         assert!(!e.schema().allows(crate::turn::Kind::ToolCalls));
+    }
+
+    #[test]
+    fn the_fit_answer_is_read_against_the_tools_own_leaning_asked_once() {
+        // Runs of one orchestrator share what was learnt of each tool.
+        let schemas =
+            std::sync::Arc::new(super::super::Schemas::new(&[calc()], &Config::default()));
+        let run = || {
+            let mut e = Engine::with_schema(
+                vec![Message::system("sys")],
+                "Wie viel ist 2 plus 2?",
+                vec![calc()],
+                Config::default(),
+                schemas.clone(),
+            );
+            e.next_step();
+            let mut unsure = reply(CALL);
+            unsure.logprobs = kind_logprobs(0.8);
+            e.model_replied(&unsure);
+            assert_eq!(e.next_step(), Step::AskFit);
+            e
+        };
+        // "Yes" at 0.6 where the tool draws 0.7 with no request at all: the request
+        // moved the model towards "no", and the call is declined.
+        let mut e = run();
+        answer(&mut e, 0.6, 0.7);
+        let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
+        assert!(
+            line.starts_with("tool-fit: declined calculator: fit 0.39 < 0.45"),
+            "{line}"
+        );
+        // The next run asks the question only, and 0.8 against 0.7 goes ahead.
+        let mut e = run();
+        e.fit_replied(Some(&fit_answer(0.8)));
+        assert!(matches!(e.next_step(), Step::CallTool { .. }));
     }
 
     #[test]
