@@ -45,11 +45,11 @@ pub static INFO: CheckInfo = CheckInfo {
     name: "tool-fit",
     default_on: true,
     effect: Effect::Declines,
-    what: "asks the model whether the tool does what the request asks when it was unsure of a call that shares no word with the tool or carries a required value nobody said, and declines it on a no",
+    what: "asks the model whether the tool does what the request asks when it was unsure of a call that shares no word with the tool or carries a required value nobody said, reads its yes against its yes for the same tool with no request, and declines the call when the request drew too little",
     why: "a small model under the narrowed schema calls some tool for nearly every question, and words cannot tell which calls fit in other languages",
-    example: "\"Tell me a joke about cats.\" with a weather tool: p(tool) 0.89 < 0.97, fit 0.45 < 0.49: declined, the model answers",
+    example: "\"Who write Don Quixote?\" with a music-composition tool: yes 0.50 against 0.57 for no request, fit 0.43 < 0.48: declined, the model answers",
     safety: "It only declines, never changes a value, and never questions a call the model was sure of (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`).",
-    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B calibrated, validation halves, against the word-overlap defaults before it: right calls the model alone made still made 70 of 70 (was 55). Asking calls with a value nobody said too, on the same replies: everyday needless calls declined 8 -> 10 of 15, no right call lost on any set; BFCL irrelevance and the five-language no-tool requests unchanged. Gemma 3 270M: its answers do not separate (calibration declines 1 of 7 needless calls, no right one). BENCHMARKS.md, \"Deciding by meaning\" and \"A value nobody said\".",
+    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B calibrated, validation halves, against the word-overlap defaults before it: right calls the model alone made still made 70 of 70 (was 55). Read against the tool's own leaning (one slot, each way calibrated): BFCL irrelevance declined 9 -> 16 of 25, the five-language no-tool requests 10 -> 13 of 15, everyday ones 10 -> 10; right first calls still made 70 of 71 both ways (tuning 73 of 74, before 75 of 75). Gemma 3 270M: its answers barely separate (no-tool requests declined 0 -> 5 of 55 on validation; 2 right calls of 39 on the tuning halves lost at the bar's edge). BENCHMARKS.md, \"The fit answer against the tool's own leaning\".",
 };
 
 /// The `tool-fit` check.

@@ -290,7 +290,7 @@ mod tests {
         let line = events.iter().find_map(Event::check_line).unwrap();
         assert!(
             line.starts_with(
-                "tool-fit: declined calculator: fit 0.20 < 0.45 (yes 0.20 against 0.50 for no \
+                "tool-fit: declined calculator: fit 0.20 < 0.35 (yes 0.20 against 0.50 for no \
                  request), p 0.80 < 0.90 (not calibrated"
             ),
             "{line}"
@@ -357,7 +357,7 @@ mod tests {
         let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
         assert!(
             line.starts_with(
-                "tool-fit: declined calculate_tip: fit 0.20 < 0.45 (yes 0.20 against 0.50 for \
+                "tool-fit: declined calculate_tip: fit 0.20 < 0.35 (yes 0.20 against 0.50 for \
                  no request), a value nobody said"
             ),
             "{line}"
@@ -448,13 +448,13 @@ mod tests {
             assert_eq!(e.next_step(), Step::AskFit);
             e
         };
-        // "Yes" at 0.6 where the tool draws 0.7 with no request at all: the request
+        // "Yes" at 0.5 where the tool draws 0.7 with no request at all: the request
         // moved the model towards "no", and the call is declined.
         let mut e = run();
-        answer(&mut e, 0.6, 0.7);
+        answer(&mut e, 0.5, 0.7);
         let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
         assert!(
-            line.starts_with("tool-fit: declined calculator: fit 0.39 < 0.45"),
+            line.starts_with("tool-fit: declined calculator: fit 0.30 < 0.35"),
             "{line}"
         );
         // The next run asks the question only, and 0.8 against 0.7 goes ahead.
