@@ -227,12 +227,26 @@ pub(crate) fn against_baseline(yes: f64, base: f64) -> f64 {
     1.0 / (1.0 + (logit(base) - logit(yes)).exp())
 }
 
-/// The answers to [`baseline_question`] of the runs of one orchestrator, by tool: they
-/// depend on the tool and the model only, so each is asked once, not once per run.
+/// The answers to [`baseline_question`], by tool: they depend on the tool and the model
+/// only, so each is asked once, not once per run. An orchestrator whose backend names its
+/// model and server shares them with every other one of the process for the same model
+/// ([`Baselines::of_model`]: `eval`'s cases, `web`'s sessions); one that does not (a
+/// scripted backend) keeps its own.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Baselines(Arc<Mutex<HashMap<String, f64>>>);
 
+/// The process's [`Baselines`] per model and server.
+static BY_MODEL: std::sync::LazyLock<Mutex<HashMap<(String, String), Baselines>>> =
+    std::sync::LazyLock::new(Default::default);
+
 impl Baselines {
+    /// The answers shared by every orchestrator of the process for `model` (its name and
+    /// server, as `Backend::identity` gives them).
+    pub(crate) fn of_model(model: (String, String)) -> Self {
+        let mut all = BY_MODEL.lock().unwrap_or_else(|e| e.into_inner());
+        all.entry(model).or_default().clone()
+    }
+
     fn key(spec: &ToolSpec) -> String {
         format!("{}\n{}", spec.name, spec.description)
     }
@@ -285,6 +299,31 @@ pub(crate) fn read(reply: &ChatReply) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::message::TokenLogprob;
+
+    #[test]
+    fn a_tools_leaning_is_shared_by_the_runs_of_one_model_and_no_other() {
+        let spec = ToolSpec::new("clock", "time of day", json!({"type": "object"}));
+        let model = |name: &str| (name.to_string(), "http://127.0.0.1:1/v1".to_string());
+        Baselines::of_model(model("leaning-a")).put(&spec, 0.6);
+        assert_eq!(
+            Baselines::of_model(model("leaning-a")).get(&spec),
+            Some(0.6)
+        );
+        assert_eq!(Baselines::of_model(model("leaning-b")).get(&spec), None);
+        // Another description is another tool to the model.
+        let other = ToolSpec::new("clock", "the time in a zone", json!({"type": "object"}));
+        assert_eq!(Baselines::of_model(model("leaning-a")).get(&other), None);
+    }
+
+    #[test]
+    fn the_fit_is_the_answer_set_against_the_leaning() {
+        // No leaning: the answer as it is.
+        assert!((against_baseline(0.7, 0.5) - 0.7).abs() < 1e-9);
+        // As much "yes" as for no request: no evidence either way.
+        assert!((against_baseline(0.58, 0.58) - 0.5).abs() < 1e-9);
+        // Less than the tool draws anyway: below one half.
+        assert!(against_baseline(0.55, 0.62) < 0.5);
+    }
 
     fn tok(token: &str, top: &[(&str, f64)]) -> TokenLogprob {
         TokenLogprob {

@@ -265,7 +265,11 @@ impl OrchestratorBuilder {
             decide,
             self.config.max_calls_per_turn,
         );
-        let schema = std::sync::Arc::new(Schemas::new(&specs, &self.config));
+        let mut schema = Schemas::new(&specs, &self.config);
+        if let Some(model) = backend.identity() {
+            schema.fit_baselines = crate::checks::tool_fit::Baselines::of_model(model);
+        }
+        let schema = std::sync::Arc::new(schema);
         Ok(Orchestrator {
             backend,
             options: self.config.request_options(),
