@@ -190,6 +190,16 @@ pub(crate) struct TurnContext<'a> {
     pub unsaid: &'a [String],
 }
 
+/// `value < bar` for a decline line, with the fewest decimals (two to four) that show the
+/// one below the other: a call declined at p 0.9989 against a bar of 0.999 read
+/// "p 1.00 < 1.00" with two.
+pub(crate) fn below(value: f64, bar: f64) -> String {
+    let places = (2..=4)
+        .find(|&d| format!("{value:.d$}") != format!("{bar:.d$}"))
+        .unwrap_or(4);
+    format!("{value:.places$} < {bar:.places$}")
+}
+
 /// One call under check: its tool, its arguments, and which of them a check rewrote.
 #[derive(Debug)]
 pub(crate) struct CallUnderCheck<'a> {

@@ -86,9 +86,14 @@ impl Check for ToolFit {
         {
             judgement.declined = true;
             judgement.by.get_or_insert(self.info().name);
+            let score = t.fit_score(p, fit);
             let score = match t.p_weight {
-                0.0 => format!("fit {fit:.2}"),
-                w => format!("fit {fit:.2} {:+.2} ({w} × (p {p:.2} − 1))", w * (p - 1.0)),
+                0.0 => format!("fit {}", super::below(score, t.fit_min)),
+                w => format!(
+                    "fit {fit:.2} {:+.2} ({w} × (p {p:.2} − 1)) = {}",
+                    w * (p - 1.0),
+                    super::below(score, t.fit_min)
+                ),
             };
             let unsaid = if unsaid { ", a value nobody said" } else { "" };
             let base = match answers.base {
@@ -96,8 +101,8 @@ impl Check for ToolFit {
                 None => String::new(),
             };
             judgement.reason = Some(format!(
-                "{score} < {:.2}{base}{unsaid}, p {p:.2} < {:.2}",
-                t.fit_min, t.p_sure
+                "{score}{base}{unsaid}, p {}",
+                super::below(p, t.p_sure)
             ));
         }
     }

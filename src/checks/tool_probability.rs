@@ -47,7 +47,7 @@ impl Check for ToolProbability {
         if p < t.p_min {
             judgement.declined = true;
             judgement.by.get_or_insert(self.info().name);
-            judgement.reason = Some(format!("p {p:.2} < {:.2}", t.p_min));
+            judgement.reason = Some(format!("p {}", super::below(p, t.p_min)));
         }
     }
 }
