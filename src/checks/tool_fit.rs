@@ -181,7 +181,7 @@ pub(crate) fn question(request: &str, spec: &ToolSpec) -> Vec<Message> {
 /// A fit question the engine puts to the model: about `tool`, for the request or, when
 /// `baseline`, for no request at all.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Asked {
+pub(crate) struct Asked {
     /// The tool the question is about.
     pub tool: String,
     /// The question with the request left empty ([`baseline_question`]).

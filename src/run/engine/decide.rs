@@ -30,6 +30,10 @@ impl Engine {
     /// and the call is judged without it). Once every tool of the turn was asked about,
     /// the turn is judged by the one that fit best.
     pub fn fit_replied(&mut self, reply: Option<&ChatReply>) {
+        // Not waiting for an answer: the state stays as it is.
+        if !matches!(self.state, State::Confirming { .. }) {
+            return;
+        }
         let State::Confirming {
             reply: call_reply,
             turn,
@@ -57,6 +61,10 @@ impl Engine {
                 self.specs.iter().find(|s| s.name == asked.tool),
             ) {
                 self.schema.fit_baselines.put(spec, yes);
+            }
+            if !asked.baseline && yes.is_none() {
+                // No answer to set against the leaning: its question would be wasted.
+                questions.retain(|q| !(q.baseline && q.tool == asked.tool));
             }
             answers.push((asked, yes));
         }
@@ -320,7 +328,7 @@ mod tests {
         e.next_step();
         e.model_replied(&unsure);
         e.fit_replied(None);
-        e.fit_replied(None);
+        // Nothing to set against the tool's leaning, so that is not asked.
         assert!(matches!(e.next_step(), Step::CallTool { .. }));
     }
 
@@ -470,6 +478,8 @@ mod tests {
         let mut sure = reply(CALL);
         sure.logprobs = kind_logprobs(0.95);
         e.model_replied(&sure);
+        // An answer nobody asked for changes nothing.
+        e.fit_replied(None);
         assert!(matches!(e.next_step(), Step::CallTool { .. }));
     }
 
