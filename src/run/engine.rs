@@ -107,6 +107,8 @@ struct Pending {
     /// the tool's result once it ran.
     answered: Option<(String, bool)>,
     ran: bool,
+    /// Held back by `more-calls`: told to the model as an answer, shown as not run.
+    held: bool,
 }
 
 /// Where the run is.

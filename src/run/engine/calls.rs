@@ -124,6 +124,7 @@ impl Engine {
                 arguments,
                 key,
                 step: self.steps.len() - 1,
+                held: !nobodys.is_empty(),
                 answered,
                 ran: false,
             });
@@ -249,12 +250,13 @@ impl Engine {
                 self.shown.insert(observation.clone());
             }
             if let (false, Some(step)) = (call.ran, self.steps.get_mut(call.step)) {
-                // Answered without running: the step shows what the model was told.
+                // Answered without running: the step shows what the model was told. A call
+                // held back is not a result, though the model reads it beside them as one.
                 step.observation = observation.clone();
-                step.ok = ok;
+                step.ok = ok && !call.held;
                 self.events.push(Event::ToolResult {
                     tool: call.tool.clone(),
-                    ok,
+                    ok: ok && !call.held,
                     observation: observation.clone(),
                     ms: 0,
                 });
@@ -418,6 +420,22 @@ mod tests {
         assert!(
             told.contains("not run: nobody gave expression for calculator"),
             "{told}"
+        );
+        // The person sees it as not run, not as a result.
+        let shown: Vec<(String, bool)> = e
+            .drain_events()
+            .into_iter()
+            .filter_map(|ev| match ev {
+                Event::ToolResult { tool, ok, .. } => Some((tool, ok)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("calculator".to_string(), true),
+                ("calculator".to_string(), false)
+            ]
         );
         // A call added with the person's own values runs.
         let mut e = engine(10);
