@@ -238,11 +238,17 @@ impl Orchestrator {
                         Ok(reply) => engine.fit_replied(Some(&reply)),
                         Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
                         Err(e) => {
-                            self.emit(&Event::Warning {
-                                message: format!(
+                            let message = if engine.fit_asks_leaning() {
+                                format!(
+                                    "the question about the tool's own leaning got no answer \
+                                     ({e}); the call is judged on its bare \"yes\""
+                                )
+                            } else {
+                                format!(
                                     "the fit question got no answer ({e}); the call is judged without it"
-                                ),
-                            });
+                                )
+                            };
+                            self.emit(&Event::Warning { message });
                             engine.fit_replied(None);
                         }
                     }

@@ -21,6 +21,15 @@ impl Engine {
         }
     }
 
+    /// Whether the fit question waiting is the one about the tool's own leaning (the
+    /// request left empty), whose loss leaves the call judged on its bare "yes".
+    pub fn fit_asks_leaning(&self) -> bool {
+        match &self.state {
+            State::Confirming { questions, .. } => questions.first().is_some_and(|q| q.baseline),
+            _ => false,
+        }
+    }
+
     /// The schema the answer to the fit question follows.
     pub fn fit_schema(&self) -> Value {
         crate::checks::tool_fit::schema()
@@ -247,11 +256,15 @@ mod tests {
     /// Answers the fit question with `yes` and, when the tool's leaning is asked next,
     /// that with `base`.
     fn answer(e: &mut Engine, yes: f64, base: f64) {
+        assert!(!e.fit_asks_leaning());
         e.fit_replied(Some(&fit_answer(yes)));
-        if e.fit_question()
+        let leaning = e
+            .fit_question()
             .get(1)
-            .is_some_and(|m| m.content.contains("Request: \n"))
-        {
+            .is_some_and(|m| m.content.contains("Request: \n"));
+        // The orchestrator's warning when it fails says which question it was.
+        assert_eq!(e.fit_asks_leaning(), leaning);
+        if leaning {
             e.fit_replied(Some(&fit_answer(base)));
         }
     }
