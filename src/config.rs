@@ -146,6 +146,7 @@ impl Default for Config {
                 keep_alive: None,
                 request_timeout: Duration::from_secs(600),
                 top_logprobs: None,
+                aside: false,
             },
             system: None,
             narrowing: Narrowing::PerTool,

@@ -39,6 +39,7 @@ fn options() -> GenOptions {
         keep_alive: Some("5m".into()),
         request_timeout: Duration::from_secs(30),
         top_logprobs: None,
+        aside: false,
     }
 }
 

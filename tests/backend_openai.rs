@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mockito::Matcher;
@@ -271,5 +272,87 @@ fn an_endless_stream_is_cut_at_the_reply_cap() {
             assert!(detail.contains("larger than 64 MiB"), "{detail}")
         }
         other => panic!("{:?}", other.map(|r| r.text.len())),
+    }
+}
+
+/// Every body posted to `/v1/chat/completions`, each answered with an empty object.
+fn posted(server: &mut mockito::Server) -> (mockito::Mock, Arc<Mutex<Vec<serde_json::Value>>>) {
+    let bodies: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
+    let seen = Arc::clone(&bodies);
+    let m = server
+        .mock("POST", "/v1/chat/completions")
+        .with_header("content-type", "text/event-stream")
+        .with_body_from_request(move |req| {
+            let body = serde_json::from_slice(req.body().unwrap()).unwrap();
+            seen.lock().unwrap().push(body);
+            sse(&[chunk("{}")]).into_bytes()
+        })
+        .create();
+    (m, bodies)
+}
+
+/// One request of `b`, a question aside or a turn.
+fn ask(b: &mut OpenAi, aside: bool) {
+    let messages = vec![Message::user("q")];
+    let opts = GenOptions {
+        aside,
+        ..GenOptions::default()
+    };
+    let req = ChatRequest {
+        messages: &messages,
+        schema: None,
+        options: &opts,
+    };
+    b.chat(
+        &req,
+        Deadline::after(Duration::from_secs(10)),
+        &mut toolloop::backend::keep_going,
+    )
+    .unwrap();
+}
+
+/// A question aside (the fit question) goes to llama-server's last slot, learned from
+/// `/props` once, so the slot holding the run's turns keeps them; a turn goes where the
+/// server puts it.
+#[test]
+fn a_question_aside_goes_to_the_last_slot_of_a_server_that_has_several() {
+    let mut server = mockito::Server::new();
+    let props = server
+        .mock("GET", "/props")
+        .with_body(json!({"total_slots": 4, "chat_template": "…"}).to_string())
+        .expect(1)
+        .create();
+    let (_m, bodies) = posted(&mut server);
+    let mut b = OpenAi::new(&format!("{}/v1", server.url()), "qwen", None);
+    ask(&mut b, true);
+    // A clone shares what the first learned: `/props` is read once.
+    ask(&mut b.clone(), true);
+    ask(&mut b, false);
+    props.assert();
+    let slots: Vec<_> = bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|b| b.get("id_slot").cloned())
+        .collect();
+    assert_eq!(slots, [Some(json!(3)), Some(json!(3)), None]);
+}
+
+/// A server without `/props` (vLLM, LM Studio, Ollama's `/v1`), or llama-server with one
+/// slot, gets no `id_slot`.
+#[test]
+fn a_question_aside_names_no_slot_where_the_server_has_one_or_does_not_say() {
+    for props in [None, Some(json!({"total_slots": 1}))] {
+        let mut server = mockito::Server::new();
+        let p = server.mock("GET", "/props");
+        let _p = match props {
+            Some(body) => p.with_body(body.to_string()).create(),
+            None => p.with_status(404).create(),
+        };
+        let (_m, bodies) = posted(&mut server);
+        let mut b = OpenAi::new(&format!("{}/v1", server.url()), "qwen", None);
+        ask(&mut b, true);
+        let body = bodies.lock().unwrap()[0].clone();
+        assert!(body.get("id_slot").is_none(), "{body}");
     }
 }

@@ -52,6 +52,11 @@ pub struct GenOptions {
     pub request_timeout: Duration,
     /// Ask for the log-probabilities of this many alternatives per generated token.
     pub top_logprobs: Option<u32>,
+    /// A question beside the run's turns (the fit question), not a turn. A llama-server
+    /// with two slots or more answers it in its last slot, so the slot holding the turns
+    /// keeps them for the next turn's prompt cache. Never read from a configuration file.
+    #[serde(skip)]
+    pub aside: bool,
 }
 
 /// What the loop asks of a backend.

@@ -8,6 +8,7 @@
 
 use std::io::BufReader;
 use std::ops::ControlFlow;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -39,6 +40,10 @@ pub struct OpenAi {
     stop: Option<StopHandle>,
     /// The agent of the requests the stop handle can cut off.
     agent: http::StoppableAgent,
+    /// The slot questions aside go to ([`GenOptions::aside`]), learned from llama-server's
+    /// `/props` before the first of them; `None` where the server has one slot or does
+    /// not say. Shared by clones, so a process asks once.
+    aside_slot: Arc<OnceLock<Option<u32>>>,
 }
 
 impl std::fmt::Debug for OpenAi {
@@ -61,6 +66,7 @@ impl OpenAi {
             api_key: api_key.filter(|k| !k.trim().is_empty()),
             stop: None,
             agent: http::StoppableAgent::default(),
+            aside_slot: Arc::default(),
         }
     }
 
@@ -118,7 +124,43 @@ impl OpenAi {
             );
         }
         add_options(&mut body, request.options);
+        if let (true, Some(Some(slot))) = (request.options.aside, self.aside_slot.get()) {
+            body.insert("id_slot".into(), json!(slot));
+        }
         Value::Object(body)
+    }
+
+    /// Learns which slot questions aside go to, once: llama-server's last slot where it
+    /// has two or more. On one slot a fit question between two turns takes the turn's
+    /// tokens out of the slot, and the next turn gets back from the server's host-memory
+    /// cache whichever saved prompt keeps the larger share of its own tokens, which after
+    /// a turn asked again was once another run's (`tests/real_model.rs`,
+    /// `the_prompt_cache_holds_across_every_request_of_a_run`). In a slot of their own the
+    /// questions leave the turn's slot alone. Another server has no `/props`, and gets no
+    /// `id_slot`.
+    fn learn_aside_slot(&self, deadline: &Deadline) {
+        if self.aside_slot.get().is_some() {
+            return;
+        }
+        let root = self.base.strip_suffix("/v1").unwrap_or(&self.base);
+        let slots = http::budget(deadline, Duration::from_secs(2)).and_then(|budget| {
+            let mut req = http::agent()
+                .get(format!("{root}/props"))
+                .config()
+                .timeout_global(Some(budget))
+                .build();
+            if let Some(key) = &self.api_key {
+                req = req.header("Authorization", format!("Bearer {key}"));
+            }
+            let resp = req.call().ok()?;
+            let (body, _) = http::read_capped(resp.into_body().into_reader(), 1 << 20).ok()?;
+            let props: Value = serde_json::from_slice(&body).ok()?;
+            props["total_slots"].as_u64()
+        });
+        let slot = slots
+            .filter(|n| (2..=u64::from(u32::MAX)).contains(n))
+            .map(|n| (n - 1) as u32);
+        let _ = self.aside_slot.set(slot);
     }
 }
 
@@ -330,6 +372,9 @@ impl OpenAi {
         sink: TextSink<'_>,
     ) -> Result<ChatReply, BackendError> {
         let started = Instant::now();
+        if request.options.aside {
+            self.learn_aside_slot(&deadline);
+        }
         let url = format!("{}/chat/completions", self.base);
         let bytes = serde_json::to_vec(&self.request_body(request)).unwrap_or_default();
         let mut attempt = 0;

@@ -222,6 +222,7 @@ impl Orchestrator {
                         num_predict: Some(FIT_TOKENS),
                         top_logprobs: Some(FIT_TOP_LOGPROBS),
                         temperature: Some(0.0),
+                        aside: true,
                         ..self.options.clone()
                     };
                     let schema = engine.fit_schema();
