@@ -34,7 +34,7 @@ export TOOLLOOP_BFCL
 echo "== a real model: llama-server + Qwen2.5-Coder 0.5B" >&2
 port="${TOOLLOOP_TEST_PORT:-8091}"
 scripts/real-model.sh build >/dev/null
-pid=$(scripts/real-model.sh serve qwen "$port")
+pid=$(scripts/real-model.sh serve qwen "$port" 2)
 trap 'kill "$pid" 2>/dev/null || true' EXIT
 cargo build --release -q
 # What a user does first: measure the decision's thresholds for this model and server (the

@@ -3,7 +3,7 @@
 //! needs the server:
 //!
 //! ```sh
-//! pid=$(scripts/real-model.sh serve qwen 8091)
+//! pid=$(scripts/real-model.sh serve qwen 8091 2)
 //! toolloop calibrate --backend openai --base-url http://127.0.0.1:8091/v1 --model qwen \
 //!   --calibration /tmp/cal.json
 //! TOOLLOOP_CALIBRATION=/tmp/cal.json TOOLLOOP_LLAMA_URL=http://127.0.0.1:8091/v1 \
@@ -23,9 +23,10 @@ use toolloop::turn::schema::{CallSchema, Narrowing};
 
 mod common;
 
-/// The tests take turns on the server. It runs one slot (`scripts/real-model.sh serve`
-/// without SLOTS), and a request from another test between two turns of a run replaces
-/// that run's cached prompt: the cache test then measures the other test, not toolloop.
+/// The tests take turns on the server. It runs two slots (`scripts/real-model.sh serve qwen
+/// PORT 2`): a run's turns in one, its fit questions in the other (`GenOptions::aside`).
+/// A request from another test between two turns of a run would replace that run's cached
+/// prompt: the cache test would then measure the other test, not toolloop.
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static SERVER: std::sync::Mutex<()> = std::sync::Mutex::new(());
     SERVER
@@ -336,11 +337,22 @@ fn tools_are_called_only_for_questions_that_need_one() {
 /// `,` where the text splits into `"}` and `},`), and the cache ends there: the rest of
 /// that reply is evaluated again (BENCHMARKS.md, "The prompt cache, token by token").
 /// The test asks `/tokenize` where that split comes, and holds the reuse to it.
+///
+/// It needs two slots. On one, each fit question takes the turn's tokens out of the slot,
+/// and the next turn gets back from the server's host-memory cache whichever saved prompt
+/// keeps the larger share of its own tokens: after a turn asked again (the same prompt
+/// without the reply its saved state ends in) that was once an earlier test's, and the
+/// run reused 246 tokens where it held 266.
 #[test]
 #[ignore = "needs a llama-server: see the module docs"]
 fn the_prompt_cache_holds_across_every_request_of_a_run() {
     use std::sync::{Arc, Mutex};
     let _turn = one_at_a_time();
+    let slots = props()["total_slots"].as_u64().unwrap_or(0);
+    assert!(
+        slots >= 2,
+        "the server has {slots} slot(s): start it with two (`scripts/real-model.sh serve qwen PORT 2`)"
+    );
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let backend = Recording {
         inner: OpenAi::new(&url(), "qwen", None),
@@ -397,6 +409,21 @@ fn the_prompt_cache_holds_across_every_request_of_a_run() {
              {least} of which the chat API names again"
         );
     }
+}
+
+/// llama-server's `/props`.
+fn props() -> serde_json::Value {
+    let root = url()
+        .trim_end_matches('/')
+        .trim_end_matches("/v1")
+        .to_string();
+    let body = ureq::get(format!("{root}/props"))
+        .call()
+        .expect("llama-server's /props answers")
+        .body_mut()
+        .read_to_string()
+        .expect("/props answers");
+    serde_json::from_str(&body).expect("/props answers JSON")
 }
 
 /// The tokens the server splits `text` into, as their text.
