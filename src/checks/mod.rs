@@ -188,6 +188,12 @@ pub(crate) struct TurnContext<'a> {
     /// The tools of this turn called with a required value nobody said
     /// ([`tool_fit::unsaid`]).
     pub unsaid: &'a [String],
+    /// Whether the turn answers being asked again (for more calls, or among other
+    /// tools): it is carried out as it comes, never asked again.
+    pub again: bool,
+    /// Where the turn answers being asked for more calls ([`more_calls`]): how many calls
+    /// the turn before made. The calls from there on are the ones the asking added.
+    pub added_from: Option<usize>,
 }
 
 /// `value < bar` for a decline line, with the fewest decimals (two to four) that show the
@@ -209,6 +215,8 @@ pub(crate) struct CallUnderCheck<'a> {
     pub arguments: &'a mut Map<String, Value>,
     /// Arguments an earlier check rewrote, which later rewrites leave alone.
     pub rewritten: BTreeSet<String>,
+    /// Its place among the turn's calls.
+    pub index: usize,
 }
 
 /// What the turn-level checks found out about a call, for the [`Finding::Decision`].
@@ -273,6 +281,17 @@ pub(crate) enum Finding {
         /// The tool.
         tool: String,
         /// The arguments left out.
+        arguments: Vec<String>,
+    },
+    /// A call is not run now: the model is told why beside the other calls' results.
+    Held {
+        /// The check that held it.
+        check: &'static str,
+        /// The tool.
+        tool: String,
+        /// Its place among the turn's calls.
+        index: usize,
+        /// The required arguments whose values nobody gave.
         arguments: Vec<String>,
     },
 }
@@ -478,7 +497,7 @@ impl Checks {
                 return (findings, Verdict::More { at_least, p_more });
             }
         }
-        for (tool, arguments) in calls.iter_mut() {
+        for (index, (tool, arguments)) in calls.iter_mut().enumerate() {
             let Some(spec) = ctx.specs.iter().find(|s| s.name == *tool) else {
                 continue;
             };
@@ -486,6 +505,7 @@ impl Checks {
                 spec,
                 arguments,
                 rewritten: BTreeSet::new(),
+                index,
             };
             for c in &self.on {
                 if let Some(missing) = c.judge_call(ctx, &mut call, &mut findings) {

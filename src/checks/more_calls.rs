@@ -19,7 +19,7 @@
 //! first call's result at once, on a value of its own: the prompt example's `12.5 * 4`
 //! for a temperature not yet known.
 
-use super::{Check, CheckInfo, Effect, Judgement, TurnContext};
+use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, TurnContext};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
@@ -54,8 +54,33 @@ impl Check for MoreCalls {
             return;
         };
         judgement.p_more = Some(p);
-        if p >= MIN_MORE && !judgement.declined && judgement.instead.is_empty() {
+        // Once: the turn asked again is carried out as it comes back.
+        if p >= MIN_MORE && !ctx.again && !judgement.declined && judgement.instead.is_empty() {
             judgement.more = true;
         }
+    }
+
+    /// Holds a call the asking added whose required value nobody gave.
+    fn judge_call(
+        &self,
+        ctx: &TurnContext<'_>,
+        call: &mut CallUnderCheck<'_>,
+        findings: &mut Vec<Finding>,
+    ) -> Option<Vec<String>> {
+        let from = ctx.added_from?;
+        if call.index < from {
+            return None;
+        }
+        let nobodys =
+            super::grounding::invented_required(call.arguments, &call.spec.input_schema, ctx.said);
+        if !nobodys.is_empty() {
+            findings.push(Finding::Held {
+                check: INFO.name,
+                tool: call.spec.name.clone(),
+                index: call.index,
+                arguments: nobodys,
+            });
+        }
+        None
     }
 }

@@ -24,11 +24,14 @@ fn conform(arguments: &mut Map<String, Value>, schema: &Value, said: &Evidence) 
         person: &[],
         earlier: &[],
         unsaid: &[],
+        again: false,
+        added_from: None,
     };
     let mut call = CallUnderCheck {
         spec: &spec,
         arguments,
         rewritten: BTreeSet::new(),
+        index: 0,
     };
     let mut findings = Vec::new();
     let rewriting: [&dyn Check; 4] = [

@@ -97,6 +97,9 @@ fn replayed(
         person: &[],
         earlier: &[],
         unsaid: &unsaid,
+        // A recorded first turn: nothing was asked again.
+        again: false,
+        added_from: None,
     };
     match checks.judge(&ctx, &mut calls, true).1 {
         Verdict::Go => Replay::Calls(

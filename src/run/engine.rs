@@ -152,6 +152,8 @@ pub struct Engine {
     forced_answer: bool,
     /// After a declined call: the tools that fit better (none: only an answer).
     shortlist: Option<CallSchema>,
+    /// The calls of the turn under way that a check held back, with why (`Finding::Held`).
+    held: Vec<(usize, Vec<String>)>,
     guard: ContextGuard,
     history: Vec<Message>,
     run_start: usize,
@@ -208,6 +210,7 @@ impl Engine {
             schema,
             forced_answer: false,
             shortlist: None,
+            held: Vec::new(),
             history,
             run_start,
             iterations: 0,
@@ -400,9 +403,7 @@ impl Engine {
             }
         }
         self.invalid_streak = 0;
-        // Held to one call more than the turn before: the calls past those were added.
-        let asked_for = self.shortlist.take().map_or(1, |s| s.min_calls() as usize);
-        let added_from = (asked_for > 1).then(|| asked_for - 1);
+        self.shortlist = None;
         self.iterations += 1;
         // The model's own text whenever it is JSON, so the server's cache holds all of it;
         // text that is not JSON (cut, a template token) goes back in the canonical form.
@@ -437,7 +438,10 @@ impl Engine {
                     tool,
                     missing,
                 } => self.ask_instead(thought, check, tool, missing),
-                _ => self.tool_calls(thought, calls, added_from),
+                _ => {
+                    let held = std::mem::take(&mut self.held);
+                    self.tool_calls(thought, calls, held)
+                }
             },
         }
     }

@@ -402,6 +402,16 @@ impl From<Finding> for Event {
                 tool,
                 arguments,
             },
+            Finding::Held {
+                check,
+                tool,
+                arguments,
+                ..
+            } => Event::NotYet {
+                check: check.to_string(),
+                tool,
+                arguments,
+            },
         }
     }
 }

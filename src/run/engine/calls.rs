@@ -58,39 +58,22 @@ impl Schemas {
 
 impl Engine {
     /// The calls of one turn, as the checks left them: each answered from memory (a
-    /// repeat, an unavailable tool) or left to run. The results go into the history in the order of
-    /// the calls once all are in.
-    ///
-    /// `added_from`: where the turn was asked again for more (`more-calls`), how many
-    /// calls it had made. A call added after those whose required values nobody gave is
-    /// not run: asked for one call more, Qwen wrote the step that needs the first call's
-    /// result at once, with a value of its own (the calculator on 25 °C before the weather
-    /// came back), and answered from that. Told it was not run, beside the first results,
-    /// it can make that step with them.
+    /// repeat, an unavailable tool), held back by a check (`held`: its place and the
+    /// values nobody gave, `Finding::Held`), or left to run. The results go into the
+    /// history in the order of the calls once all are in.
     pub(super) fn tool_calls(
         &mut self,
         thought: String,
         calls: Vec<Call>,
-        added_from: Option<usize>,
+        held: Vec<(usize, Vec<String>)>,
     ) {
         let mut pending = Vec::with_capacity(calls.len());
-        let said = added_from.map(|_| feedback::evidence(&self.history));
         for (i, (tool, arguments)) in calls.into_iter().enumerate() {
-            let nobodys = match (&said, added_from) {
-                (Some(said), Some(from)) if i >= from => self
-                    .specs
-                    .iter()
-                    .find(|s| s.name == tool)
-                    .map(|s| {
-                        crate::checks::grounding::invented_required(
-                            &arguments,
-                            &s.input_schema,
-                            said,
-                        )
-                    })
-                    .unwrap_or_default(),
-                _ => Vec::new(),
-            };
+            let nobodys = held
+                .iter()
+                .find(|(at, _)| *at == i)
+                .map(|(_, n)| n.clone())
+                .unwrap_or_default();
             self.events.push(Event::ToolCall {
                 iteration: self.iterations,
                 thought: thought.clone(),
@@ -99,11 +82,6 @@ impl Engine {
             });
             let key = CallKey::new(&tool, &arguments);
             let answered = if !nobodys.is_empty() {
-                self.events.push(Event::NotYet {
-                    check: crate::checks::more_calls::INFO.name.into(),
-                    tool: tool.clone(),
-                    arguments: nobodys.clone(),
-                });
                 Some((feedback::not_yet(&tool, &nobodys), true))
             } else if let Some((count, earlier)) = self.repeats.repeat(&key) {
                 self.events.push(Event::Repeat {
@@ -437,6 +415,14 @@ mod tests {
                 ("calculator".to_string(), false)
             ]
         );
+        // Asked once: a turn that still gives one more call weight is judged call by
+        // call like any other, and the added step waits all the same.
+        let mut e = engine(10);
+        e.next_step();
+        e.model_replied(&list_of(&["2+2"], 0.01));
+        e.next_step();
+        e.model_replied(&list_of(&["2+2", "17 * 3"], 0.01));
+        assert!(matches!(e.next_step(), Step::CallTool { .. }));
         // A call added with the person's own values runs.
         let mut e = engine(10);
         e.next_step();

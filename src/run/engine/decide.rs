@@ -153,6 +153,14 @@ impl Engine {
             person: &person,
             earlier: &earlier,
             unsaid: &unsaid,
+            again: self.shortlist.is_some(),
+            // Held to one call more than the turn before: the calls past those were added.
+            added_from: self
+                .shortlist
+                .as_ref()
+                .map(|s| s.min_calls() as usize)
+                .filter(|&n| n > 1)
+                .map(|n| n - 1),
         };
         let judge_turn = !self.answer_only();
         let mut tools: Vec<&str> = calls.iter().map(|c| c.0.as_str()).collect();
@@ -195,6 +203,15 @@ impl Engine {
             }
         }
         let (findings, verdict) = self.checks.judge(&ctx, calls, judge_turn);
+        self.held = findings
+            .iter()
+            .filter_map(|f| match f {
+                Finding::Held {
+                    index, arguments, ..
+                } => Some((*index, arguments.clone())),
+                _ => None,
+            })
+            .collect();
         let source = thresholds.as_ref().map(|t| t.source());
         self.events.extend(findings.into_iter().map(|f| {
             // A decline on the run's own record owes nothing to the thresholds.
