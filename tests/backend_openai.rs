@@ -356,3 +356,79 @@ fn a_question_aside_names_no_slot_where_the_server_has_one_or_does_not_say() {
         assert!(body.get("id_slot").is_none(), "{body}");
     }
 }
+
+/// While another request of the process to the server is under way, a question aside
+/// names no slot: questions waiting for a named slot that was busy stalled llama-server.
+#[test]
+fn a_question_aside_names_no_slot_while_another_request_is_under_way() {
+    let mut server = mockito::Server::new();
+    let _props = server
+        .mock("GET", "/props")
+        .with_body(json!({"total_slots": 4}).to_string())
+        .create();
+    let bodies: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
+    let seen = Arc::clone(&bodies);
+    let _aside = server
+        .mock("POST", "/v1/chat/completions")
+        .match_body(Matcher::PartialJson(
+            json!({"messages": [{"role": "user", "content": "aside"}]}),
+        ))
+        .with_header("content-type", "text/event-stream")
+        .with_body_from_request(move |req| {
+            seen.lock()
+                .unwrap()
+                .push(serde_json::from_slice(req.body().unwrap()).unwrap());
+            sse(&[chunk("{}")]).into_bytes()
+        })
+        .create();
+    let seen = Arc::clone(&bodies);
+    let _turn = server
+        .mock("POST", "/v1/chat/completions")
+        .match_body(Matcher::PartialJson(
+            json!({"messages": [{"role": "user", "content": "q"}]}),
+        ))
+        .with_header("content-type", "text/event-stream")
+        .with_chunked_body(move |w| {
+            // The turn is held open until the question aside has come.
+            let waited = std::time::Instant::now();
+            while seen.lock().unwrap().is_empty() && waited.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            w.write_all(sse(&[chunk("{}")]).as_bytes())
+        })
+        .create();
+    let base = format!("{}/v1", server.url());
+    let turn = {
+        let base = base.clone();
+        std::thread::spawn(move || ask(&mut OpenAi::new(&base, "qwen", None), false))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let mut b = OpenAi::new(&base, "qwen", None);
+    let messages = vec![Message::user("aside")];
+    let opts = GenOptions {
+        aside: true,
+        ..GenOptions::default()
+    };
+    let req = ChatRequest {
+        messages: &messages,
+        schema: None,
+        options: &opts,
+    };
+    b.chat(
+        &req,
+        Deadline::after(Duration::from_secs(10)),
+        &mut toolloop::backend::keep_going,
+    )
+    .unwrap();
+    turn.join().unwrap();
+    let body = bodies.lock().unwrap()[0].clone();
+    assert!(body.get("id_slot").is_none(), "{body}");
+    // Alone again, it names the slot.
+    b.chat(
+        &req,
+        Deadline::after(Duration::from_secs(10)),
+        &mut toolloop::backend::keep_going,
+    )
+    .unwrap();
+    assert_eq!(bodies.lock().unwrap()[1]["id_slot"], 3);
+}

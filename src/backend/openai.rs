@@ -109,8 +109,14 @@ impl OpenAi {
         }
     }
 
-    /// The JSON body of `POST {base}/chat/completions`.
+    /// The JSON body of `POST {base}/chat/completions`, as sent when no other request of
+    /// this process to the server is under way.
     pub fn request_body(&self, request: &ChatRequest<'_>) -> Value {
+        self.body(request, true)
+    }
+
+    /// The body; `alone`: no other request of this process to the server is under way.
+    fn body(&self, request: &ChatRequest<'_>, alone: bool) -> Value {
         let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
         let mut body = Map::new();
         body.insert("model".into(), json!(self.model));
@@ -124,7 +130,9 @@ impl OpenAi {
             );
         }
         add_options(&mut body, request.options);
-        if let (true, Some(Some(slot))) = (request.options.aside, self.aside_slot.get()) {
+        if let (true, true, Some(Some(slot))) =
+            (request.options.aside, alone, self.aside_slot.get())
+        {
             body.insert("id_slot".into(), json!(slot));
         }
         Value::Object(body)
@@ -138,6 +146,12 @@ impl OpenAi {
     /// `the_prompt_cache_holds_across_every_request_of_a_run`). In a slot of their own the
     /// questions leave the turn's slot alone. Another server has no `/props`, and gets no
     /// `id_slot`.
+    ///
+    /// Only a question asked while no other request of the process to the server is under
+    /// way names the slot ([`InFlight`]): with four runs at once on four slots, questions
+    /// waiting for a named slot that was busy stalled Gemma 3 270M's llama-server once for
+    /// 108 s, all slots idle, until the runs timed out (`BENCHMARKS.md`, "Fit questions in
+    /// a slot of their own").
     fn learn_aside_slot(&self, deadline: &Deadline) {
         if self.aside_slot.get().is_some() {
             return;
@@ -161,6 +175,36 @@ impl OpenAi {
             .filter(|n| (2..=u64::from(u32::MAX)).contains(n))
             .map(|n| (n - 1) as u32);
         let _ = self.aside_slot.set(slot);
+    }
+}
+
+/// This process's requests under way, per server: one is counted from before it is sent
+/// until its reply is read or dropped.
+#[derive(Debug)]
+struct InFlight(String);
+
+static IN_FLIGHT: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, usize>>> =
+    std::sync::LazyLock::new(Default::default);
+
+impl InFlight {
+    /// Counts a request to `base`; `true` when it is the only one under way.
+    fn enter(base: &str) -> (Self, bool) {
+        let mut all = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+        let n = all.entry(base.to_string()).or_default();
+        *n += 1;
+        (InFlight(base.to_string()), *n == 1)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut all = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = all.get_mut(&self.0) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                all.remove(&self.0);
+            }
+        }
     }
 }
 
@@ -375,8 +419,9 @@ impl OpenAi {
         if request.options.aside {
             self.learn_aside_slot(&deadline);
         }
+        let (_flight, alone) = InFlight::enter(&self.base);
         let url = format!("{}/chat/completions", self.base);
-        let bytes = serde_json::to_vec(&self.request_body(request)).unwrap_or_default();
+        let bytes = serde_json::to_vec(&self.body(request, alone)).unwrap_or_default();
         let mut attempt = 0;
         let resp = loop {
             let Some(budget) = http::budget(&deadline, request.options.request_timeout) else {
