@@ -147,7 +147,7 @@ pub struct Engine {
     specs: Vec<ToolSpec>,
     unavailable: BTreeSet<String>,
     /// The first turn's schema, the one after results and the answer-only one.
-    schema: std::sync::Arc<Schemas>,
+    prepared: std::sync::Arc<Prepared>,
     /// Set when calling brings nothing new: from then on only an answer is allowed.
     forced_answer: bool,
     /// After a declined call: the tools that fit better (none: only an answer).
@@ -185,18 +185,19 @@ impl Engine {
     /// `query`, with the tools in `specs`.
     #[cfg(test)]
     pub fn new(history: Vec<Message>, query: &str, specs: Vec<ToolSpec>, config: Config) -> Self {
-        let schema = std::sync::Arc::new(Schemas::new(&specs, &config));
-        Self::with_schema(history, query, specs, config, schema)
+        let prepared = std::sync::Arc::new(Prepared::new(&specs, &config));
+        Self::with_schema(history, query, specs, config, prepared)
     }
 
-    /// Like [`Engine::new`], with the schemas for `specs` already built (they are the same
-    /// for every run over one catalogue, and building one compiles validators).
+    /// Like [`Engine::new`], with what depends only on `specs` and `config` already
+    /// prepared (the same for every run over one catalogue; building the schemas compiles
+    /// validators).
     pub fn with_schema(
         mut history: Vec<Message>,
         query: &str,
         specs: Vec<ToolSpec>,
         config: Config,
-        schema: std::sync::Arc<Schemas>,
+        prepared: std::sync::Arc<Prepared>,
     ) -> Self {
         let run_start = history.len();
         history.push(Message::user(query));
@@ -207,7 +208,7 @@ impl Engine {
             state: State::Thinking,
             specs,
             unavailable: BTreeSet::new(),
-            schema,
+            prepared,
             forced_answer: false,
             shortlist: None,
             held: Vec::new(),
@@ -282,10 +283,10 @@ impl Engine {
     /// The schema for the next model request.
     pub fn schema(&self) -> &CallSchema {
         match &self.shortlist {
-            _ if self.answer_only() => &self.schema.answer,
+            _ if self.answer_only() => &self.prepared.answer,
             Some(shortlist) => shortlist,
-            None if self.results_in => self.schema.after_results(),
-            None => &self.schema.first,
+            None if self.results_in => self.prepared.after_results(),
+            None => &self.prepared.first,
         }
     }
 
@@ -326,7 +327,7 @@ impl Engine {
             // A valid call on the last iteration is not a format error: the iterations
             // are used up (`MaxIterationsReached` for `run_loop`).
             let last = self.iterations + 1 >= self.config.max_iterations;
-            if last && !self.forced_answer && self.schema.first.check(&parsed.turn).is_ok() {
+            if last && !self.forced_answer && self.prepared.first.check(&parsed.turn).is_ok() {
                 self.iterations += 1;
                 let iterations = self.iterations;
                 self.state = State::Done(Ending::MaxIterations { iterations });
@@ -604,7 +605,7 @@ fn schema_of(specs: &[ToolSpec], keep: impl Fn(&str) -> bool, config: &Config) -
 }
 
 mod calls;
-pub(crate) use calls::Schemas;
+pub(crate) use calls::Prepared;
 mod decide;
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::deadline::{Deadline, StopHandle};
 use crate::run::budget::Budget;
 use crate::run::ending::Ending;
-use crate::run::engine::Schemas;
+use crate::run::engine::Prepared;
 use crate::run::engine::{Engine, Step};
 pub use crate::run::error::OrchestratorError;
 use crate::run::events::{Event, Observer};
@@ -48,7 +48,7 @@ pub struct Orchestrator {
     options: GenOptions,
     specs: Vec<ToolSpec>,
     /// Shared by every run: a clone per run was a deep copy of each schema.
-    schema: std::sync::Arc<Schemas>,
+    prepared: std::sync::Arc<Prepared>,
     catalogue: std::sync::Arc<Catalogue>,
     config: Config,
     observers: Vec<Box<dyn Observer>>,
@@ -121,7 +121,7 @@ impl Orchestrator {
             query,
             self.specs.clone(),
             self.config.clone(),
-            self.schema.clone(),
+            self.prepared.clone(),
         );
         self.checked.clear();
         self.emit(&Event::RunStarted {

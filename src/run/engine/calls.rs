@@ -14,23 +14,24 @@ use crate::tool_spec::ToolSpec;
 use crate::tools::{ToolError, ToolResult};
 use crate::turn::schema::CallSchema;
 
-/// The schemas a run's requests are held to that depend only on the tools and the
-/// settings. An orchestrator builds them once: building one compiles validators, which
-/// took most of a run's own time when it was done per run (`BENCHMARKS.md`, "Loop
-/// overhead"). With them, what the model answered about each tool for no request
-/// ([`crate::checks::tool_fit::Baselines`]), which depends on the tools only as well.
+/// What a run needs that depends only on the tools and the settings, prepared once per
+/// orchestrator: the schemas its requests are held to (building one compiles validators,
+/// which took most of a run's own time when it was done per run: `BENCHMARKS.md`, "Loop
+/// overhead"), and what the model answered about each tool for no request
+/// ([`crate::checks::tool_fit::Baselines`]).
 #[derive(Debug, Clone)]
-pub(crate) struct Schemas {
+pub(crate) struct Prepared {
     /// The first turn's: several calls when the settings allow them.
     pub(crate) first: CallSchema,
     /// After results, one call at a time; `None` when the first is that already.
     one_call: Option<CallSchema>,
     /// An answer only.
     pub(crate) answer: CallSchema,
+    /// Each tool's leaning, shared by the runs (and, per model, by the orchestrators).
     pub(crate) fit_baselines: crate::checks::tool_fit::Baselines,
 }
 
-impl Schemas {
+impl Prepared {
     /// The schemas for every tool in `specs`.
     pub(crate) fn new(specs: &[ToolSpec], config: &Config) -> Self {
         Self::of(specs, |_| true, config)
@@ -42,7 +43,7 @@ impl Schemas {
             max_calls_per_turn: 1,
             ..config.clone()
         };
-        Schemas {
+        Prepared {
             first: schema_of(specs, &keep, config),
             one_call: (config.max_calls_per_turn > 1).then(|| schema_of(specs, &keep, &one)),
             answer: CallSchema::answer_only_deciding(config.decide),
@@ -185,8 +186,10 @@ impl Engine {
         };
         self.unavailable.insert(tool.to_string());
         let unavailable = &self.unavailable;
-        let schema = Schemas::of(&self.specs, |n| !unavailable.contains(n), &self.config);
-        self.schema = std::sync::Arc::new(schema);
+        let mut prepared = Prepared::of(&self.specs, |n| !unavailable.contains(n), &self.config);
+        // The tools' leanings stay what they were: they do not depend on which are left.
+        prepared.fit_baselines = self.prepared.fit_baselines.clone();
+        self.prepared = std::sync::Arc::new(prepared);
         self.events.push(Event::Degraded {
             tool: tool.to_string(),
             reason,

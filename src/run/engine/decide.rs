@@ -69,7 +69,7 @@ impl Engine {
                 yes,
                 self.specs.iter().find(|s| s.name == asked.tool),
             ) {
-                self.schema.fit_baselines.put(spec, yes);
+                self.prepared.fit_baselines.put(spec, yes);
             }
             if !asked.baseline && yes.is_none() {
                 // No answer to set against the leaning: its question would be wasted.
@@ -94,7 +94,7 @@ impl Engine {
             .filter(|(a, _)| !a.baseline)
             .map(|(a, yes)| {
                 let spec = self.specs.iter().find(|s| s.name == a.tool);
-                let base = spec.and_then(|s| self.schema.fit_baselines.get(s));
+                let base = spec.and_then(|s| self.prepared.fit_baselines.get(s));
                 let fit = yes.map(|yes| crate::checks::tool_fit::Fit { yes, base });
                 (a.tool.clone(), fit)
             })
@@ -187,7 +187,7 @@ impl Engine {
                     messages,
                 };
                 questions.push(ask(false, tool_fit::question(question, spec)));
-                if self.schema.fit_baselines.get(spec).is_none() {
+                if self.prepared.fit_baselines.get(spec).is_none() {
                     questions.push(ask(true, tool_fit::baseline_question(spec)));
                 }
             }
@@ -231,7 +231,7 @@ impl Engine {
         if let Verdict::More { at_least, p_more } = verdict {
             // Once: a turn asked again (for more calls, or among other tools) is carried
             // out as it comes back.
-            let again = self.schema.first.at_least(at_least as u64);
+            let again = self.prepared.first.at_least(at_least as u64);
             if let (None, Some(schema)) = (&self.shortlist, again) {
                 self.events.push(Event::MoreCalls {
                     check: crate::checks::more_calls::INFO.name.into(),
@@ -470,7 +470,7 @@ mod tests {
     fn the_fit_answer_is_read_against_the_tools_own_leaning_asked_once() {
         // Runs of one orchestrator share what was learnt of each tool.
         let schemas =
-            std::sync::Arc::new(super::super::Schemas::new(&[calc()], &Config::default()));
+            std::sync::Arc::new(super::super::Prepared::new(&[calc()], &Config::default()));
         let run = || {
             let mut e = Engine::with_schema(
                 vec![Message::system("sys")],

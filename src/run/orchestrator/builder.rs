@@ -8,7 +8,7 @@ use crate::backend::{Backend, GenOptions};
 use crate::checks::Checks;
 use crate::config::Config;
 use crate::deadline::{Deadline, StopHandle};
-use crate::run::engine::Schemas;
+use crate::run::engine::Prepared;
 use crate::run::events::Observer;
 use crate::run::guardrails::Guardrails;
 use crate::tools::closure::{FnTool, FnTools};
@@ -265,16 +265,16 @@ impl OrchestratorBuilder {
             decide,
             self.config.max_calls_per_turn,
         );
-        let mut schema = Schemas::new(&specs, &self.config);
+        let mut prepared = Prepared::new(&specs, &self.config);
         if let Some(model) = backend.identity() {
-            schema.fit_baselines = crate::checks::tool_fit::Baselines::of_model(model);
+            prepared.fit_baselines = crate::checks::tool_fit::Baselines::of_model(model);
         }
-        let schema = std::sync::Arc::new(schema);
+        let prepared = std::sync::Arc::new(prepared);
         Ok(Orchestrator {
             backend,
             options: self.config.request_options(),
             specs,
-            schema,
+            prepared,
             catalogue,
             observers: self.observers,
             clarify: self.clarify,
