@@ -152,7 +152,7 @@ pub struct Engine {
     forced_answer: bool,
     /// After a declined call: the tools that fit better (none: only an answer).
     shortlist: Option<CallSchema>,
-    /// The calls of the turn under way that a check held back, with why (`Finding::Held`).
+    /// The calls of the turn under way a check held back, and why (`Finding::Held`).
     held: Vec<(usize, Vec<String>)>,
     guard: ContextGuard,
     history: Vec<Message>,
@@ -189,9 +189,8 @@ impl Engine {
         Self::with_schema(history, query, specs, config, prepared)
     }
 
-    /// Like [`Engine::new`], with what depends only on `specs` and `config` already
-    /// prepared (the same for every run over one catalogue; building the schemas compiles
-    /// validators).
+    /// Like [`Engine::new`], with what depends only on `specs` and `config` prepared once
+    /// for every run over one catalogue (building the schemas compiles validators).
     pub fn with_schema(
         mut history: Vec<Message>,
         query: &str,
