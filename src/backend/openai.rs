@@ -149,9 +149,9 @@ impl OpenAi {
     ///
     /// Only a question asked while no other request of the process to the server is under
     /// way names the slot ([`InFlight`]): with four runs at once on four slots, questions
-    /// waiting for a named slot that was busy stalled Gemma 3 270M's llama-server once for
-    /// 108 s, all slots idle, until the runs timed out (`BENCHMARKS.md`, "Fit questions in
-    /// a slot of their own").
+    /// waiting for a named slot that was busy stalled Gemma 3 270M's llama-server twice, for
+    /// 76 and 108 s with every slot idle, until the runs timed out (`BENCHMARKS.md`, "Fit
+    /// questions in a slot of their own").
     fn learn_aside_slot(&self, deadline: &Deadline) {
         if self.aside_slot.get().is_some() {
             return;
