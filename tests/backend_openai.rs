@@ -293,7 +293,12 @@ fn posted(server: &mut mockito::Server) -> (mockito::Mock, Arc<Mutex<Vec<serde_j
 
 /// One request of `b`, a question aside or a turn.
 fn ask(b: &mut OpenAi, aside: bool) {
-    let messages = vec![Message::user("q")];
+    ask_with(b, "q", aside);
+}
+
+/// One request of `b` whose message is `content`.
+fn ask_with(b: &mut OpenAi, content: &str, aside: bool) {
+    let messages = vec![Message::user(content)];
     let opts = GenOptions {
         aside,
         ..GenOptions::default()
@@ -404,31 +409,11 @@ fn a_question_aside_names_no_slot_while_another_request_is_under_way() {
     };
     std::thread::sleep(Duration::from_millis(300));
     let mut b = OpenAi::new(&base, "qwen", None);
-    let messages = vec![Message::user("aside")];
-    let opts = GenOptions {
-        aside: true,
-        ..GenOptions::default()
-    };
-    let req = ChatRequest {
-        messages: &messages,
-        schema: None,
-        options: &opts,
-    };
-    b.chat(
-        &req,
-        Deadline::after(Duration::from_secs(10)),
-        &mut toolloop::backend::keep_going,
-    )
-    .unwrap();
+    ask_with(&mut b, "aside", true);
     turn.join().unwrap();
     let body = bodies.lock().unwrap()[0].clone();
     assert!(body.get("id_slot").is_none(), "{body}");
     // Alone again, it names the slot.
-    b.chat(
-        &req,
-        Deadline::after(Duration::from_secs(10)),
-        &mut toolloop::backend::keep_going,
-    )
-    .unwrap();
+    ask_with(&mut b, "aside", true);
     assert_eq!(bodies.lock().unwrap()[1]["id_slot"], 3);
 }
