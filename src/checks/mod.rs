@@ -188,8 +188,9 @@ pub(crate) struct TurnContext<'a> {
     /// The tools of this turn called with a required value nobody said
     /// ([`tool_fit::unsaid`]).
     pub unsaid: &'a [String],
-    /// Whether the turn answers being asked again (for more calls, or among other
-    /// tools): it is carried out as it comes, never asked again.
+    /// Whether the turn is past asking again: it answers being asked again (for more
+    /// calls, or among other tools), or its schema can hold no call more. It is carried
+    /// out as it comes, call by call.
     pub again: bool,
     /// Where the turn answers being asked for more calls ([`more_calls`]): how many calls
     /// the turn before made. The calls from there on are the ones the asking added.

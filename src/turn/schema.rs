@@ -356,19 +356,24 @@ impl CallSchema {
     /// model again for the calls it left out (the `more-calls` check). `None` when the
     /// schema has no such form or cannot carry `n`.
     pub fn at_least(&self, n: u64) -> Option<Self> {
-        let several = self.value["oneOf"]
-            .as_array()?
-            .iter()
-            .find(|v| v["properties"]["kind"]["const"] == "tool_calls")?;
-        if n > self.max_calls {
-            return None;
-        }
-        let mut several = several.clone();
+        let mut several = self.several_form().filter(|_| n <= self.max_calls)?.clone();
         several["properties"]["calls"]["minItems"] = json!(n);
         let mut out = self.clone();
         out.value["oneOf"] = json!([several]);
         out.min_calls = n;
         Some(out)
+    }
+
+    /// Whether [`CallSchema::at_least`] can hold a turn to `n` calls.
+    pub(crate) fn can_hold(&self, n: u64) -> bool {
+        self.several_form().is_some() && n <= self.max_calls
+    }
+
+    fn several_form(&self) -> Option<&Value> {
+        self.value["oneOf"]
+            .as_array()?
+            .iter()
+            .find(|v| v["properties"]["kind"]["const"] == "tool_calls")
     }
 
     /// The fewest calls a turn must carry: above 1 only for a turn asked again for more

@@ -285,6 +285,8 @@ mod tests {
     use super::super::Step;
     use super::super::tests::{CALL, engine, reply};
     use crate::tools::ToolResult;
+    use crate::message::Message;
+    use crate::run::engine::Engine;
 
     /// A call of the calculator with its result `4`, then a second call of `expression`
     /// whose result is `result`: the next step, and whether a call is allowed after it.
@@ -433,6 +435,25 @@ mod tests {
         e.next_step();
         e.model_replied(&list_of(&["2+2", "2*2"], 0.0));
         assert!(matches!(e.next_step(), Step::CallTools { calls } if calls.len() == 2));
+    }
+
+    #[test]
+    fn a_full_list_with_weight_on_one_more_is_still_judged_call_by_call() {
+        // Eight calls, the most a turn carries: it cannot be asked for one more, and its
+        // calls meet the per-call checks as any other turn's do.
+        let mut e = Engine::new(
+            vec![Message::system("sys")],
+            "what is 2+2",
+            vec![super::super::tests::calc()],
+            super::super::tests::with_check("invented-required"),
+        );
+        e.next_step();
+        e.model_replied(&list_of(&["17 * 3"; 8], 0.01));
+        assert!(
+            matches!(e.next_step(), Step::AskUser { .. }),
+            "{:?}",
+            e.drain_events()
+        );
     }
 
     #[test]

@@ -153,7 +153,10 @@ impl Engine {
             person: &person,
             earlier: &earlier,
             unsaid: &unsaid,
-            again: self.shortlist.is_some(),
+            // Nor where the schema can hold no call more: the turn is then judged call by
+            // call like any other.
+            again: self.shortlist.is_some()
+                || !self.prepared.first.can_hold(calls.len() as u64 + 1),
             // Held to one call more than the turn before: the calls past those were added.
             added_from: self
                 .shortlist
@@ -231,8 +234,9 @@ impl Engine {
         if let Verdict::More { at_least, p_more } = verdict {
             // Once: a turn asked again (for more calls, or among other tools) is carried
             // out as it comes back.
-            let again = self.prepared.first.at_least(at_least as u64);
-            if let (None, Some(schema)) = (&self.shortlist, again) {
+            // `ctx.again` saw to it that the turn was never asked again and that the
+            // schema can hold one call more.
+            if let Some(schema) = self.prepared.first.at_least(at_least as u64) {
                 self.events.push(Event::MoreCalls {
                     check: crate::checks::more_calls::INFO.name.into(),
                     made: calls.len(),
@@ -242,7 +246,6 @@ impl Engine {
                 self.shortlist = Some(schema);
                 return None;
             }
-            return Some((turn, Verdict::Go));
         }
         Some((turn, verdict))
     }
