@@ -284,9 +284,9 @@ mod tests {
 
     use super::super::Step;
     use super::super::tests::{CALL, engine, reply};
-    use crate::tools::ToolResult;
     use crate::message::Message;
     use crate::run::engine::Engine;
+    use crate::tools::ToolResult;
 
     /// A call of the calculator with its result `4`, then a second call of `expression`
     /// whose result is `result`: the next step, and whether a call is allowed after it.
