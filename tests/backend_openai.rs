@@ -125,6 +125,33 @@ fn llama_server_stream_with_usage_and_cache_timings() {
     assert_eq!(reply.timings.generation, Some(Duration::from_millis(400)));
 }
 
+/// llama-server left out of the content a backtick the model sampled first, while its
+/// `logprobs` carried it (Qwen2.5-Coder 0.5B, everyday request "What is inflation, in
+/// simple words?"): the tokens must still line up with the text, or p(tool) cannot be
+/// read and the call is never questioned.
+#[test]
+fn a_sampled_token_missing_from_the_content_does_not_shift_the_probabilities() {
+    let lp = |token: &str, top: serde_json::Value| json!({"token": token, "logprob": -0.1, "top_logprobs": top});
+    let mut server = mockito::Server::new();
+    server
+        .mock("POST", "/v1/chat/completions")
+        .with_header("content-type", "text/event-stream")
+        .with_body(sse(&[
+            json!({"choices": [{"index": 0, "delta": {"content": "{\"kind\": \""},
+                   "logprobs": {"content": [lp("`", json!([])), lp("{\"kind\": \"", json!([]))]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": "tool_call\"}"},
+                   "logprobs": {"content": [lp("tool_call\"}", json!([
+                       {"token": "tool_call\"}", "logprob": -0.1},
+                       {"token": "final_answer", "logprob": -2.0}]))]}}]}),
+        ]))
+        .create();
+    let reply = run(&mut OpenAi::new(&format!("{}/v1", server.url()), "m", None)).unwrap();
+    assert_eq!(reply.text, r#"{"kind": "tool_call"}"#);
+    let p = toolloop::checks::tool_share(&reply).expect("p(tool) is read");
+    let expected = (-0.1f64).exp() / ((-0.1f64).exp() + (-2.0f64).exp());
+    assert!((p - expected).abs() < 1e-9, "{p}");
+}
+
 #[test]
 fn finish_reason_length_is_truncation() {
     let mut server = mockito::Server::new();

@@ -485,6 +485,7 @@ impl Ollama {
                     _ => StopReason::Finished,
                 };
                 return Ok(ChatReply {
+                    logprobs: super::aligned(&text, logprobs),
                     text,
                     stop,
                     usage: Usage {
@@ -498,7 +499,6 @@ impl Ollama {
                         prompt: nanos(&chunk["prompt_eval_duration"]),
                         generation: nanos(&chunk["eval_duration"]),
                     },
-                    logprobs,
                 });
             }
             if deadline.is_expired() {
