@@ -194,7 +194,7 @@ pub fn several_share(reply: &ChatReply) -> Option<f64> {
 
 /// Where the list of calls of a `tool_calls` turn closes: the offset of the `]` that ends
 /// the value of the top-level key `"calls"`.
-fn calls_array_end(text: &str) -> Option<usize> {
+pub(crate) fn calls_array_end(text: &str) -> Option<usize> {
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
     let (mut key_start, mut array_at) = (None, None);
     let bytes = text.as_bytes();

@@ -8,7 +8,9 @@
 //! BFCL files takes most of an hour against the model; this takes a second. What the
 //! model would have written when asked again cannot be replayed: a case whose first
 //! reply is stopped now and was stopped then too keeps its recorded result, and one
-//! stopped only now counts as making no call (the model, asked again, might have).
+//! stopped only now counts as making no call (the model, asked again, might have). A
+//! list of calls asked again for one more (`more-calls`) is judged with its recorded
+//! share for one more, so it is stopped now as it was then.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -22,8 +24,11 @@ use crate::message::{ChatReply, TokenLogprob};
 use crate::turn::Turn;
 
 /// The recorded reply as a server gives it: the text, and at the token where the kind
-/// begins, the recorded share of probability for a call against an answer.
-fn reply_of(text: &str, p_tool: f64) -> ChatReply {
+/// begins, the recorded share of probability for a call against an answer; where the
+/// list of calls closes, the recorded share for one more call, when there is one
+/// (without it a list the run asked again for more was judged as it first came, and
+/// its case reported as failing now).
+fn reply_of(text: &str, p_tool: f64, p_more: Option<f64>) -> ChatReply {
     let at = text
         .find("_call")
         .map_or(0, |i| i.saturating_sub("tool".len()));
@@ -34,19 +39,35 @@ fn reply_of(text: &str, p_tool: f64) -> ChatReply {
         logprob,
         top,
     };
+    let close = crate::checks::tool_probability::calls_array_end(text)
+        .filter(|&end| end > at + "tool_calls".len())
+        .zip(p_more);
+    let (rest, tail) = match close {
+        Some((end, _)) => rest.split_at(end - at),
+        None => (rest, ""),
+    };
+    let mut logprobs = vec![
+        tok(head, 0.0, vec![]),
+        tok(
+            rest,
+            p.ln(),
+            vec![
+                (rest.into(), p.ln()),
+                ("final_answer".into(), (1.0 - p).ln()),
+            ],
+        ),
+    ];
+    if let Some((_, more)) = close {
+        let more = more.clamp(1e-12, 1.0 - 1e-12);
+        logprobs.push(tok(
+            tail,
+            (1.0 - more).ln(),
+            vec![(tail.into(), (1.0 - more).ln()), (",".into(), more.ln())],
+        ));
+    }
     ChatReply {
         text: text.into(),
-        logprobs: vec![
-            tok(head, 0.0, vec![]),
-            tok(
-                rest,
-                p.ln(),
-                vec![
-                    (rest.into(), p.ln()),
-                    ("final_answer".into(), (1.0 - p).ln()),
-                ],
-            ),
-        ],
+        logprobs,
         ..ChatReply::default()
     }
 }
@@ -68,6 +89,7 @@ fn replayed(
     case: &Case,
     text: &str,
     p_tool: f64,
+    p_more: Option<f64>,
     fit: Option<f64>,
     checks: &Checks,
     thresholds: Option<&Thresholds>,
@@ -83,7 +105,7 @@ fn replayed(
         _ => return Replay::NoCall,
     };
     let said = Evidence::of([case.question.as_str()]);
-    let reply = reply_of(text, p_tool);
+    let reply = reply_of(text, p_tool, p_more);
     let unsaid = crate::checks::tool_fit::unsaid(&case.tools, &calls, &said);
     let ctx = TurnContext {
         question: &case.question,
@@ -152,12 +174,13 @@ pub(crate) fn rescore(
         let p_tool = c["p_tool"].as_f64().unwrap_or(1.0);
         // A fit question the run did not ask was not recorded: the check stands aside.
         let fit = c["fit"].as_f64();
+        let p_more = c["p_more"].as_f64();
         let score = |calls: &[Call]| {
             score_calls(category, calls, &case.functions, &case.ground_truth).is_ok()
         };
         let after = match texts
             .first()
-            .map(|t| replayed(case, t, p_tool, fit, &checks, thresholds))
+            .map(|t| replayed(case, t, p_tool, p_more, fit, &checks, thresholds))
         {
             Some(Replay::Calls(calls)) => score(&calls),
             // What the model wrote when asked again was recorded only if it was asked
@@ -199,4 +222,51 @@ pub(crate) fn rescore(
         v.2
     );
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A report of one everyday case, its first reply and whether the run passed it.
+    fn report(texts: &[&str], p_more: f64, pass: bool) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!(
+            "toolloop-rescore-{}-{p_more}-{pass}.json",
+            std::process::id()
+        ));
+        let r = json!({"cases": [{
+            "id": "everyday_parallel_0", "category": "everyday_parallel", "pass": pass,
+            "texts": texts, "p_tool": 0.99, "p_more": p_more,
+        }]});
+        std::fs::write(&path, r.to_string()).unwrap();
+        path
+    }
+
+    const ONE: &str = r#"{"kind": "tool_calls", "thought": "", "calls": [{"tool": "get_weather", "arguments": {"city": "Paris"}}]}"#;
+    const TWO: &str = r#"{"kind": "tool_calls", "thought": "", "calls": [{"tool": "get_weather", "arguments": {"city": "Paris"}}, {"tool": "get_weather", "arguments": {"city": "Rome"}}]}"#;
+
+    fn rescored(texts: &[&str], p_more: f64, pass: bool) -> String {
+        let data = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/everyday/BFCL_v4_everyday_parallel.json");
+        let path = report(texts, p_more, pass);
+        let out = rescore(&data, &path, &CheckLevels::default(), None).unwrap();
+        let _ = std::fs::remove_file(path);
+        out
+    }
+
+    #[test]
+    fn a_list_the_run_asked_again_for_more_keeps_its_recorded_result() {
+        // The run asked the one-call list again (p_more above the bar) and passed on the
+        // list that came back; today's checks would ask again too.
+        let out = rescored(&[ONE, TWO], 0.01, true);
+        assert!(
+            out.ends_with("1 -> 1 of 1 (tuning 1 -> 1 of 1, validation 0 -> 0 of 0)\n"),
+            "{out}"
+        );
+        // A list closed with no weight on one more is judged as it came: one call of two.
+        let out = rescored(&[ONE], 0.0, false);
+        assert!(out.contains("0 -> 0 of 1"), "{out}");
+    }
 }
