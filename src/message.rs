@@ -151,3 +151,90 @@ pub struct ChatReply {
     /// and the server gives them.
     pub logprobs: Vec<TokenLogprob>,
 }
+
+impl ChatReply {
+    /// The reply's tokens from where its text begins, for the readers that find a place
+    /// in the text by adding up token lengths (`checks::tool_probability`).
+    ///
+    /// llama-server sometimes leaves out of the content a token the model sampled first,
+    /// while `logprobs` still carry it: Qwen2.5-Coder 0.5B's backtick or code fence
+    /// before its JSON, Gemma 3 270M's leading spaces before about half of its replies.
+    /// Counted, every offset was off, p(tool) read as none and the call went ahead
+    /// without the decision. Leading tokens are skipped only where the rest then spells
+    /// the text's beginning. `logprobs` itself keeps them: the fit answer is read at the
+    /// first token where "yes" and "no" carry most of the probability, which for Qwen is
+    /// that fence's position, where the model would have answered in plain words.
+    ///
+    /// ```
+    /// use toolloop::backend::{ChatReply, TokenLogprob};
+    /// let tok = |t: &str| TokenLogprob { token: t.into(), logprob: 0.0, top: vec![] };
+    /// let reply = ChatReply {
+    ///     text: "{\"kind\": 1}".into(),
+    ///     logprobs: vec![tok("```"), tok("{\""), tok("kind"), tok("\": 1}")],
+    ///     ..ChatReply::default()
+    /// };
+    /// assert_eq!(reply.text_tokens().len(), 3);
+    /// assert_eq!(reply.logprobs.len(), 4);
+    /// ```
+    pub fn text_tokens(&self) -> &[TokenLogprob] {
+        // Enough of the text to tell where it begins among the tokens.
+        let head = self
+            .text
+            .get(..self.text.len().min(32))
+            .unwrap_or(&self.text);
+        let spells = |tokens: &[TokenLogprob]| {
+            let mut joined = String::new();
+            for t in tokens {
+                if joined.len() >= head.len() {
+                    break;
+                }
+                joined.push_str(&t.token);
+            }
+            !joined.is_empty() && (joined.starts_with(head) || head.starts_with(joined.as_str()))
+        };
+        let all = &self.logprobs[..];
+        if head.is_empty() || all.is_empty() || spells(all) {
+            return all;
+        }
+        // A few tokens at most: more than that is not a stray token before the reply.
+        (1..=all.len().min(4))
+            .find(|&k| spells(&all[k..]))
+            .map_or(all, |k| &all[k..])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_that_spell_the_text_or_match_nothing_are_all_the_texts() {
+        let tok = |t: &str| TokenLogprob {
+            token: t.into(),
+            logprob: 0.0,
+            top: vec![],
+        };
+        let reply = |text: &str, ts: &[&str]| ChatReply {
+            text: text.into(),
+            logprobs: ts.iter().map(|t| tok(t)).collect(),
+            ..ChatReply::default()
+        };
+        let same = reply(r#"{"kind": 1}"#, &["{\"", "kind", "\": 1}"]);
+        assert_eq!(same.text_tokens().len(), 3);
+        // A content cut short of its tokens (a stop string) still begins with them.
+        assert_eq!(
+            reply(r#"{"ki"#, &["{\"", "kind", "\": 1}"])
+                .text_tokens()
+                .len(),
+            3
+        );
+        assert_eq!(reply("{}", &["no", " match"]).text_tokens().len(), 2);
+        assert!(reply("{}", &[]).text_tokens().is_empty());
+        // Gemma 3 270M's leading spaces, left out of the content.
+        let spaced = reply(
+            "{\n    \"kind\"",
+            &["  ", "{", "\n", "    ", "\"", "kind", "\""],
+        );
+        assert_eq!(spaced.text_tokens()[0].token, "{");
+    }
+}

@@ -123,37 +123,6 @@ pub(crate) fn token_logprob(v: &Value) -> TokenLogprob {
     }
 }
 
-/// The reply's tokens from where its text begins. The readers of probabilities
-/// (`checks::tool_probability`) find a position in the text by adding up token lengths,
-/// so the tokens must spell the text from its first byte. llama-server sometimes leaves
-/// out of the content a token the model sampled first (a lone `` ` `` before the JSON, on
-/// one everyday request in every recorded run) while its `logprobs` still carry it:
-/// every offset was then one byte off, p(tool) could not be read, and the call was
-/// never questioned. Leading tokens are dropped only where that makes the rest spell the
-/// text's beginning; otherwise the tokens are left as they came.
-pub(crate) fn aligned(text: &str, mut logprobs: Vec<TokenLogprob>) -> Vec<TokenLogprob> {
-    // Enough of the text to tell where it begins among the tokens.
-    let head = text.get(..text.len().min(32)).unwrap_or(text);
-    let spells = |tokens: &[TokenLogprob]| {
-        let mut joined = String::new();
-        for t in tokens {
-            if joined.len() >= head.len() {
-                break;
-            }
-            joined.push_str(&t.token);
-        }
-        !joined.is_empty() && (joined.starts_with(head) || head.starts_with(joined.as_str()))
-    };
-    if head.is_empty() || logprobs.is_empty() || spells(&logprobs) {
-        return logprobs;
-    }
-    // A few tokens at most: more than that is not a stray token before the reply.
-    if let Some(k) = (1..=logprobs.len().min(4)).find(|&k| spells(&logprobs[k..])) {
-        logprobs.drain(..k);
-    }
-    logprobs
-}
-
 /// A model server.
 pub trait Backend: Send {
     /// A short description for messages: `ollama gemma3:4b at http://127.0.0.1:11434`.
@@ -371,58 +340,5 @@ pub(crate) fn unless_stopped<T>(
     match result {
         Err(_) if stop.is_some_and(StopHandle::is_stopped) => Err(BackendError::Stopped),
         other => other,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tokens(ts: &[&str]) -> Vec<TokenLogprob> {
-        ts.iter()
-            .map(|t| TokenLogprob {
-                token: (*t).into(),
-                logprob: 0.0,
-                top: vec![],
-            })
-            .collect()
-    }
-
-    fn spelled(ts: &[TokenLogprob]) -> String {
-        ts.iter().map(|t| t.token.as_str()).collect()
-    }
-
-    #[test]
-    fn a_token_the_content_left_out_is_dropped_so_offsets_match_the_text() {
-        // As llama-server gave it: a backtick sampled first, absent from the content.
-        let text = "{\n  \"kind\": \"tool_call\", \"tool\": \"x\"}";
-        let got = aligned(
-            text,
-            tokens(&[
-                "`",
-                "{\n",
-                " ",
-                " \"",
-                "kind",
-                "\":",
-                " \"",
-                "tool",
-                "_call",
-                "\", \"tool\": \"x\"}",
-            ]),
-        );
-        assert_eq!(spelled(&got), text);
-    }
-
-    #[test]
-    fn tokens_that_spell_the_text_or_cannot_be_matched_are_left_as_they_came() {
-        let text = r#"{"kind": "final_answer"}"#;
-        let same = tokens(&["{\"", "kind", "\": \"", "final_answer", "\"}"]);
-        assert_eq!(aligned(text, same.clone()), same);
-        // The content cut short of the tokens (a stop string) is still their beginning.
-        assert_eq!(aligned("{\"kind", same.clone()), same);
-        let other = tokens(&["no", " match", " here"]);
-        assert_eq!(aligned(text, other.clone()), other);
-        assert!(aligned(text, vec![]).is_empty());
     }
 }

@@ -485,7 +485,6 @@ impl Ollama {
                     _ => StopReason::Finished,
                 };
                 return Ok(ChatReply {
-                    logprobs: super::aligned(&text, logprobs),
                     text,
                     stop,
                     usage: Usage {
@@ -499,6 +498,7 @@ impl Ollama {
                         prompt: nanos(&chunk["prompt_eval_duration"]),
                         generation: nanos(&chunk["eval_duration"]),
                     },
+                    logprobs,
                 });
             }
             if deadline.is_expired() {

@@ -307,7 +307,6 @@ impl Collected {
                 .map(|m| Duration::from_secs_f64(m.max(0.0) / 1000.0))
         };
         ChatReply {
-            logprobs: super::aligned(&self.text, self.logprobs),
             text: self.text,
             stop: match self.finish.as_deref() {
                 Some("length") => StopReason::Length,
@@ -325,6 +324,7 @@ impl Collected {
                 prompt: ms(&timings["prompt_ms"]),
                 generation: ms(&timings["predicted_ms"]),
             },
+            logprobs: self.logprobs,
         }
     }
 }

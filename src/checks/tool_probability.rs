@@ -116,7 +116,7 @@ fn kind_of(before: &str, token: &str) -> Option<usize> {
 pub fn tool_share(reply: &ChatReply) -> Option<f64> {
     let offset = kind_value_offset(&reply.text)?;
     let mut start = 0;
-    for t in &reply.logprobs {
+    for t in reply.text_tokens() {
         let end = start + t.token.len();
         if end > offset {
             let cut = offset.saturating_sub(start);
@@ -160,7 +160,7 @@ pub fn several_share(reply: &ChatReply) -> Option<f64> {
     }
     let boundary = start + "tool_call".len();
     let mut at = 0;
-    for t in &reply.logprobs {
+    for t in reply.text_tokens() {
         let end = at + t.token.len();
         if end > boundary {
             // The part of the kind's value written before this token, or the part of the
@@ -241,7 +241,7 @@ pub(crate) fn calls_array_end(text: &str) -> Option<usize> {
 pub fn more_share(reply: &ChatReply) -> Option<f64> {
     let end = calls_array_end(&reply.text)?;
     let mut at = 0;
-    for t in &reply.logprobs {
+    for t in reply.text_tokens() {
         let next = at + t.token.len();
         if next > end {
             // What this token wrote before the `]` (a `}` or spaces); an alternative counts

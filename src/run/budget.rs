@@ -48,10 +48,11 @@ impl Generated {
     pub fn of_turn(reply: &ChatReply) -> Generated {
         let spans = field_spans(&reply.text);
         let mut counts = [0u64; 4];
-        let tokens: usize = reply.logprobs.iter().map(|t| t.token.len()).sum();
-        if !reply.logprobs.is_empty() && tokens == reply.text.len() {
+        let spelled = reply.text_tokens();
+        let tokens: usize = spelled.iter().map(|t| t.token.len()).sum();
+        if !spelled.is_empty() && tokens == reply.text.len() {
             let mut at = 0;
-            for t in &reply.logprobs {
+            for t in spelled {
                 counts[part_at(&spans, at)] += 1;
                 at += t.token.len();
             }
