@@ -81,13 +81,8 @@ impl Thresholds {
     /// the request shares no word with the tool (`supported` false) or the call carries a
     /// required value nobody said (`unsaid`): shared words are evidence for a call, an
     /// invented value evidence against it, and the model's answer weighs the two.
-    ///
-    /// Never where no answer could decline the call (a fit bar of 0, as calibration sets
-    /// for a model whose answers decline no needless call of its tuning half without a
-    /// right one): the question would cost a request and change nothing.
     pub fn questions(&self, p_tool: f64, supported: bool, unsaid: bool) -> bool {
-        let could_decline = self.p_weight * (p_tool - 1.0) < self.fit_min;
-        could_decline && p_tool >= self.p_min && p_tool < self.p_sure && (!supported || unsaid)
+        p_tool >= self.p_min && p_tool < self.p_sure && (!supported || unsaid)
     }
 
     /// Whether a call with `p_tool` and, when asked, `fit` is declined: below `p_min`
