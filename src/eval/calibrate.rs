@@ -152,6 +152,14 @@ fn cuts(values: impl Iterator<Item = f64>) -> Vec<f64> {
 /// on Qwen2.5-Coder 0.5B) let validation needless calls at 0.9991 and 0.9998 through
 /// unasked (`BENCHMARKS.md`, "A value nobody said"). A question costs a second; a
 /// needless call costs the person a wrong answer.
+///
+/// That holds only where questions decline something. When the best thresholds decline
+/// no needless call of the tuning half, the model's answers to the fit question carried
+/// nothing that separates its calls (Gemma 3 270M puts a right call below every needless
+/// one), so the thresholds chosen question no call: each question would cost a request
+/// and seconds for a decline the measurement never saw. This lives here, not in
+/// [`Thresholds::questions`], because `calibrate` itself measures with a bar that
+/// declines nothing and must still ask.
 pub fn choose(obs: &[Observation], calibrated_for: &str) -> Thresholds {
     let tuning: Vec<&Observation> = obs.iter().filter(|o| half(&o.id) == Half::Tuning).collect();
     let right = tuning.iter().filter(|o| o.needs_tool).count();
@@ -193,7 +201,7 @@ pub fn choose(obs: &[Observation], calibrated_for: &str) -> Thresholds {
                         .iter()
                         .filter(|o| t.questions(o.p_tool, o.supported, o.unsaid))
                         .count();
-                    let score = (declined, questioned);
+                    let score = (declined, if declined > 0 { questioned } else { 0 });
                     // Strictly better only: the first found of equals has the lowest
                     // thresholds.
                     if best.as_ref().is_none_or(|(s, _)| score > *s) {
@@ -231,11 +239,18 @@ pub fn table(who: &str, t: &Thresholds, m: &Measured) -> String {
             h.right + h.needless
         )
     };
+    let asked = if t.p_sure > t.p_min {
+        format!(
+            "below {:.3} the fit question is asked, and a share of yes below {:.3} declines it",
+            t.p_sure.min(1.0),
+            t.fit_min
+        )
+    } else {
+        "no call is put to the fit question: on the tuning half its answers declined no needless call".into()
+    };
     format!(
-        "Calibrated for {who}:\n  a call below p(tool) {:.3} is declined;\n           below {:.3} the fit question is asked, and a share of yes below {:.3} declines it.\n\n         | half | right calls kept | needless calls declined | calls questioned |\n         |---|---|---|---|\n{}{}",
+        "Calibrated for {who}:\n  a call below p(tool) {:.3} is declined;\n           {asked}.\n\n         | half | right calls kept | needless calls declined | calls questioned |\n         |---|---|---|---|\n{}{}",
         t.p_min,
-        t.p_sure.min(1.0),
-        t.fit_min,
         row("tuning (chosen on)", &m.tuning),
         row("validation", &m.validation),
     )
@@ -323,6 +338,11 @@ mod tests {
         let m = measure(&obs, &t);
         assert_eq!(m.tuning.right_kept, 2);
         assert_eq!(m.tuning.needless_declined, 0);
+        assert_eq!(
+            m.tuning.questioned + m.validation.questioned,
+            0,
+            "a question that declines nothing is not worth a request: {t:?}"
+        );
     }
 }
 
