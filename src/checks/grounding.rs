@@ -50,7 +50,7 @@ pub struct Evidence {
 }
 
 /// A number as people write it: `12,000`, `-4`, `1.2M`, `40%`, `298K`, `1e-9`.
-static NUMBER: LazyLock<Regex> = LazyLock::new(|| {
+pub(crate) static NUMBER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?(?:e-?\d+)?)\s*(%|percent\b|k\b|thousand\b|m\b|million\b|bn\b|b\b|billion\b)?")
         .expect("a valid pattern")
 });
@@ -128,6 +128,11 @@ impl Evidence {
     /// The numbers written with digits, as written (`17` for "17%", `2340` for "2,340").
     pub(crate) fn written_numbers(&self) -> impl Iterator<Item = f64> + '_ {
         self.plain.iter().chain(&self.percents).copied()
+    }
+
+    /// Whether any number read, at any scale, meets `f`.
+    pub(crate) fn any_number(&self, f: impl Fn(f64) -> bool) -> bool {
+        self.numbers.iter().any(|&n| f(n))
     }
 
     /// A sign is not evidence: "coefficients 2, 3 and -4" and "a loss of 4" both say 4.

@@ -22,6 +22,7 @@ pub(crate) mod invented_required;
 pub(crate) mod looping_reply;
 pub(crate) mod more_calls;
 pub(crate) mod nothing_new;
+pub(crate) mod numbers_left;
 pub(crate) mod percent_fraction;
 pub(crate) mod repeated_value;
 pub(crate) mod size_word_zeros;
@@ -195,6 +196,10 @@ pub(crate) struct TurnContext<'a> {
     /// Where the turn answers being asked for more calls ([`more_calls`]): how many calls
     /// the turn before made. The calls from there on are the ones the asking added.
     pub added_from: Option<usize>,
+    /// The numbers the request wrote that the turn's first calls (those before
+    /// `added_from`, else all) left out while carrying some of its others
+    /// ([`numbers_left::left`]).
+    pub left: &'a [f64],
 }
 
 /// `value < bar` for a decline line, with the fewest decimals (two to four) that show the
@@ -245,6 +250,8 @@ pub(crate) struct Judgement {
     pub p_more: Option<f64>,
     /// Whether the model is asked again for one call more ([`more_calls`]).
     pub more: bool,
+    /// The check that asked for one call more, when not `more-calls`.
+    pub more_by: Option<&'static str>,
     /// Whether the call was declined on the run's own record ([`nothing_new`]) rather
     /// than on the model's figures against thresholds.
     pub on_record: bool,
@@ -313,6 +320,8 @@ pub(crate) enum Verdict {
         at_least: usize,
         /// The model's share for one more call, where it closed its list.
         p_more: f64,
+        /// The check that asked.
+        by: &'static str,
     },
     /// Do not call: ask the person for these arguments of this tool.
     Ask {
@@ -375,6 +384,7 @@ pub(crate) static ALL: &[&dyn Check] = &[
     &tool_fit::ToolFit,
     &tool_relevance::ToolRelevance,
     &more_calls::MoreCalls,
+    &numbers_left::NumbersLeft,
     &date_layout::DateLayout,
     &percent_fraction::PercentFraction,
     &size_word_zeros::SizeWordZeros,
@@ -478,6 +488,7 @@ impl Checks {
             let declined = judgement.declined || !judgement.instead.is_empty();
             let instead = judgement.instead.clone();
             let more = judgement.more;
+            let more_by = judgement.more_by;
             judgement.p_several = tool_probability::several_share(ctx.reply);
             // Read once: `more-calls`, when on, has read it already.
             if judgement.p_more.is_none() {
@@ -495,7 +506,15 @@ impl Checks {
             }
             if more {
                 let at_least = calls.len() + 1;
-                return (findings, Verdict::More { at_least, p_more });
+                let by = more_by.unwrap_or(more_calls::INFO.name);
+                return (
+                    findings,
+                    Verdict::More {
+                        at_least,
+                        p_more,
+                        by,
+                    },
+                );
             }
         }
         for (index, (tool, arguments)) in calls.iter_mut().enumerate() {

@@ -26,6 +26,7 @@ fn conform(arguments: &mut Map<String, Value>, schema: &Value, said: &Evidence) 
         unsaid: &[],
         again: false,
         added_from: None,
+        left: &[],
     };
     let mut call = CallUnderCheck {
         spec: &spec,

@@ -107,6 +107,7 @@ fn replayed(
     let said = Evidence::of([case.question.as_str()]);
     let reply = reply_of(text, p_tool, p_more);
     let unsaid = crate::checks::tool_fit::unsaid(&case.tools, &calls, &said);
+    let left = crate::checks::numbers_left::left(&case.question, &calls);
     let ctx = TurnContext {
         question: &case.question,
         said: &said,
@@ -122,6 +123,7 @@ fn replayed(
         // A recorded first turn: nothing was asked again.
         again: false,
         added_from: None,
+        left: &left,
     };
     match checks.judge(&ctx, &mut calls, true).1 {
         Verdict::Go => Replay::Calls(

@@ -152,8 +152,10 @@ pub struct Engine {
     forced_answer: bool,
     /// After a declined call: the tools that fit better (none: only an answer).
     shortlist: Option<CallSchema>,
-    /// The calls of the turn under way a check held back, and why (`Finding::Held`).
-    held: Vec<(usize, Vec<String>)>,
+    /// The turn's calls a check held back: place, and what the model is told instead.
+    held: Vec<(usize, String)>,
+    /// The numbers the first turn left out, when `numbers-left` asked it again.
+    left: Vec<f64>,
     guard: ContextGuard,
     history: Vec<Message>,
     run_start: usize,
@@ -211,6 +213,7 @@ impl Engine {
             forced_answer: false,
             shortlist: None,
             held: Vec::new(),
+            left: Vec::new(),
             history,
             run_start,
             iterations: 0,
@@ -370,11 +373,7 @@ impl Engine {
     /// was cut at it.
     pub fn num_predict(&self) -> Option<u32> {
         let base = self.config.options.num_predict?;
-        Some(if self.cut_calls > 0 {
-            base.saturating_mul(2)
-        } else {
-            base
-        })
+        Some(base.saturating_mul(1 + u32::from(self.cut_calls > 0)))
     }
 
     /// A turn that passed the schema: the checks judge its calls ([`crate::checks`]);

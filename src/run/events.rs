@@ -213,16 +213,22 @@ pub enum Event {
         p_more: f64,
         /// The fewest calls the turn asked again may carry.
         at_least: usize,
+        /// The numbers of the request the calls left out (`numbers-left`); empty when
+        /// `more-calls` asked.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left: Vec<f64>,
     },
-    /// A call the model added when asked again for more (`more-calls`) carries a
-    /// required value nobody gave: not run now. The model is told so with the other
-    /// calls' results, and may make it once the value it needs is in.
+    /// A call the model added when asked again for more carries a required value nobody
+    /// gave (`more-calls`), or uses none of the numbers the first turn left out
+    /// (`numbers-left`): not run now. The model is told so with the other calls'
+    /// results, and may make it once the value it needs is in.
     NotYet {
         /// The check that held it.
         check: String,
         /// The tool.
         tool: String,
-        /// The required parameters whose values nobody gave.
+        /// The required parameters whose values nobody gave; for `numbers-left`, the
+        /// numbers left out.
         arguments: Vec<String>,
     },
     /// Every call of a turn brought a result the model was already shown (a repeat, or the
@@ -318,6 +324,14 @@ impl Event {
                 check,
                 tool,
                 arguments,
+            } if check == crate::checks::numbers_left::INFO.name => format!(
+                "{check}: {tool} not run: it uses none of {} that the calls before left out",
+                arguments.join(", ")
+            ),
+            Event::NotYet {
+                check,
+                tool,
+                arguments,
             } => format!(
                 "{check}: {tool} not run: {} given by nobody; it waits for the other calls' results",
                 arguments.join(", ")
@@ -325,8 +339,23 @@ impl Event {
             Event::MoreCalls {
                 check,
                 made,
+                at_least,
+                left,
+                ..
+            } if !left.is_empty() => format!(
+                "{check}: {made} call{} made that left out {} of the request; asking again for at least {at_least}",
+                if *made == 1 { "" } else { "s" },
+                left.iter()
+                    .map(f64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Event::MoreCalls {
+                check,
+                made,
                 p_more,
                 at_least,
+                ..
             } => format!(
                 "{check}: {made} call{} made where the model gave one more p {p_more:.4}; asking again for at least {at_least}",
                 if *made == 1 { "" } else { "s" }

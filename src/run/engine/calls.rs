@@ -59,22 +59,18 @@ impl Prepared {
 
 impl Engine {
     /// The calls of one turn, as the checks left them: each answered from memory (a
-    /// repeat, an unavailable tool), held back by a check (`held`: its place and the
-    /// values nobody gave, `Finding::Held`), or left to run. The results go into the
+    /// repeat, an unavailable tool), held back by a check (`held`: its place and what the
+    /// model is told instead, `Finding::Held`), or left to run. The results go into the
     /// history in the order of the calls once all are in.
     pub(super) fn tool_calls(
         &mut self,
         thought: String,
         calls: Vec<Call>,
-        held: Vec<(usize, Vec<String>)>,
+        held: Vec<(usize, String)>,
     ) {
         let mut pending = Vec::with_capacity(calls.len());
         for (i, (tool, arguments)) in calls.into_iter().enumerate() {
-            let nobodys = held
-                .iter()
-                .find(|(at, _)| *at == i)
-                .map(|(_, n)| n.clone())
-                .unwrap_or_default();
+            let not_run = held.iter().find(|(at, _)| *at == i).map(|(_, n)| n.clone());
             self.events.push(Event::ToolCall {
                 iteration: self.iterations,
                 thought: thought.clone(),
@@ -82,8 +78,9 @@ impl Engine {
                 arguments: arguments.clone(),
             });
             let key = CallKey::new(&tool, &arguments);
-            let answered = if !nobodys.is_empty() {
-                Some((feedback::not_yet(&tool, &nobodys), true))
+            let is_held = not_run.is_some();
+            let answered = if let Some(told) = not_run {
+                Some((told, true))
             } else if let Some((count, earlier)) = self.repeats.repeat(&key) {
                 self.events.push(Event::Repeat {
                     tool: tool.clone(),
@@ -103,7 +100,7 @@ impl Engine {
                 arguments,
                 key,
                 step: self.steps.len() - 1,
-                held: !nobodys.is_empty(),
+                held: is_held,
                 answered,
                 ran: false,
             });
@@ -375,6 +372,87 @@ mod tests {
         // Asked once: the turn asked again is carried out, weight on one more or not.
         e.model_replied(&list_reply(2, 0.01));
         assert!(matches!(e.next_step(), Step::CallTools { calls } if calls.len() == 2));
+    }
+
+    /// A first turn in the single-call form: the calculator on `expression`, the model
+    /// sure it calls.
+    fn single(expression: &str) -> crate::message::ChatReply {
+        let mut r = reply(&format!(
+            r#"{{"kind":"tool_call","thought":"","tool":"calculator","arguments":{{"expression":"{expression}"}}}}"#
+        ));
+        r.logprobs = super::super::tests::kind_logprobs(0.999);
+        r
+    }
+
+    /// An engine for `question` with `numbers-left` on.
+    fn numbers_left(question: &str) -> Engine {
+        Engine::new(
+            vec![Message::system("sys")],
+            question,
+            vec![super::super::tests::calc()],
+            super::super::tests::with_check("numbers-left"),
+        )
+    }
+
+    #[test]
+    fn a_single_call_that_left_the_requests_numbers_out_is_asked_again_for_one_more() {
+        use crate::run::events::Event;
+        let mut e = numbers_left("2+2 and 3+3");
+        e.next_step();
+        e.model_replied(&single("2+2"));
+        let events = e.drain_events();
+        let line = events.iter().find_map(Event::check_line).unwrap();
+        assert_eq!(
+            line,
+            "numbers-left: 1 call made that left out 3 of the request; asking again for at least 2"
+        );
+        assert_eq!(e.next_step(), Step::CallModel);
+        let schema = e.schema().as_value();
+        assert_eq!(schema["oneOf"][0]["properties"]["calls"]["minItems"], 2);
+        e.model_replied(&list_of(&["2+2", "3+3"], 0.0));
+        assert!(matches!(e.next_step(), Step::CallTools { calls } if calls.len() == 2));
+        // Off, as by default, the single call goes ahead.
+        let mut e = engine(10);
+        e.next_step();
+        e.model_replied(&single("2+2"));
+        assert!(matches!(e.next_step(), Step::CallTool { .. }));
+    }
+
+    #[test]
+    fn a_call_the_asking_added_that_uses_no_number_left_out_is_not_run() {
+        use crate::run::events::Event;
+        let mut e = numbers_left("2+2 and 3+3");
+        e.next_step();
+        e.model_replied(&single("2+2"));
+        assert_eq!(e.next_step(), Step::CallModel);
+        e.model_replied(&list_of(&["2+2", "2*2"], 0.0));
+        let events = e.drain_events();
+        let line = events
+            .iter()
+            .filter_map(Event::check_line)
+            .next_back()
+            .unwrap();
+        assert_eq!(
+            line,
+            "numbers-left: calculator not run: it uses none of 3 that the calls before left out"
+        );
+        assert!(matches!(e.next_step(), Step::CallTool { .. }));
+        e.tools_returned(vec![(Ok(ToolResult::ok("4")), Duration::ZERO)]);
+        assert_eq!(e.next_step(), Step::CallModel);
+        let told = &e.messages().last().unwrap().content;
+        assert!(told.contains("uses none of 3 from the request"), "{told}");
+        // Where `more-calls` asked, the calls it added answer to it alone.
+        let mut e = numbers_left("2+2 and 3+3");
+        e.next_step();
+        e.model_replied(&list_of(&["2+2"], 0.01));
+        assert_eq!(e.next_step(), Step::CallModel);
+        e.model_replied(&list_of(&["2+2", "2*2"], 0.0));
+        assert!(matches!(e.next_step(), Step::CallTools { calls } if calls.len() == 2));
+        // A call that says nothing of the request's numbers leaves nothing to ask for.
+        let mut e = numbers_left("what is two plus two");
+        e.next_step();
+        e.model_replied(&single("2+2"));
+        assert!(matches!(e.next_step(), Step::CallTool { .. }));
     }
 
     #[test]

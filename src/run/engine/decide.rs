@@ -142,6 +142,18 @@ impl Engine {
             })
             .collect();
         let unsaid = crate::checks::tool_fit::unsaid(&self.specs, calls, &said);
+        // Held to one call more than the turn before: the calls past those were added.
+        let added_from = self
+            .shortlist
+            .as_ref()
+            .map(|s| s.min_calls() as usize)
+            .filter(|&n| n > 1)
+            .map(|n| n - 1);
+        // Asked again, the numbers the first turn left out, if `numbers-left` asked.
+        let ctx_left = match added_from {
+            Some(_) => self.left.clone(),
+            None => crate::checks::numbers_left::left(question, calls),
+        };
         let ctx = TurnContext {
             question,
             said: &said,
@@ -157,13 +169,8 @@ impl Engine {
             // call like any other.
             again: self.shortlist.is_some()
                 || !self.prepared.first.can_hold(calls.len() as u64 + 1),
-            // Held to one call more than the turn before: the calls past those were added.
-            added_from: self
-                .shortlist
-                .as_ref()
-                .map(|s| s.min_calls() as usize)
-                .filter(|&n| n > 1)
-                .map(|n| n - 1),
+            added_from,
+            left: &ctx_left,
         };
         let judge_turn = !self.answer_only();
         let mut tools: Vec<&str> = calls.iter().map(|c| c.0.as_str()).collect();
@@ -210,8 +217,18 @@ impl Engine {
             .iter()
             .filter_map(|f| match f {
                 Finding::Held {
-                    index, arguments, ..
-                } => Some((*index, arguments.clone())),
+                    check,
+                    tool,
+                    index,
+                    arguments,
+                } => Some((
+                    *index,
+                    if *check == crate::checks::numbers_left::INFO.name {
+                        feedback::uses_none_of(tool, arguments)
+                    } else {
+                        feedback::not_yet(tool, arguments)
+                    },
+                )),
                 _ => None,
             })
             .collect();
@@ -231,17 +248,28 @@ impl Engine {
             self.shortlist = Some(schema_of(&self.specs, keep, &self.config));
             return None;
         }
-        if let Verdict::More { at_least, p_more } = verdict {
+        if let Verdict::More {
+            at_least,
+            p_more,
+            by,
+        } = verdict
+        {
             // Once: a turn asked again (for more calls, or among other tools) is carried
             // out as it comes back.
             // `ctx.again` saw to it that the turn was never asked again and that the
             // schema can hold one call more.
             if let Some(schema) = self.prepared.first.at_least(at_least as u64) {
+                self.left = if by == crate::checks::numbers_left::INFO.name {
+                    ctx_left.clone()
+                } else {
+                    Vec::new()
+                };
                 self.events.push(Event::MoreCalls {
-                    check: crate::checks::more_calls::INFO.name.into(),
+                    check: by.into(),
                     made: calls.len(),
                     p_more,
                     at_least,
+                    left: self.left.clone(),
                 });
                 self.shortlist = Some(schema);
                 return None;
