@@ -172,7 +172,10 @@ impl Engine {
             added_from,
             left: &ctx_left,
         };
-        let judge_turn = !self.answer_only();
+        // A turn asked again for more calls was decided on already: its kind was held to
+        // calls by the schema, so its p(tool) says nothing, and the question was put (or
+        // not needed) for the turn it extends. Its calls still meet the per-call checks.
+        let judge_turn = !self.answer_only() && added_from.is_none();
         let mut tools: Vec<&str> = calls.iter().map(|c| c.0.as_str()).collect();
         tools.sort_unstable();
         tools.dedup();
@@ -366,6 +369,35 @@ mod tests {
         );
         assert_eq!(e.next_step(), Step::CallModel);
         assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+    }
+
+    #[test]
+    fn a_turn_asked_again_for_more_is_not_decided_on_again() {
+        // Unsure of its one call, the model is asked the fit question and says yes; asked
+        // for one more, the turn it writes goes ahead without a second question.
+        let mut e = Engine::new(
+            vec![Message::system("sys")],
+            "2+2 and 3+3",
+            vec![calc()],
+            super::super::tests::with_check("numbers-left"),
+        );
+        e.next_step();
+        let mut unsure = reply(CALL);
+        unsure.logprobs = kind_logprobs(0.8);
+        e.model_replied(&unsure);
+        assert_eq!(e.next_step(), Step::AskFit);
+        answer(&mut e, 0.9, 0.5);
+        assert_eq!(e.next_step(), Step::CallModel, "{:?}", e.drain_events());
+        let mut two = reply(
+            r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"calculator","arguments":{"expression":"2+2"}},{"tool":"calculator","arguments":{"expression":"3+3"}}]}"#,
+        );
+        two.logprobs = kind_logprobs(0.8);
+        e.model_replied(&two);
+        assert!(
+            matches!(e.next_step(), Step::CallTools { calls } if calls.len() == 2),
+            "{:?}",
+            e.drain_events()
+        );
     }
 
     #[test]
