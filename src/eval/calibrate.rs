@@ -343,6 +343,11 @@ mod tests {
             0,
             "a question that declines nothing is not worth a request: {t:?}"
         );
+        let printed = table("m", &t, &m);
+        assert!(
+            printed.contains("no call is put to the fit question"),
+            "{printed}"
+        );
     }
 }
 
