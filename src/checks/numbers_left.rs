@@ -41,13 +41,7 @@ pub static INFO: CheckInfo = CheckInfo {
 /// calls carry at least one of them; else none. A number counts as carried when a value
 /// holds it as written or at its scale ("5%" as 0.05, "2k" as 2000).
 pub(crate) fn left(question: &str, calls: &[(String, Map<String, Value>)]) -> Vec<f64> {
-    let mut values = Vec::new();
-    for (_, arguments) in calls {
-        for v in arguments.values() {
-            texts(v, &mut values);
-        }
-    }
-    let carried = Evidence::of(values.iter().map(String::as_str));
+    let carried = carried(calls.iter().map(|(_, a)| a));
     let mut used = false;
     let mut out: Vec<f64> = Vec::new();
     for m in NUMBER.captures_iter(question) {
@@ -63,6 +57,15 @@ pub(crate) fn left(question: &str, calls: &[(String, Map<String, Value>)]) -> Ve
         }
     }
     if used { out } else { Vec::new() }
+}
+
+/// The numbers the values of these arguments carry, read as the person's are.
+fn carried<'a>(arguments: impl IntoIterator<Item = &'a Map<String, Value>>) -> Evidence {
+    let mut values = Vec::new();
+    for v in arguments.into_iter().flat_map(Map::values) {
+        texts(v, &mut values);
+    }
+    Evidence::of(values.iter().map(String::as_str))
 }
 
 /// The texts of a value's leaves: numbers as written, strings whole.
@@ -112,9 +115,7 @@ impl Check for NumbersLeft {
         if call.index < from || ctx.left.is_empty() {
             return None;
         }
-        let mut values = Vec::new();
-        texts(&Value::Object(call.arguments.clone()), &mut values);
-        let carried = Evidence::of(values.iter().map(String::as_str));
+        let carried = carried([&*call.arguments]);
         if !ctx.left.iter().any(|&n| carried.has_number(n)) {
             findings.push(Finding::Held {
                 check: INFO.name,

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::{Call, Engine, State, schema_of};
-use crate::checks::{Earlier, Finding, TurnContext, Verdict};
+use crate::checks::{Earlier, Finding, TurnContext, Verdict, numbers_left};
 use crate::message::{ChatReply, Message};
 use crate::run::events::Event;
 use crate::run::feedback;
@@ -149,10 +149,13 @@ impl Engine {
             .map(|s| s.min_calls() as usize)
             .filter(|&n| n > 1)
             .map(|n| n - 1);
-        // Asked again, the numbers the first turn left out, if `numbers-left` asked.
+        // Asked again: what the first turn left out. Read only where the check could ask.
         let ctx_left = match added_from {
             Some(_) => self.left.clone(),
-            None => crate::checks::numbers_left::left(question, calls),
+            None if calls.len() == 1 && self.config.checks.is_on(numbers_left::INFO.name) => {
+                numbers_left::left(question, calls)
+            }
+            None => Vec::new(),
         };
         let ctx = TurnContext {
             question,
@@ -172,9 +175,8 @@ impl Engine {
             added_from,
             left: &ctx_left,
         };
-        // A turn asked again for more calls was decided on already: its kind was held to
-        // calls by the schema, so its p(tool) says nothing, and the question was put (or
-        // not needed) for the turn it extends. Its calls still meet the per-call checks.
+        // A turn asked again for more calls was decided on already (its kind was held to
+        // calls by the schema, so its p(tool) says nothing); its calls meet the call checks.
         let judge_turn = !self.answer_only() && added_from.is_none();
         let mut tools: Vec<&str> = calls.iter().map(|c| c.0.as_str()).collect();
         tools.sort_unstable();
@@ -226,7 +228,7 @@ impl Engine {
                     arguments,
                 } => Some((
                     *index,
-                    if *check == crate::checks::numbers_left::INFO.name {
+                    if *check == numbers_left::INFO.name {
                         feedback::uses_none_of(tool, arguments)
                     } else {
                         feedback::not_yet(tool, arguments)
@@ -257,12 +259,10 @@ impl Engine {
             by,
         } = verdict
         {
-            // Once: a turn asked again (for more calls, or among other tools) is carried
-            // out as it comes back.
-            // `ctx.again` saw to it that the turn was never asked again and that the
-            // schema can hold one call more.
+            // Once: a turn asked again is carried out as it comes back. `ctx.again` saw to
+            // it that this turn was never asked again and that the schema holds one more.
             if let Some(schema) = self.prepared.first.at_least(at_least as u64) {
-                self.left = if by == crate::checks::numbers_left::INFO.name {
+                self.left = if by == numbers_left::INFO.name {
                     ctx_left.clone()
                 } else {
                     Vec::new()
