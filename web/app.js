@@ -214,10 +214,21 @@ function handle(view, run, e) {
       step(view, "repair", `Left out (${e.check})`, `${e.tool}: ${e.arguments.join(", ")} (nobody gave them)`);
       break;
     case "more_calls":
-      step(view, "repair", `Asked for more calls (${e.check})`, `${e.made} made, the model gave one more p ${e.p_more.toFixed(4)}; asked again for at least ${e.at_least}`);
+      if (e.left && e.left.length) {
+        step(view, "repair", `Asked for more calls (${e.check})`, `${e.made} made, which left out ${e.left.join(", ")} of the request; asked again for at least ${e.at_least}`);
+      } else {
+        step(view, "repair", `Asked for more calls (${e.check})`, `${e.made} made, the model gave one more p ${e.p_more.toFixed(4)}; asked again for at least ${e.at_least}`);
+      }
+      break;
+    case "asked_again_failed":
+      step(view, "repair", `Kept the first calls (${e.check})`, `the reply asked for was not valid (${e.error}); going ahead with the ${e.calls} made first`);
       break;
     case "not_yet":
-      step(view, "repair", `Not run yet (${e.check})`, `${e.tool}: nobody gave ${e.arguments.join(", ")}; it waits for the other calls' results`);
+      if (e.check === "numbers-left") {
+        step(view, "repair", `Not run (${e.check})`, `${e.tool}: it uses none of ${e.arguments.join(", ")}, which the calls before left out`);
+      } else {
+        step(view, "repair", `Not run yet (${e.check})`, `${e.tool}: nobody gave ${e.arguments.join(", ")}; it waits for the other calls' results`);
+      }
       break;
     case "nothing_new":
       step(view, "repair", "Nothing new", `${e.tools.join(", ")}: results already shown; the model is asked to answer`);

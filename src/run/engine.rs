@@ -156,6 +156,8 @@ pub struct Engine {
     held: Vec<(usize, String)>,
     /// The numbers the first turn left out, when `numbers-left` asked it again.
     left: Vec<f64>,
+    /// The turn a check asked again for more calls, carried out if the reply fails.
+    asked_again: Option<retry::AskedAgain>,
     guard: ContextGuard,
     history: Vec<Message>,
     run_start: usize,
@@ -214,6 +216,7 @@ impl Engine {
             shortlist: None,
             held: Vec::new(),
             left: Vec::new(),
+            asked_again: None,
             history,
             run_start,
             iterations: 0,
@@ -312,9 +315,16 @@ impl Engine {
         if let Some(message) = self.guard.check(&reply.usage) {
             self.events.push(Event::Warning { message });
         }
+        // Asked again for more calls: a reply that fails leaves the turn before it.
+        let asked_again = self.asked_again.take();
         let parsed = match Turn::parse(&reply.text) {
             Ok(p) => p,
-            Err(e) => return self.invalid(&reply.text, reply.stop, Rejection::NotATurn(e)),
+            Err(e) => {
+                return match asked_again {
+                    Some(first) => self.fall_back(first, e.to_string()),
+                    None => self.invalid(&reply.text, reply.stop, Rejection::NotATurn(e)),
+                };
+            }
         };
         if !parsed.fixes.is_empty() {
             let fixes = parsed
@@ -325,7 +335,15 @@ impl Engine {
                 .collect();
             self.events.push(Event::Repaired { fixes });
         }
-        if let Err(rejection) = self.schema().check(&parsed.turn) {
+        let rejected = self.schema().check(&parsed.turn).err();
+        let cut = reply.stop == StopReason::Length && parsed.fixes.contains(Fix::CutValue);
+        if let (Some(first), true) = (asked_again, rejected.is_some() || cut) {
+            let error = rejected.map_or("the reply was cut at the token limit".into(), |r| {
+                r.to_string()
+            });
+            return self.fall_back(first, error);
+        }
+        if let Some(rejection) = rejected {
             // A valid call on the last iteration is not a format error: the iterations
             // are used up (`MaxIterationsReached` for `run_loop`).
             let last = self.iterations + 1 >= self.config.max_iterations;
@@ -338,61 +356,24 @@ impl Engine {
             }
             return;
         }
-        if reply.stop == StopReason::Length
-            && parsed.fixes.contains(Fix::CutValue)
-            && let Some(tool) = first_tool(&parsed.turn)
-        {
+        if cut && let Some(tool) = first_tool(&parsed.turn) {
             return self.cut_call(&reply.text, tool);
         }
         self.accept(reply, parsed.turn, !parsed.fixes.is_empty());
     }
 
-    /// A call whose reply stopped at the token limit inside a value (a path, a SQL
-    /// statement cut part-way) is never run: repaired, it would be a call nobody wrote.
-    /// The model is asked again with twice the room once; a second cut ends the run.
-    fn cut_call(&mut self, raw: &str, tool: String) {
-        self.cut_calls += 1;
-        let num_predict = self.num_predict();
-        if self.cut_calls > 1 {
-            self.state = State::Done(Ending::CutOff { tool, num_predict });
-            return;
-        }
-        let error = format!(
-            "the call of {tool} was cut off at the token limit inside its arguments, so it was \
-             not run"
-        );
-        self.events.push(Event::Invalid {
-            error: error.clone(),
-            attempt: self.cut_calls,
-        });
-        self.history
-            .extend(feedback::invalid_reply(raw, StopReason::Length, &error));
-    }
-
-    /// The token limit for the next request: the configured one, doubled after a call
-    /// was cut at it.
-    pub fn num_predict(&self) -> Option<u32> {
-        let base = self.config.options.num_predict?;
-        Some(base.saturating_mul(1 + u32::from(self.cut_calls > 0)))
-    }
-
     /// A turn that passed the schema: the checks judge its calls ([`crate::checks`]);
     /// then it goes into the history and is carried out.
     fn accept(&mut self, reply: &ChatReply, mut turn: Turn, repaired: bool) {
-        let (thought, mut calls) = match &turn {
+        let mut calls: Vec<Call> = match &turn {
             Turn::ToolCall {
-                thought,
-                tool,
-                arguments,
-            } => (thought.clone(), vec![(tool.clone(), arguments.clone())]),
-            Turn::ToolCalls { thought, calls } => (
-                thought.clone(),
-                calls
-                    .iter()
-                    .map(|c| (c.tool.clone(), c.arguments.clone()))
-                    .collect(),
-            ),
-            _ => (String::new(), Vec::new()),
+                tool, arguments, ..
+            } => vec![(tool.clone(), arguments.clone())],
+            Turn::ToolCalls { calls, .. } => calls
+                .iter()
+                .map(|c| (c.tool.clone(), c.arguments.clone()))
+                .collect(),
+            _ => Vec::new(),
         };
         let mut verdict = Verdict::Go;
         if !calls.is_empty() {
@@ -401,6 +382,20 @@ impl Engine {
                 None => return,
             }
         }
+        self.carry_out(reply, turn, repaired, calls, verdict);
+    }
+
+    /// A turn the checks let through (`calls` as they left them): into the history, and
+    /// carried out.
+    fn carry_out(
+        &mut self,
+        reply: &ChatReply,
+        turn: Turn,
+        repaired: bool,
+        calls: Vec<Call>,
+        verdict: Verdict,
+    ) {
+        let thought = turn.thought().to_string();
         self.invalid_streak = 0;
         self.shortlist = None;
         self.iterations += 1;
@@ -605,6 +600,7 @@ fn schema_of(specs: &[ToolSpec], keep: impl Fn(&str) -> bool, config: &Config) -
 mod calls;
 pub(crate) use calls::Prepared;
 mod decide;
+mod retry;
 
 #[cfg(test)]
 mod tests;

@@ -218,6 +218,16 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         left: Vec<f64>,
     },
+    /// The reply to a turn asked again for more calls was not a valid turn: the turn
+    /// before it is carried out as the model wrote it, and the model is not told.
+    AskedAgainFailed {
+        /// The check that had asked.
+        check: String,
+        /// Why the reply was not valid.
+        error: String,
+        /// The calls of the turn carried out instead.
+        calls: usize,
+    },
     /// A call the model added when asked again for more carries a required value nobody
     /// gave (`more-calls`), or uses none of the numbers the first turn left out
     /// (`numbers-left`): not run now. The model is told so with the other calls'
@@ -359,6 +369,14 @@ impl Event {
             } => format!(
                 "{check}: {made} call{} made where the model gave one more p {p_more:.4}; asking again for at least {at_least}",
                 if *made == 1 { "" } else { "s" }
+            ),
+            Event::AskedAgainFailed {
+                check,
+                error,
+                calls,
+            } => format!(
+                "{check}: the reply asked for was not valid ({error}); going ahead with the {calls} call{} made first",
+                if *calls == 1 { "" } else { "s" }
             ),
             Event::Decision {
                 check,

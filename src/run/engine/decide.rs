@@ -253,32 +253,12 @@ impl Engine {
             self.shortlist = Some(schema_of(&self.specs, keep, &self.config));
             return None;
         }
-        if let Verdict::More {
-            at_least,
-            p_more,
-            by,
-        } = verdict
-        {
-            // Once: a turn asked again is carried out as it comes back. `ctx.again` saw to
-            // it that this turn was never asked again and that the schema holds one more.
-            if let Some(schema) = self.prepared.first.at_least(at_least as u64) {
-                self.left = if by == numbers_left::INFO.name {
-                    ctx_left.clone()
-                } else {
-                    Vec::new()
-                };
-                self.events.push(Event::MoreCalls {
-                    check: by.into(),
-                    made: calls.len(),
-                    p_more,
-                    at_least,
-                    left: self.left.clone(),
-                });
-                self.shortlist = Some(schema);
-                return None;
-            }
+        // Once: a turn asked again is carried out as it comes back. `ctx.again` saw to it
+        // that this turn was never asked again and that the schema holds one more.
+        match self.ask_for_more(reply, turn, repaired, calls, &verdict, &ctx_left) {
+            Ok(()) => None,
+            Err(turn) => Some((turn, verdict)),
         }
-        Some((turn, verdict))
     }
 }
 

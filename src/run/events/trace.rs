@@ -113,6 +113,7 @@ impl Trace {
             | Event::Reformatted { .. }
             | Event::Invented { .. }
             | Event::MoreCalls { .. }
+            | Event::AskedAgainFailed { .. }
             | Event::NotYet { .. }
             | Event::Decision { .. } => format!("[CHECK] {}", event.check_line()?),
             Event::Repeat { tool, count } => {

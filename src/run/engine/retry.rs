@@ -1,0 +1,253 @@
+//! A turn the engine asks the model for again, and what happens when the second reply
+//! fails: a call cut at the token limit is asked for once with twice the room; a turn a
+//! check wants more calls of (`more-calls`, `numbers-left`) is asked for once more, and
+//! when that reply is not a valid turn the first one is carried out as it was. The asking
+//! was the engine's idea, so its failure must not cost the calls the model already made
+//! right: on Gemma 3 270M six runs of twenty ended with no call at all that way
+//! (`BENCHMARKS.md`, "Numbers a single call left out"). A part of
+//! [`crate::run::engine`] in a file of its own so that the state machine reads in one
+//! sitting.
+
+use super::{Call, Engine, State};
+use crate::checks::{Verdict, numbers_left};
+use crate::message::{ChatReply, StopReason};
+use crate::run::ending::Ending;
+use crate::run::events::Event;
+use crate::run::feedback;
+use crate::turn::Turn;
+
+/// A turn of calls that passed every check and was asked for again with more calls: what
+/// is carried out if the turn asked for does not come back valid.
+#[derive(Debug)]
+pub(super) struct AskedAgain {
+    /// The check that asked.
+    check: &'static str,
+    reply: Box<ChatReply>,
+    turn: Box<Turn>,
+    repaired: bool,
+    /// The calls as the checks left them.
+    calls: Vec<Call>,
+}
+
+impl Engine {
+    /// A call whose reply stopped at the token limit inside a value (a path, a SQL
+    /// statement cut part-way) is never run: repaired, it would be a call nobody wrote.
+    /// The model is asked again with twice the room once; a second cut ends the run.
+    pub(super) fn cut_call(&mut self, raw: &str, tool: String) {
+        self.cut_calls += 1;
+        let num_predict = self.num_predict();
+        if self.cut_calls > 1 {
+            self.state = State::Done(Ending::CutOff { tool, num_predict });
+            return;
+        }
+        let error = format!(
+            "the call of {tool} was cut off at the token limit inside its arguments, so it was \
+             not run"
+        );
+        self.events.push(Event::Invalid {
+            error: error.clone(),
+            attempt: self.cut_calls,
+        });
+        self.history
+            .extend(feedback::invalid_reply(raw, StopReason::Length, &error));
+    }
+
+    /// The token limit for the next request: the configured one, doubled after a call
+    /// was cut at it.
+    pub fn num_predict(&self) -> Option<u32> {
+        let base = self.config.options.num_predict?;
+        Some(base.saturating_mul(1 + u32::from(self.cut_calls > 0)))
+    }
+
+    /// A `More` verdict on a turn: asks the model again for at least its `at_least`
+    /// calls, keeping this turn to fall back on. The turn comes back (`Err`) for any other
+    /// verdict, or when the schema cannot hold that many: it then goes ahead as it is.
+    pub(super) fn ask_for_more(
+        &mut self,
+        reply: &ChatReply,
+        turn: Turn,
+        repaired: bool,
+        calls: &[Call],
+        verdict: &Verdict,
+        left: &[f64],
+    ) -> Result<(), Turn> {
+        let Verdict::More {
+            at_least,
+            p_more,
+            by,
+        } = *verdict
+        else {
+            return Err(turn);
+        };
+        let Some(schema) = self.prepared.first.at_least(at_least as u64) else {
+            return Err(turn);
+        };
+        // The guard on added calls acts only where `numbers-left` asked.
+        self.left = match by == numbers_left::INFO.name {
+            true => left.to_vec(),
+            false => Vec::new(),
+        };
+        self.events.push(Event::MoreCalls {
+            check: by.into(),
+            made: calls.len(),
+            p_more,
+            at_least,
+            left: self.left.clone(),
+        });
+        self.shortlist = Some(schema);
+        self.asked_again = Some(AskedAgain {
+            check: by,
+            reply: Box::new(reply.clone()),
+            turn: Box::new(turn),
+            repaired,
+            calls: calls.to_vec(),
+        });
+        Ok(())
+    }
+
+    /// The reply to a turn asked again was not a valid turn (`error` says why): the turn
+    /// before it is carried out instead, unchanged, and the model is not told of the
+    /// failed reply.
+    pub(super) fn fall_back(&mut self, first: AskedAgain, error: String) {
+        self.events.push(Event::AskedAgainFailed {
+            check: first.check.to_string(),
+            error,
+            calls: first.calls.len(),
+        });
+        self.shortlist = None;
+        self.left.clear();
+        self.carry_out(
+            &first.reply,
+            *first.turn,
+            first.repaired,
+            first.calls,
+            Verdict::Go,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::Step;
+    use super::super::tests::{calc, kind_logprobs, reply, with_check};
+    use super::*;
+    use crate::message::Message;
+
+    /// An engine with `numbers-left` on, whose first turn (one call, the model sure of it)
+    /// left 3 of "2+2 and 3+3" out and was asked again.
+    fn asked_again() -> Engine {
+        let mut e = Engine::new(
+            vec![Message::system("sys")],
+            "2+2 and 3+3",
+            vec![calc()],
+            with_check("numbers-left"),
+        );
+        e.next_step();
+        let mut first = reply(
+            r#"{"kind":"tool_call","thought":"","tool":"calculator","arguments":{"expression":"2+2"}}"#,
+        );
+        first.logprobs = kind_logprobs(0.999);
+        e.model_replied(&first);
+        assert!(
+            e.drain_events()
+                .iter()
+                .any(|ev| matches!(ev, Event::MoreCalls { .. }))
+        );
+        assert_eq!(e.next_step(), Step::CallModel);
+        e
+    }
+
+    /// The first turn's call is what runs, the line says why, and the model never sees the
+    /// reply that failed.
+    fn goes_ahead_with_the_first_call(mut e: Engine, why: &str) {
+        let sent = e.messages().len();
+        let line = e.drain_events().iter().find_map(Event::check_line);
+        assert_eq!(
+            line.as_deref(),
+            Some(
+                format!(
+                    "numbers-left: the reply asked for was not valid ({why}); going ahead with \
+                     the 1 call made first"
+                )
+                .as_str()
+            )
+        );
+        let arguments = json!({"expression": "2+2"}).as_object().unwrap().clone();
+        assert_eq!(
+            e.next_step(),
+            Step::CallTool {
+                tool: "calculator".into(),
+                arguments
+            }
+        );
+        assert_eq!(sent, 3, "{:?}", e.messages());
+        assert!(e.messages()[2].content.contains(r#""expression":"2+2""#));
+        // Results in, the next turn is held to nothing the asking wanted.
+        e.tool_returned(Ok(crate::tools::ToolResult::ok("4")), Default::default());
+        assert_eq!(e.next_step(), Step::CallModel);
+        assert!(
+            e.schema()
+                .as_value()
+                .to_string()
+                .find("minItems\":2")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_reply_asked_for_that_is_no_turn_leaves_the_first_turns_call() {
+        let mut e = asked_again();
+        e.model_replied(&reply("I think the answer is 6"));
+        let why = crate::turn::Turn::parse("I think the answer is 6")
+            .err()
+            .unwrap()
+            .to_string();
+        goes_ahead_with_the_first_call(e, &why);
+    }
+
+    #[test]
+    fn a_reply_asked_for_that_breaks_the_schema_leaves_the_first_turns_call() {
+        let mut e = asked_again();
+        // One call where the schema asked for at least two.
+        let one = r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"calculator","arguments":{"expression":"3+3"}}]}"#;
+        let why = e
+            .schema()
+            .check(&crate::turn::Turn::parse(one).unwrap().turn)
+            .unwrap_err()
+            .to_string();
+        e.model_replied(&reply(one));
+        goes_ahead_with_the_first_call(e, &why);
+    }
+
+    #[test]
+    fn a_reply_asked_for_cut_at_the_token_limit_leaves_the_first_turns_call() {
+        let mut e = asked_again();
+        let mut cut = reply(
+            r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"calculator","arguments":{"expression":"2+2"}},{"tool":"calculator","arguments":{"expression":"3+3000000000"#,
+        );
+        cut.stop = StopReason::Length;
+        e.model_replied(&cut);
+        goes_ahead_with_the_first_call(e, "the reply was cut at the token limit");
+    }
+
+    #[test]
+    fn without_asking_again_an_invalid_reply_still_goes_back_to_the_model() {
+        let mut e = Engine::new(
+            vec![Message::system("sys")],
+            "2+2",
+            vec![calc()],
+            with_check("numbers-left"),
+        );
+        e.next_step();
+        e.model_replied(&reply("I think the answer is 4"));
+        assert!(
+            e.drain_events()
+                .iter()
+                .any(|ev| matches!(ev, Event::Invalid { attempt: 1, .. }))
+        );
+        assert_eq!(e.next_step(), Step::CallModel);
+        assert!(e.messages().len() > 2);
+    }
+}
