@@ -224,11 +224,7 @@ function handle(view, run, e) {
       step(view, "repair", `Kept the first calls (${e.check})`, `the reply asked for was not valid (${e.error}); going ahead with the ${e.calls} made first`);
       break;
     case "not_yet":
-      if (e.check === "numbers-left") {
-        step(view, "repair", `Not run (${e.check})`, `${e.tool}: it uses none of ${e.arguments.join(", ")}, which the calls before left out`);
-      } else {
-        step(view, "repair", `Not run yet (${e.check})`, `${e.tool}: nobody gave ${e.arguments.join(", ")}; it waits for the other calls' results`);
-      }
+      step(view, "repair", `Not run (${e.check})`, `${e.tool}: ${e.why}`);
       break;
     case "nothing_new":
       step(view, "repair", "Nothing new", `${e.tools.join(", ")}: results already shown; the model is asked to answer`);

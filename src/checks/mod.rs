@@ -299,8 +299,14 @@ pub(crate) enum Finding {
         tool: String,
         /// Its place among the turn's calls.
         index: usize,
-        /// The required arguments whose values nobody gave.
+        /// What the check found in the call: the required arguments whose values
+        /// nobody gave (`more-calls`), the numbers it leaves out (`numbers-left`).
         arguments: Vec<String>,
+        /// Why it is not run, in words, after "not run: " (`nobody gave city; it waits
+        /// for the other calls' results`).
+        why: String,
+        /// What the model is told in place of its result.
+        told: String,
     },
 }
 
@@ -461,7 +467,7 @@ impl Checks {
 
     /// Judges a turn's calls: the checks that judge the turn by all of its calls (a
     /// decline there is the verdict), the turn-level checks on the tool that stands for
-    /// the turn ([`turn_tool`]; neither when `judge_turn` is false: only an answer was
+    /// the turn ([`tool_relevance::turn_tool`]; neither when `judge_turn` is false: only an answer was
     /// allowed), then each call's checks in the order of the calls. Stops at the first
     /// verdict that is not [`Verdict::Go`].
     pub fn judge(
@@ -471,7 +477,7 @@ impl Checks {
         judge_turn: bool,
     ) -> (Vec<Finding>, Verdict) {
         let mut findings = Vec::new();
-        let turn = turn_tool(ctx, calls).filter(|_| judge_turn);
+        let turn = tool_relevance::turn_tool(ctx, calls).filter(|_| judge_turn);
         if let Some(tool) = &turn
             && let Some(mut judgement) = self.judge_calls(ctx, calls)
         {
@@ -544,34 +550,6 @@ impl Checks {
         }
         (findings, Verdict::Go)
     }
-}
-
-/// The tool that stands for a turn of calls when it is judged as a whole: the one the fit
-/// answer is about, else the one whose text covers most of the request (the first of
-/// equals). The model's probability of calling is one figure for the whole turn; which of
-/// its tools fits is not, and a turn of several tools goes ahead when any of them fits.
-pub(crate) fn turn_tool(
-    ctx: &TurnContext<'_>,
-    calls: &[(String, Map<String, Value>)],
-) -> Option<String> {
-    if let Some(t) = ctx.fit_tool {
-        return Some(t.to_string());
-    }
-    let support = |name: &str| {
-        ctx.specs
-            .iter()
-            .find(|s| s.name == name)
-            .and_then(|s| tool_relevance::support(ctx.question, s))
-            .unwrap_or(0.0)
-    };
-    let mut best: Option<(&str, f64)> = None;
-    for (name, _) in calls {
-        let s = support(name);
-        if best.is_none_or(|(_, b)| s > b) {
-            best = Some((name, s));
-        }
-    }
-    best.map(|(name, _)| name.to_string())
 }
 
 impl Default for Checks {

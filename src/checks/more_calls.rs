@@ -74,10 +74,17 @@ impl Check for MoreCalls {
         let nobodys =
             super::grounding::invented_required(call.arguments, &call.spec.input_schema, ctx.said);
         if !nobodys.is_empty() {
+            let tool = &call.spec.name;
+            let names = nobodys.join(", ");
             findings.push(Finding::Held {
                 check: INFO.name,
-                tool: call.spec.name.clone(),
+                tool: tool.clone(),
                 index: call.index,
+                why: format!("{names} given by nobody; it waits for the other calls' results"),
+                told: format!(
+                    "not run: nobody gave {names} for {tool}. If it needs the results above, \
+                     call {tool} again with the values they give."
+                ),
                 arguments: nobodys,
             });
         }

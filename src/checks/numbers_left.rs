@@ -117,11 +117,19 @@ impl Check for NumbersLeft {
         }
         let carried = carried([&*call.arguments]);
         if !ctx.left.iter().any(|&n| carried.has_number(n)) {
+            let tool = &call.spec.name;
+            let left: Vec<String> = ctx.left.iter().map(|n| n.to_string()).collect();
+            let numbers = left.join(", ");
             findings.push(Finding::Held {
                 check: INFO.name,
-                tool: call.spec.name.clone(),
+                tool: tool.clone(),
                 index: call.index,
-                arguments: ctx.left.iter().map(|n| n.to_string()).collect(),
+                why: format!("it uses none of {numbers} that the calls before left out"),
+                told: format!(
+                    "not run: this {tool} call uses none of {numbers} from the request, which \
+                     the calls before left out."
+                ),
+                arguments: left,
             });
         }
         None

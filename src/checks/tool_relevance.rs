@@ -253,6 +253,34 @@ pub fn support(question: &str, spec: &ToolSpec) -> Option<f64> {
     Some(asked.intersection(&offered).count() as f64 / asked.len() as f64)
 }
 
+/// The tool that stands for a turn of calls when it is judged as a whole: the one the fit
+/// answer is about, else the one whose text covers most of the request (the first of
+/// equals). The model's probability of calling is one figure for the whole turn; which of
+/// its tools fits is not, and a turn of several tools goes ahead when any of them fits.
+pub(crate) fn turn_tool(
+    ctx: &super::TurnContext<'_>,
+    calls: &[(String, serde_json::Map<String, serde_json::Value>)],
+) -> Option<String> {
+    if let Some(t) = ctx.fit_tool {
+        return Some(t.to_string());
+    }
+    let support = |name: &str| {
+        ctx.specs
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| support(ctx.question, s))
+            .unwrap_or(0.0)
+    };
+    let mut best: Option<(&str, f64)> = None;
+    for (name, _) in calls {
+        let s = support(name);
+        if best.is_none_or(|(_, b)| s > b) {
+            best = Some((name, s));
+        }
+    }
+    best.map(|(name, _)| name.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -240,6 +240,9 @@ pub enum Event {
         /// The required parameters whose values nobody gave; for `numbers-left`, the
         /// numbers left out.
         arguments: Vec<String>,
+        /// Why it was not run, in the check's words.
+        #[serde(default)]
+        why: String,
     },
     /// Every call of a turn brought a result the model was already shown (a repeat, or the
     /// same text again): the next turn may only answer.
@@ -331,21 +334,8 @@ impl Event {
                 arguments.join(", ")
             ),
             Event::NotYet {
-                check,
-                tool,
-                arguments,
-            } if check == crate::checks::numbers_left::INFO.name => format!(
-                "{check}: {tool} not run: it uses none of {} that the calls before left out",
-                arguments.join(", ")
-            ),
-            Event::NotYet {
-                check,
-                tool,
-                arguments,
-            } => format!(
-                "{check}: {tool} not run: {} given by nobody; it waits for the other calls' results",
-                arguments.join(", ")
-            ),
+                check, tool, why, ..
+            } => format!("{check}: {tool} not run: {why}"),
             Event::MoreCalls {
                 check,
                 made,
@@ -453,11 +443,13 @@ impl From<Finding> for Event {
                 check,
                 tool,
                 arguments,
+                why,
                 ..
             } => Event::NotYet {
                 check: check.to_string(),
                 tool,
                 arguments,
+                why,
             },
         }
     }

@@ -53,27 +53,6 @@ pub fn unavailable(tool: &str) -> String {
     format!("error: {tool} is unavailable. Answer directly without it.")
 }
 
-/// The observation for a call added when the model was asked again for more, whose
-/// required values nobody gave ([`crate::run::events::Event::NotYet`]).
-pub fn not_yet(tool: &str, parameters: &[String]) -> String {
-    format!(
-        "not run: nobody gave {} for {tool}. If it needs the results above, call {tool} \
-         again with the values they give.",
-        parameters.join(", ")
-    )
-}
-
-/// The observation for a call added when the model was asked again for more because its
-/// first call left some of the request's numbers out (`numbers-left`), when the added
-/// call uses none of them.
-pub fn uses_none_of(tool: &str, numbers: &[String]) -> String {
-    format!(
-        "not run: this {tool} call uses none of {} from the request, which the calls \
-         before left out.",
-        numbers.join(", ")
-    )
-}
-
 /// The observation that declares a tool unavailable after it failed.
 pub fn degraded(tool: &str, observation: &str) -> String {
     format!("{observation}\n{tool} is unavailable now. Answer directly without it.")

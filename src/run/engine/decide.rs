@@ -221,19 +221,7 @@ impl Engine {
         self.held = findings
             .iter()
             .filter_map(|f| match f {
-                Finding::Held {
-                    check,
-                    tool,
-                    index,
-                    arguments,
-                } => Some((
-                    *index,
-                    if *check == numbers_left::INFO.name {
-                        feedback::uses_none_of(tool, arguments)
-                    } else {
-                        feedback::not_yet(tool, arguments)
-                    },
-                )),
+                Finding::Held { index, told, .. } => Some((*index, told.clone())),
                 _ => None,
             })
             .collect();
