@@ -411,12 +411,14 @@ mod tests {
         assert_eq!(schema["oneOf"][0]["properties"]["calls"]["minItems"], 2);
         e.model_replied(&list_of(&["2+2", "3+3"], 0.0));
         assert!(matches!(e.next_step(), Step::CallTools { calls } if calls.len() == 2));
-        // Off, as by default, the single call goes ahead.
+        // Turned off, the single call goes ahead.
+        let mut config = crate::config::Config::default();
+        config.checks.set("numbers-left", false).unwrap();
         let mut e = Engine::new(
             vec![Message::system("sys")],
             "2+2 and 3+3",
             vec![super::super::tests::calc()],
-            crate::config::Config::default(),
+            config,
         );
         e.next_step();
         e.model_replied(&single("2+2"));
