@@ -45,6 +45,35 @@ const HOSTILE_ANSWER: &str = "It is **sunny** in Paris. <img src=x onerror=\"win
 /// answers (a real socket, not a script).
 const HANG: &str = "<the model never answers>";
 
+/// Marks a scripted reply the model was sure was a call: it comes with the probabilities
+/// of its kind, as a real server's, so the checks that read them act on it.
+const SURE: &str = "<sure> ";
+
+/// The scripted reply `text`, with the model's probabilities when it starts with [`SURE`].
+fn scripted_reply(text: String) -> toolloop::backend::ScriptedReply {
+    use toolloop::backend::{ScriptedReply, TokenLogprob};
+    let Some(text) = text.strip_prefix(SURE) else {
+        return ScriptedReply::text(text);
+    };
+    let (p, lead) = (0.999_f64, r#"{"kind":""#);
+    assert!(text.starts_with(lead), "{text}");
+    ScriptedReply {
+        logprobs: vec![
+            TokenLogprob {
+                token: lead.into(),
+                logprob: 0.0,
+                top: vec![],
+            },
+            TokenLogprob {
+                token: "tool".into(),
+                logprob: p.ln(),
+                top: vec![("tool".into(), p.ln()), ("final".into(), (1.0 - p).ln())],
+            },
+        ],
+        ..ScriptedReply::text(text)
+    }
+}
+
 fn call(tool: &str, args: Value) -> String {
     json!({"kind": "tool_call", "thought": "", "tool": tool, "arguments": args}).to_string()
 }
@@ -70,7 +99,8 @@ fn start(scripts: Vec<Vec<String>>, max_runs: usize) -> RunningWeb {
             return Ok(Box::new(toolloop::OpenAi::new(&base, "m", None)));
         }
         Ok(Box::new(
-            Scripted::new(script).with_delay(Duration::from_millis(150)),
+            Scripted::from_replies(script.into_iter().map(scripted_reply))
+                .with_delay(Duration::from_millis(150)),
         ))
     };
     start_with(Box::new(make), max_runs, |runs| runs)
@@ -611,7 +641,7 @@ fn tools_and_conversations_are_listed_and_forgotten() {
 #[test]
 #[ignore = "needs Chromium, Node and playwright-core: run scripts/test-all.sh"]
 fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
-    // The four runs of `tests/web/e2e.cjs scripted`, once at a desktop's size and once
+    // The five runs of `tests/web/e2e.cjs scripted`, once at a desktop's size and once
     // at a phone's.
     let runs = || {
         vec![
@@ -626,6 +656,15 @@ fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
             ],
             vec![call("slow_lookup", json!({"query": "the answer"}))],
             vec![HANG.to_string()],
+            // One call where the request names two places: `numbers-left` asks again,
+            // the reply to that is no turn, and the first call goes ahead.
+            vec![
+                format!(
+                    r#"{SURE}{{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{{"city":"75001"}}}}"#
+                ),
+                "I cannot write that as JSON".to_string(),
+                answer("Sunny at 75001."),
+            ],
         ]
     };
     let web = start([runs(), runs()].concat(), 4);

@@ -1,7 +1,8 @@
 // The page in a real headless Chromium (Debian's), driven by playwright-core.
 //   node tests/web/e2e.cjs scripted[:phone]|real URL
 // `scripted` expects tests/web.rs's scripted server: a hostile tool result and answer,
-// a clarify, a run that hangs in a tool and one whose model never answers; at a
+// a clarify, a run that hangs in a tool, one whose model never answers, and one a check
+// asks again; at a
 // desktop's size, or a phone's (390×844) with `:phone`. `real` asks a real model one
 // question.
 // TOOLLOOP_SCREENSHOTS=DIR saves the page at a desktop's and a phone's width.
@@ -165,6 +166,23 @@ async function scripted(page) {
   await page.reload();
   await page.waitForSelector("#suggestions button");
   check(await page.locator(".exchange").count() === 0, "and a reload after it stays empty");
+
+  // 5. What a check does is on the page: asked again for the place the call left out,
+  // the model wrote no turn, and the first call went ahead.
+  await ask(page, "What is the weather at 75001 and at 10001?");
+  // The footer is written when the run ends.
+  await page.waitForSelector(".exchange:nth-of-type(1) .footer:not(:empty)", { timeout: 10000 });
+  const checked = await page.textContent(".exchange:nth-of-type(1) .steps");
+  check(checked.includes("Asked for more calls (numbers-left)") && checked.includes("left out 10001"),
+    "the asking is shown with the number the call left out");
+  check(checked.includes("Kept the first calls (numbers-left)") && checked.includes("going ahead with the 1 made first"),
+    "the failed asking is shown, and the first call kept");
+  const labels5 = await page.$$eval(".exchange:nth-of-type(1) .step .label", (ls) => ls.map((l) => l.textContent));
+  const kept = labels5.findIndex((l) => l.startsWith("Kept the first calls"));
+  const call5 = labels5.findIndex((l, i) => i > kept && l === "Tool call");
+  check(kept >= 0 && call5 > kept, "then the call runs: " + labels5.join(", "));
+  const answer5 = await page.textContent(".exchange:nth-of-type(1) .answer");
+  check(answer5.includes("Sunny at 75001."), "and the answer follows");
 }
 
 async function real(page) {
