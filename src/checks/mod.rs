@@ -252,6 +252,9 @@ pub(crate) struct Judgement {
     pub more: bool,
     /// The check that asked for one call more, when not `more-calls`.
     pub more_by: Option<&'static str>,
+    /// The request's numbers the calls left out, when [`numbers_left`] asked: the calls
+    /// the asking adds are held to them.
+    pub more_left: Vec<f64>,
     /// Whether the call was declined on the run's own record ([`nothing_new`]) rather
     /// than on the model's figures against thresholds.
     pub on_record: bool,
@@ -328,6 +331,8 @@ pub(crate) enum Verdict {
         p_more: f64,
         /// The check that asked.
         by: &'static str,
+        /// The request's numbers the calls left out (`numbers-left`; empty otherwise).
+        left: Vec<f64>,
     },
     /// Do not call: ask the person for these arguments of this tool.
     Ask {
@@ -495,6 +500,7 @@ impl Checks {
             let instead = judgement.instead.clone();
             let more = judgement.more;
             let more_by = judgement.more_by;
+            let left = std::mem::take(&mut judgement.more_left);
             judgement.p_several = tool_probability::several_share(ctx.reply);
             // Read once: `more-calls`, when on, has read it already.
             if judgement.p_more.is_none() {
@@ -519,6 +525,7 @@ impl Checks {
                         at_least,
                         p_more,
                         by,
+                        left,
                     },
                 );
             }

@@ -101,6 +101,7 @@ impl Check for NumbersLeft {
         {
             judgement.more = true;
             judgement.more_by = Some(INFO.name);
+            judgement.more_left = ctx.left.to_vec();
         }
     }
 

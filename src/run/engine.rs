@@ -154,8 +154,6 @@ pub struct Engine {
     shortlist: Option<CallSchema>,
     /// The turn's calls a check held back: place, and what the model is told instead.
     held: Vec<(usize, String)>,
-    /// The numbers the first turn left out, when `numbers-left` asked it again.
-    left: Vec<f64>,
     /// The turn a check asked again for more calls, carried out if the reply fails.
     asked_again: Option<retry::AskedAgain>,
     guard: ContextGuard,
@@ -215,7 +213,6 @@ impl Engine {
             forced_answer: false,
             shortlist: None,
             held: Vec::new(),
-            left: Vec::new(),
             asked_again: None,
             history,
             run_start,
@@ -316,11 +313,10 @@ impl Engine {
             self.events.push(Event::Warning { message });
         }
         // Asked again for more calls: a reply that fails leaves the turn before it.
-        let asked_again = self.asked_again.take();
         let parsed = match Turn::parse(&reply.text) {
             Ok(p) => p,
             Err(e) => {
-                return match asked_again {
+                return match self.asked_again.take() {
                     Some(first) => self.fall_back(first, e.to_string()),
                     None => self.invalid(&reply.text, reply.stop, Rejection::NotATurn(e)),
                 };
@@ -337,7 +333,9 @@ impl Engine {
         }
         let rejected = self.schema().check(&parsed.turn).err();
         let cut = reply.stop == StopReason::Length && parsed.fixes.contains(Fix::CutValue);
-        if let (Some(first), true) = (asked_again, rejected.is_some() || cut) {
+        if (rejected.is_some() || cut)
+            && let Some(first) = self.asked_again.take()
+        {
             let error = rejected.map_or("the reply was cut at the token limit".into(), |r| {
                 r.to_string()
             });
@@ -376,8 +374,10 @@ impl Engine {
             _ => Vec::new(),
         };
         let mut verdict = Verdict::Go;
+        // A turn asked for again is judged against the one it extends, once.
+        let asked = self.asked_again.take();
         if !calls.is_empty() {
-            match self.judge(reply, turn, repaired, &mut calls) {
+            match self.judge(reply, turn, repaired, &mut calls, asked.as_ref()) {
                 Some((back, v)) => (turn, verdict) = (back, v),
                 None => return,
             }

@@ -376,12 +376,6 @@ impl CallSchema {
             .find(|v| v["properties"]["kind"]["const"] == "tool_calls")
     }
 
-    /// The fewest calls a turn must carry: above 1 only for a turn asked again for more
-    /// ([`CallSchema::at_least`]).
-    pub(crate) fn min_calls(&self) -> u64 {
-        self.min_calls
-    }
-
     /// The schema to send to the model server.
     pub fn as_value(&self) -> &Value {
         &self.value

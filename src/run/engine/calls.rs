@@ -374,25 +374,7 @@ mod tests {
         assert!(matches!(e.next_step(), Step::CallTools { calls } if calls.len() == 2));
     }
 
-    /// A first turn in the single-call form: the calculator on `expression`, the model
-    /// sure it calls.
-    fn single(expression: &str) -> crate::message::ChatReply {
-        let mut r = reply(&format!(
-            r#"{{"kind":"tool_call","thought":"","tool":"calculator","arguments":{{"expression":"{expression}"}}}}"#
-        ));
-        r.logprobs = super::super::tests::kind_logprobs(0.999);
-        r
-    }
-
-    /// An engine for `question` with `numbers-left` on.
-    fn numbers_left(question: &str) -> Engine {
-        Engine::new(
-            vec![Message::system("sys")],
-            question,
-            vec![super::super::tests::calc()],
-            super::super::tests::with_check("numbers-left"),
-        )
-    }
+    use super::super::retry::tests::{numbers_left, single};
 
     #[test]
     fn a_single_call_that_left_the_requests_numbers_out_is_asked_again_for_one_more() {

@@ -123,6 +123,7 @@ impl Engine {
         turn: Turn,
         repaired: bool,
         calls: &mut [Call],
+        asked: Option<&super::retry::AskedAgain>,
     ) -> Option<(Turn, Verdict)> {
         let said = feedback::evidence(&self.history);
         let thresholds = self.config.thresholds();
@@ -142,16 +143,11 @@ impl Engine {
             })
             .collect();
         let unsaid = crate::checks::tool_fit::unsaid(&self.specs, calls, &said);
-        // Held to one call more than the turn before: the calls past those were added.
-        let added_from = self
-            .shortlist
-            .as_ref()
-            .map(|s| s.min_calls() as usize)
-            .filter(|&n| n > 1)
-            .map(|n| n - 1);
-        // Asked again: what the first turn left out. Read only where the check could ask.
-        let ctx_left = match added_from {
-            Some(_) => self.left.clone(),
+        // Asked for one call more than the turn before: the calls past those were added,
+        // and they answer to what that turn left out. Read only where the check could ask.
+        let added_from = asked.map(|a| a.calls.len());
+        let ctx_left = match asked {
+            Some(a) => a.left.clone(),
             None if calls.len() == 1 && self.config.checks.is_on(numbers_left::INFO.name) => {
                 numbers_left::left(question, calls)
             }
@@ -243,10 +239,7 @@ impl Engine {
         }
         // Once: a turn asked again is carried out as it comes back. `ctx.again` saw to it
         // that this turn was never asked again and that the schema holds one more.
-        match self.ask_for_more(reply, turn, repaired, calls, &verdict, &ctx_left) {
-            Ok(()) => None,
-            Err(turn) => Some((turn, verdict)),
-        }
+        self.ask_for_more(reply, turn, repaired, calls, verdict)
     }
 }
 

@@ -9,7 +9,7 @@
 //! sitting.
 
 use super::{Call, Engine, State};
-use crate::checks::{Verdict, numbers_left};
+use crate::checks::Verdict;
 use crate::message::{ChatReply, StopReason};
 use crate::run::ending::Ending;
 use crate::run::events::Event;
@@ -26,7 +26,10 @@ pub(super) struct AskedAgain {
     turn: Box<Turn>,
     repaired: bool,
     /// The calls as the checks left them.
-    calls: Vec<Call>,
+    pub(super) calls: Vec<Call>,
+    /// The request's numbers they left out, when `numbers-left` asked: a call the asking
+    /// adds that uses none of them is not run.
+    pub(super) left: Vec<f64>,
 }
 
 impl Engine {
@@ -60,39 +63,38 @@ impl Engine {
     }
 
     /// A `More` verdict on a turn: asks the model again for at least its `at_least`
-    /// calls, keeping this turn to fall back on. The turn comes back (`Err`) for any other
-    /// verdict, or when the schema cannot hold that many: it then goes ahead as it is.
+    /// calls, keeping this turn to fall back on (`None`). The turn and verdict come back
+    /// for any other verdict, or when the schema cannot hold that many: it then goes ahead.
     pub(super) fn ask_for_more(
         &mut self,
         reply: &ChatReply,
         turn: Turn,
         repaired: bool,
         calls: &[Call],
-        verdict: &Verdict,
-        left: &[f64],
-    ) -> Result<(), Turn> {
-        let Verdict::More {
-            at_least,
-            p_more,
-            by,
-        } = *verdict
+        verdict: Verdict,
+    ) -> Option<(Turn, Verdict)> {
+        let schema = match &verdict {
+            Verdict::More { at_least, .. } => self.prepared.first.at_least(*at_least as u64),
+            _ => None,
+        };
+        let (
+            Some(schema),
+            Verdict::More {
+                at_least,
+                p_more,
+                by,
+                left,
+            },
+        ) = (schema, &verdict)
         else {
-            return Err(turn);
-        };
-        let Some(schema) = self.prepared.first.at_least(at_least as u64) else {
-            return Err(turn);
-        };
-        // The guard on added calls acts only where `numbers-left` asked.
-        self.left = match by == numbers_left::INFO.name {
-            true => left.to_vec(),
-            false => Vec::new(),
+            return Some((turn, verdict));
         };
         self.events.push(Event::MoreCalls {
-            check: by.into(),
+            check: by.to_string(),
             made: calls.len(),
-            p_more,
-            at_least,
-            left: self.left.clone(),
+            p_more: *p_more,
+            at_least: *at_least,
+            left: left.clone(),
         });
         self.shortlist = Some(schema);
         self.asked_again = Some(AskedAgain {
@@ -101,8 +103,9 @@ impl Engine {
             turn: Box::new(turn),
             repaired,
             calls: calls.to_vec(),
+            left: left.clone(),
         });
-        Ok(())
+        None
     }
 
     /// The reply to a turn asked again was not a valid turn (`error` says why): the turn
@@ -115,7 +118,6 @@ impl Engine {
             calls: first.calls.len(),
         });
         self.shortlist = None;
-        self.left.clear();
         self.carry_out(
             &first.reply,
             *first.turn,
@@ -127,29 +129,39 @@ impl Engine {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use serde_json::json;
 
     use super::super::Step;
     use super::super::tests::{calc, kind_logprobs, reply, with_check};
     use super::*;
-    use crate::message::Message;
+
+    /// A first turn in the single-call form: the calculator on `expression`, the model sure
+    /// it calls.
+    pub(in crate::run::engine) fn single(expression: &str) -> crate::message::ChatReply {
+        let mut r = reply(&format!(
+            r#"{{"kind":"tool_call","thought":"","tool":"calculator","arguments":{{"expression":"{expression}"}}}}"#
+        ));
+        r.logprobs = kind_logprobs(0.999);
+        r
+    }
+
+    /// An engine for `question` with `numbers-left` on.
+    pub(in crate::run::engine) fn numbers_left(question: &str) -> Engine {
+        Engine::new(
+            vec![crate::message::Message::system("sys")],
+            question,
+            vec![calc()],
+            with_check("numbers-left"),
+        )
+    }
 
     /// An engine with `numbers-left` on, whose first turn (one call, the model sure of it)
     /// left 3 of "2+2 and 3+3" out and was asked again.
     fn asked_again() -> Engine {
-        let mut e = Engine::new(
-            vec![Message::system("sys")],
-            "2+2 and 3+3",
-            vec![calc()],
-            with_check("numbers-left"),
-        );
+        let mut e = numbers_left("2+2 and 3+3");
         e.next_step();
-        let mut first = reply(
-            r#"{"kind":"tool_call","thought":"","tool":"calculator","arguments":{"expression":"2+2"}}"#,
-        );
-        first.logprobs = kind_logprobs(0.999);
-        e.model_replied(&first);
+        e.model_replied(&single("2+2"));
         assert!(
             e.drain_events()
                 .iter()
@@ -234,12 +246,7 @@ mod tests {
 
     #[test]
     fn without_asking_again_an_invalid_reply_still_goes_back_to_the_model() {
-        let mut e = Engine::new(
-            vec![Message::system("sys")],
-            "2+2",
-            vec![calc()],
-            with_check("numbers-left"),
-        );
+        let mut e = numbers_left("2+2");
         e.next_step();
         e.model_replied(&reply("I think the answer is 4"));
         assert!(
