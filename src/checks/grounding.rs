@@ -20,18 +20,18 @@
 //! person for it ([`invented_required`]): the issue's own rule, "an argument the person
 //! did not give should be left out, or asked for when it is required". Required values
 //! are checked leniently (one word of a string is enough, a two- or three-letter code
-//! counts as said, numbers are read with their units and separators), because a wrong
+//! counts as said, numbers are read with their units and separators as each language writes them,
+//! [`super::numbers`]), because a wrong
 //! question costs the person a reply.
 //!
 //! The check is lexical on purpose: it must be cheap, predictable and explainable in the
 //! trace (`[GROUND] dropped ...`). A boolean cannot be checked this way and is kept.
 
 use std::collections::HashSet;
-use std::sync::LazyLock;
 
-use regex::Regex;
 use serde_json::{Map, Value};
 
+use crate::checks::numbers;
 use crate::checks::tool_relevance::STEMMER;
 use crate::turn::tool_schema;
 
@@ -49,47 +49,18 @@ pub struct Evidence {
     scaled: Vec<f64>,
 }
 
-/// A number as people write it: `12,000`, `-4`, `1.2M`, `40%`, `298K`, `1e-9`.
-pub(crate) static NUMBER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?(?:e-?\d+)?)\s*(%|percent\b|k\b|thousand\b|m\b|million\b|bn\b|b\b|billion\b)?")
-        .expect("a valid pattern")
-});
-
 impl Evidence {
     /// The evidence of these texts.
     pub fn of<'a>(texts: impl IntoIterator<Item = &'a str>) -> Self {
         let mut e = Evidence::default();
         for text in texts {
-            for m in NUMBER.captures_iter(text) {
-                let Ok(n) = m[1].replace(',', "").parse::<f64>() else {
-                    continue;
-                };
-                e.numbers.push(n);
-                let suffix = m.get(2).map(|s| s.as_str().to_lowercase());
-                match suffix.as_deref() {
-                    Some("%" | "percent") => e.percents.push(n),
-                    _ => e.plain.push(n),
-                }
-                // Whether the suffix surely names a size: "100 m" is a hundred metres,
-                // so a lone letter counts only as a capital against the digits ("$1.2M").
-                let written = m.get(2).map_or("", |s| s.as_str());
-                let letter = ["M", "B", "K"].contains(&written) && !m[0].contains(' ');
-                let (scale, size) = match suffix.as_deref() {
-                    Some("%" | "percent") => (0.01, false),
-                    Some("k") => (1e3, letter),
-                    Some("m") => (1e6, letter),
-                    Some("b") => (1e9, letter),
-                    Some("thousand") => (1e3, true),
-                    Some("million") => (1e6, true),
-                    Some("bn" | "billion") => (1e9, true),
-                    _ => continue,
-                };
-                e.numbers.push(n * scale);
-                if size {
-                    e.scaled.push(n * scale);
+            let text = numbers::halfwidth(text);
+            for w in numbers::written(&text) {
+                for &n in &w.readings {
+                    e.number(n, &w);
                 }
             }
-            for w in words(text) {
+            for w in words(&text) {
                 if let Some(n) = number_word(&w) {
                     e.numbers.push(n);
                     e.plain.push(n);
@@ -101,6 +72,34 @@ impl Evidence {
             }
         }
         e
+    }
+
+    /// Takes in `n`, one reading of the written number `w`, at the scale its suffix says.
+    fn number(&mut self, n: f64, w: &numbers::Written) {
+        self.numbers.push(n);
+        let suffix = w.suffix.as_deref().map(str::to_lowercase);
+        match suffix.as_deref() {
+            Some("%" | "percent") => self.percents.push(n),
+            _ => self.plain.push(n),
+        }
+        // Whether the suffix surely names a size: "100 m" is a hundred metres, so a
+        // lone letter counts only as a capital against the digits ("$1.2M").
+        let written = w.suffix.as_deref().unwrap_or("");
+        let letter = ["M", "B", "K"].contains(&written) && !w.spaced;
+        let (scale, size) = match suffix.as_deref() {
+            Some("%" | "percent") => (0.01, false),
+            Some("k") => (1e3, letter),
+            Some("m") => (1e6, letter),
+            Some("b") => (1e9, letter),
+            Some("thousand") => (1e3, true),
+            Some("million") => (1e6, true),
+            Some("bn" | "billion") => (1e9, true),
+            _ => return,
+        };
+        self.numbers.push(n * scale);
+        if size {
+            self.scaled.push(n * scale);
+        }
     }
 
     /// Whether the person wrote `n` only as a percentage: "8%" says 8, but "8% over 8
@@ -276,16 +275,23 @@ fn number_word(w: &str) -> Option<f64> {
     }
 }
 
-/// Lower-cased runs of letters and digits; a decimal point inside a number stays.
+/// Lower-cased runs of letters and digits; a decimal point inside a number stays. A run
+/// also ends where a script written without spaces meets another ("注文A1234は" says
+/// the order `A1234`), or a value inside Japanese or Chinese would be no word at all.
 fn words(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
+    let mut spaceless_run = false;
     let chars: Vec<char> = text.chars().collect();
     for (i, &c) in chars.iter().enumerate() {
         let in_number = c == '.'
             && cur.chars().last().is_some_and(|p| p.is_ascii_digit())
             && chars.get(i + 1).is_some_and(|n| n.is_ascii_digit());
         if c.is_alphanumeric() || in_number {
+            if !cur.is_empty() && spaceless(c) != spaceless_run {
+                out.push(std::mem::take(&mut cur));
+            }
+            spaceless_run = spaceless(c);
             cur.extend(c.to_lowercase());
         } else if !cur.is_empty() {
             out.push(std::mem::take(&mut cur));
@@ -295,6 +301,12 @@ fn words(text: &str) -> Vec<String> {
         out.push(cur);
     }
     out
+}
+
+/// Whether `c` belongs to a script written without spaces between words: kana, Han
+/// ideographs, Hangul syllables.
+fn spaceless(c: char) -> bool {
+    matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{9fff}' | '\u{f900}'..='\u{faff}' | '\u{ac00}'..='\u{d7af}' | '\u{ff66}'..='\u{ff9f}')
 }
 
 /// The optional arguments of a call (those not in the schema's `required`) that the
@@ -445,6 +457,23 @@ mod tests {
             assert!(e.grounds(&json!(n)), "{n}");
         }
         assert!(!e.grounds(&json!(12)));
+    }
+
+    #[test]
+    fn numbers_are_read_as_each_language_writes_them() {
+        let e = Evidence::of(["Wie viel sind 3,5 Meilen? Überweise 1.500 € und 1 200 CHF"]);
+        for n in [3.5, 1500.0, 1200.0] {
+            assert!(e.grounds(&json!(n)), "{n}");
+        }
+        let e = Evidence::of(["３５ドルは何円ですか？消費税は１０％"]);
+        assert!(e.grounds(&json!(35)) && e.grounds(&json!(0.1)));
+    }
+
+    #[test]
+    fn a_value_inside_text_without_spaces_is_a_word_of_its_own() {
+        let e = Evidence::of(["注文A1234はどこにありますか？"]);
+        assert!(e.grounds(&json!("A1234")));
+        assert!(!e.grounds(&json!("A1235")));
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub(crate) mod invented_required;
 pub(crate) mod looping_reply;
 pub(crate) mod more_calls;
 pub(crate) mod nothing_new;
+pub(crate) mod numbers;
 pub(crate) mod numbers_left;
 pub(crate) mod percent_fraction;
 pub(crate) mod repeated_value;

@@ -22,7 +22,8 @@
 
 use serde_json::{Map, Value};
 
-use super::grounding::{Evidence, NUMBER};
+use super::grounding::Evidence;
+use super::numbers;
 use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, TurnContext};
 
 /// The check's declaration.
@@ -44,16 +45,13 @@ pub(crate) fn left(question: &str, calls: &[(String, Map<String, Value>)]) -> Ve
     let carried = carried(calls.iter().map(|(_, a)| a));
     let mut used = false;
     let mut out: Vec<f64> = Vec::new();
-    for m in NUMBER.captures_iter(question) {
-        let Ok(n) = m[1].replace(',', "").parse::<f64>() else {
-            continue;
-        };
-        // The same number at its scale, as `Evidence` reads it.
-        let scaled = Evidence::of([&m[0]]);
+    for w in numbers::written(question) {
+        // Every reading of the number at its scale, as `Evidence` reads it.
+        let scaled = Evidence::of([w.text.as_str()]);
         if scaled.any_number(|s| carried.has_number(s)) {
             used = true;
-        } else if !out.contains(&n) {
-            out.push(n);
+        } else if !out.contains(&w.readings[0]) {
+            out.push(w.readings[0]);
         }
     }
     if used { out } else { Vec::new() }
