@@ -146,7 +146,10 @@ pub(crate) fn halfwidth(text: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::checks::grounding::Evidence;
 
     fn read(text: &str) -> Vec<Vec<f64>> {
         written(text).into_iter().map(|w| w.readings).collect()
@@ -188,6 +191,23 @@ mod tests {
         assert_eq!(w[0].readings, [35.0]);
         assert_eq!(read("消費税１０％"), [vec![10.0]]);
         assert_eq!(written("１０％")[0].suffix.as_deref(), Some("%"));
+    }
+
+    #[test]
+    fn numbers_are_read_as_each_language_writes_them() {
+        let e = Evidence::of(["Wie viel sind 3,5 Meilen? Überweise 1.500 € und 1 200 CHF"]);
+        for n in [3.5, 1500.0, 1200.0] {
+            assert!(e.grounds(&json!(n)), "{n}");
+        }
+        let e = Evidence::of(["３５ドルは何円ですか？消費税は１０％"]);
+        assert!(e.grounds(&json!(35)) && e.grounds(&json!(0.1)));
+    }
+
+    #[test]
+    fn a_value_inside_text_without_spaces_is_a_word_of_its_own() {
+        let e = Evidence::of(["注文A1234はどこにありますか？"]);
+        assert!(e.grounds(&json!("A1234")));
+        assert!(!e.grounds(&json!("A1235")));
     }
 
     #[test]
