@@ -239,6 +239,31 @@ fn a_reply_that_repeats_itself_is_stopped_and_kept_up_to_the_loop() {
 }
 
 #[test]
+fn the_same_calls_written_over_and_over_are_run_once_each() {
+    let s = server();
+    let (log, observer) = events();
+    let two = [("calculator", "36 + 48"), ("calculator", "60 + 96")]
+        .map(|(tool, e)| json!({"tool": tool, "arguments": {"expression": e}}));
+    let calls: Vec<_> = two.iter().cycle().take(16).cloned().collect();
+    let looping = json!({"kind": "tool_calls", "thought": "", "calls": calls}).to_string();
+    let model = Scripted::new([looping, answer("84 and 156")]);
+    let mut o = builder(model, &s).observer(observer).build().unwrap();
+    let out = o.run("What are 36 + 48 and 60 + 96?").unwrap();
+    assert_eq!(out.answer(), Some("84 and 156"));
+    let run: Vec<&str> = out
+        .steps
+        .iter()
+        .filter(|s| s.tool.is_some())
+        .map(|s| s.observation.as_str())
+        .collect();
+    assert_eq!(run, ["84", "156"]);
+    assert!(log.lock().unwrap().iter().any(|e| matches!(
+        e,
+        Event::Repetition { phrase, .. } if phrase.starts_with("tool calculator arguments")
+    )));
+}
+
+#[test]
 fn three_invalid_replies_are_an_invalid_response_format_error() {
     let s = server();
     let model = Scripted::new(["no", "still no", "never"]);
