@@ -68,12 +68,8 @@ pub(crate) struct Written {
     pub spaced: bool,
 }
 
-/// The numbers written in `text`, each with every reading it has.
-///
-/// ```ignore
-/// let w = written("Wie viel sind 3,5 Meilen?");
-/// assert_eq!(w[0].readings, [3.5, 3.0, 5.0]);
-/// ```
+/// The numbers written in `text`, each with every reading it has: "Wie viel sind 3,5
+/// Meilen?" writes one number, read as 3.5, 3 and 5.
 pub(crate) fn written(text: &str) -> Vec<Written> {
     let text = halfwidth(text);
     WRITTEN
