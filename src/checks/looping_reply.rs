@@ -140,12 +140,14 @@ impl Repetition {
 
     fn check(&self) -> Option<Loop> {
         let window = &self.words[self.words.len().saturating_sub(WINDOW)..];
-        let word = |r: &Range<usize>| self.text[r.clone()].to_lowercase();
-        let mut at: HashMap<(String, String), Vec<usize>> = HashMap::new();
-        for (i, pair) in window.windows(2).enumerate() {
-            at.entry((word(&pair[0]), word(&pair[1])))
-                .or_default()
-                .push(i);
+        // Lower-cased once for both rules: this runs on every piece of the stream.
+        let words: Vec<String> = window
+            .iter()
+            .map(|r| self.text[r.clone()].to_lowercase())
+            .collect();
+        let mut at: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+        for (i, pair) in words.windows(2).enumerate() {
+            at.entry((&pair[0], &pair[1])).or_default().push(i);
         }
         at.into_iter()
             .filter_map(|(pair, places)| Some((pair, close_run(&places)?)))
@@ -154,17 +156,13 @@ impl Repetition {
                 phrase: format!("{a} {b}"),
                 keep: window[first + 1].end,
             })
-            .or_else(|| self.cycle(window))
+            .or_else(|| self.cycle(window, &words))
     }
 
     /// A run of words the window ends with [`CYCLE_REPEATS`] times over, cut after its
     /// first occurrence (traced back as far as the repetition goes, so that what came
     /// before it, a first call with other values, is kept).
-    fn cycle(&self, window: &[Range<usize>]) -> Option<Loop> {
-        let words: Vec<String> = window
-            .iter()
-            .map(|r| self.text[r.clone()].to_lowercase())
-            .collect();
+    fn cycle(&self, window: &[Range<usize>], words: &[String]) -> Option<Loop> {
         let n = words.len();
         (PERIOD + 1..=CYCLE_MAX)
             .take_while(|p| p * CYCLE_REPEATS <= n)
