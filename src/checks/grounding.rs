@@ -21,8 +21,9 @@
 //! did not give should be left out, or asked for when it is required". Required values
 //! are checked leniently (one word of a string is enough, a two- or three-letter code
 //! counts as said, numbers are read with their units and separators as each language writes them,
-//! [`super::numbers`]), because a wrong
-//! question costs the person a reply.
+//! [`super::numbers`]; a value in a script the person did not write, "Moscow" for "из
+//! Москвы", is one words cannot judge and counts as said, [`super::words`]), because a
+//! wrong question costs the person a reply.
 //!
 //! The check is lexical on purpose: it must be cheap, predictable and explainable in the
 //! trace (`[GROUND] dropped ...`). A boolean cannot be checked this way and is kept.
@@ -30,9 +31,11 @@
 use std::collections::HashSet;
 
 use serde_json::{Map, Value};
+use unicode_script::Script;
 
 use crate::checks::numbers;
 use crate::checks::tool_relevance::STEMMER;
+use crate::checks::words::{number_word, script, spaceless, words};
 use crate::turn::tool_schema;
 
 /// The words and numbers of the run's evidence, for [`ungrounded`].
@@ -47,6 +50,8 @@ pub struct Evidence {
     plain: Vec<f64>,
     /// The numbers said with a word for their size ("50 million", "$1.2M"), as values.
     scaled: Vec<f64>,
+    /// The scripts the evidence's letters are written in ([`Evidence::judges`]).
+    scripts: HashSet<Script>,
 }
 
 impl Evidence {
@@ -55,6 +60,7 @@ impl Evidence {
         let mut e = Evidence::default();
         for text in texts {
             let text = numbers::halfwidth(text);
+            e.scripts.extend(text.chars().filter_map(script));
             for w in numbers::written(&text) {
                 for &n in &w.readings {
                     e.number(n, &w);
@@ -142,6 +148,17 @@ impl Evidence {
             .any(|m| (m.abs() - n).abs() <= 1e-9 * m.abs().max(n).max(1.0))
     }
 
+    /// Whether words can say anything about `w`: it has no letters, or some of its
+    /// letters are of a script the evidence is written in. A value in a script the
+    /// person did not write ("Madrid" for "今日マドリードで傘は必要ですか？", "Moscow" for
+    /// "из Москвы") is the model's transliteration or translation: no word could show
+    /// it said, and a missing word is no evidence against it, so as a required value it
+    /// counts as said ([`Evidence::mentions`]).
+    fn judges(&self, w: &str) -> bool {
+        let mut letters = w.chars().filter_map(script).peekable();
+        letters.peek().is_none() || letters.any(|s| self.scripts.contains(&s))
+    }
+
     /// A word with the same first five letters: "Germany" for "German history", which
     /// the stemmer keeps apart.
     fn has_kin(&self, w: &str) -> bool {
@@ -154,6 +171,11 @@ impl Evidence {
     /// short for a word ("24h" for "24 hour format", "5km" for "5 kilometres").
     fn has_word(&self, w: &str) -> bool {
         if self.words.contains(w) || self.stems.contains(STEMMER.stem(w).as_ref()) {
+            return true;
+        }
+        // Words of a script written without spaces cannot be cut apart, so a value is
+        // said where it stands inside one: "上海" in "从上海到北京的火车几点开".
+        if w.chars().all(spaceless) && self.words.iter().any(|e| e.contains(w)) {
             return true;
         }
         if let Ok(n) = w.parse::<f64>() {
@@ -218,97 +240,6 @@ fn abbreviates(short: &str, word: &str) -> bool {
     short.chars().next() == word.chars().next() && short.chars().all(|c| letters.any(|w| w == c))
 }
 
-/// The number a word names: "two tickets" gives the model `2` (BFCL's
-/// `num_tickets: 2` was dropped as invented before this).
-fn number_word(w: &str) -> Option<f64> {
-    const SMALL: [&str; 21] = [
-        "zero",
-        "one",
-        "two",
-        "three",
-        "four",
-        "five",
-        "six",
-        "seven",
-        "eight",
-        "nine",
-        "ten",
-        "eleven",
-        "twelve",
-        "thirteen",
-        "fourteen",
-        "fifteen",
-        "sixteen",
-        "seventeen",
-        "eighteen",
-        "nineteen",
-        "twenty",
-    ];
-    const TENS: [&str; 7] = [
-        "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
-    ];
-    if let Some(i) = SMALL.iter().position(|s| *s == w) {
-        return Some(i as f64);
-    }
-    if let Some(i) = TENS.iter().position(|s| *s == w) {
-        return Some(30.0 + 10.0 * i as f64);
-    }
-    match w {
-        "once" | "single" => Some(1.0),
-        "twice" | "pair" | "couple" | "double" => Some(2.0),
-        "dozen" => Some(12.0),
-        // Periods, as the counts people mean by them: "compounded monthly" is 12 times a
-        // year, "for the next week" is 7 days (BFCL's right answers read them so).
-        "annually" | "yearly" => Some(1.0),
-        "semiannually" | "biannually" => Some(2.0),
-        "quarterly" => Some(4.0),
-        "monthly" => Some(12.0),
-        "weekly" => Some(52.0),
-        "week" => Some(7.0),
-        "fortnight" => Some(14.0),
-        "month" => Some(30.0),
-        "decade" => Some(10.0),
-        "century" => Some(100.0),
-        "hundred" => Some(100.0),
-        "thousand" => Some(1000.0),
-        _ => None,
-    }
-}
-
-/// Lower-cased runs of letters and digits; a decimal point inside a number stays. A run
-/// also ends where a script written without spaces meets another ("注文A1234は" says
-/// the order `A1234`), or a value inside Japanese or Chinese would be no word at all.
-fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut spaceless_run = false;
-    let chars: Vec<char> = text.chars().collect();
-    for (i, &c) in chars.iter().enumerate() {
-        let in_number = c == '.'
-            && cur.chars().last().is_some_and(|p| p.is_ascii_digit())
-            && chars.get(i + 1).is_some_and(|n| n.is_ascii_digit());
-        if c.is_alphanumeric() || in_number {
-            if !cur.is_empty() && spaceless(c) != spaceless_run {
-                out.push(std::mem::take(&mut cur));
-            }
-            spaceless_run = spaceless(c);
-            cur.extend(c.to_lowercase());
-        } else if !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
-        }
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
-/// Whether `c` belongs to a script written without spaces between words: kana, Han
-/// ideographs, Hangul syllables.
-fn spaceless(c: char) -> bool {
-    matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{9fff}' | '\u{f900}'..='\u{faff}' | '\u{ac00}'..='\u{d7af}' | '\u{ff66}'..='\u{ff9f}')
-}
-
 /// The optional arguments of a call (those not in the schema's `required`) that the
 /// evidence does not ground.
 pub fn ungrounded(
@@ -367,13 +298,28 @@ impl Evidence {
     /// The lenient form of [`Evidence::grounds`], for required values: one word of a
     /// string is enough (`"Los Angeles, CA"`, `"2022-07-10"` for "July 10, 2022"), a
     /// code of two or three letters counts as said (`"EUR"` for "Euros"), and composed
-    /// text counts as said.
+    /// text counts as said, and so does a single letter that begins a word said. A word
+    /// in a script the person did not write counts too ([`Evidence::judges`]): here
+    /// only, because leaving out an optional value the person never wrote is the
+    /// opt-in `ungrounded-optional`'s promise, and "Timer 25 minutes" for "Поставь
+    /// таймер на 25 минут" is such a value (`BENCHMARKS.md`, "Values in other
+    /// scripts").
     fn mentions(&self, v: &Value) -> bool {
         match v {
             Value::String(s) => {
                 let ws = words(s);
                 let code = (2..=3).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphabetic());
-                code || composed(v) || ws.iter().any(|w| self.has_word(w) || self.has_kin(w))
+                // A unit of one letter is the first of a word said: "l" for "2,5 liter".
+                let initial = s.chars().count() == 1
+                    && s.chars().all(char::is_alphabetic)
+                    && ws
+                        .first()
+                        .is_some_and(|l| self.words.iter().any(|e| e.starts_with(l.as_str())));
+                code || initial
+                    || composed(v)
+                    || ws
+                        .iter()
+                        .any(|w| !self.judges(w) || self.has_word(w) || self.has_kin(w))
             }
             Value::Array(items) => !items.is_empty() && items.iter().all(|i| self.mentions(i)),
             _ => self.grounds(v),
@@ -477,6 +423,31 @@ mod tests {
         let e = Evidence::of(["directions avoiding highways and toll roads"]);
         assert!(e.grounds(&json!(["highways", "tolls"])));
         assert!(!e.grounds(&json!(["ferries"])));
+    }
+
+    #[test]
+    fn a_value_written_as_another_script_writes_it_is_said() {
+        let schema = json!({"type": "object", "required": ["city"],
+            "properties": {"city": {"type": "string"}}});
+        let unsaid = |request: &str, city: &str| {
+            let args = json!({ "city": city });
+            !invented_required(args.as_object().unwrap(), &schema, &Evidence::of([request]))
+                .is_empty()
+        };
+        let ja = "今日マドリードで傘は必要ですか？";
+        // Inside a run of kana, and in letters the person did not write at all.
+        assert!(!unsaid(ja, "マドリード") && !unsaid(ja, "Madrid"));
+        // In the person's own script a value is still judged.
+        assert!(unsaid(ja, "東京"));
+        assert!(unsaid("Is tipping customary in Japan?", "Tokyo"));
+        assert!(!unsaid("Когда поезд из Москвы?", "Moscow") && !unsaid("z Krakowa", "Kraków"));
+        assert!(unsaid("Когда поезд из Москвы?", "Казань"));
+        // An optional value must still be said to be kept by `ungrounded-optional`.
+        let timer = Evidence::of(["Поставь таймер на 25 минут."]);
+        assert!(!timer.grounds(&json!("Timer 25 minutes")) && timer.grounds(&json!(25)));
+        // A unit of one letter, the first of a word said.
+        assert!(!unsaid("Hoeveel is 2,5 liter in cups?", "l"));
+        assert!(unsaid("Hoeveel is 2,5 liter in cups?", "x"));
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub(crate) mod tool_fit;
 pub(crate) mod tool_probability;
 pub(crate) mod tool_relevance;
 pub(crate) mod ungrounded_optional;
+pub(crate) mod words;
 
 #[cfg(test)]
 mod tests;

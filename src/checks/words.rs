@@ -1,0 +1,154 @@
+//! How grounding cuts text into words: the same cut for what the person wrote and for
+//! a call's values, so that a value is found in the request wherever the request says
+//! it, in any script.
+//!
+//! Three things differ from splitting at spaces, each from a right call that was taken
+//! for a value nobody said (`BENCHMARKS.md`, "Values in other scripts"):
+//! - a script written without spaces (kana, Han, Hangul) has no word ends to cut at, so a
+//!   run of it is one word and a value is looked for inside it ([`spaceless`]);
+//! - accents are left out ([`unaccented`]), so "z Krakowa" says "Kraków";
+//! - each letter's script is kept ([`script`]), so that a value in a script the person
+//!   did not write is known to be one words cannot judge.
+
+use unicode_normalization::UnicodeNormalization;
+use unicode_script::{Script, UnicodeScript};
+
+/// The number a word names: "two tickets" gives the model `2` (BFCL's
+/// `num_tickets: 2` was dropped as invented before this).
+pub(crate) fn number_word(w: &str) -> Option<f64> {
+    const SMALL: [&str; 21] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    const TENS: [&str; 7] = [
+        "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+    ];
+    if let Some(i) = SMALL.iter().position(|s| *s == w) {
+        return Some(i as f64);
+    }
+    if let Some(i) = TENS.iter().position(|s| *s == w) {
+        return Some(30.0 + 10.0 * i as f64);
+    }
+    match w {
+        "once" | "single" => Some(1.0),
+        "twice" | "pair" | "couple" | "double" => Some(2.0),
+        "dozen" => Some(12.0),
+        // Periods, as the counts people mean by them: "compounded monthly" is 12 times a
+        // year, "for the next week" is 7 days (BFCL's right answers read them so).
+        "annually" | "yearly" => Some(1.0),
+        "semiannually" | "biannually" => Some(2.0),
+        "quarterly" => Some(4.0),
+        "monthly" => Some(12.0),
+        "weekly" => Some(52.0),
+        "week" => Some(7.0),
+        "fortnight" => Some(14.0),
+        "month" => Some(30.0),
+        "decade" => Some(10.0),
+        "century" => Some(100.0),
+        "hundred" => Some(100.0),
+        "thousand" => Some(1000.0),
+        _ => None,
+    }
+}
+
+/// Lower-cased runs of letters and digits; a decimal point inside a number stays. A run
+/// also ends where a script written without spaces meets another ("注文A1234は" says
+/// the order `A1234`), or a value inside Japanese or Chinese would be no word at all.
+pub(crate) fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut spaceless_run = false;
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        let in_number = c == '.'
+            && cur.chars().last().is_some_and(|p| p.is_ascii_digit())
+            && chars.get(i + 1).is_some_and(|n| n.is_ascii_digit());
+        if c.is_alphanumeric() || in_number {
+            if !cur.is_empty() && spaceless(c) != spaceless_run {
+                out.push(std::mem::take(&mut cur));
+            }
+            spaceless_run = spaceless(c);
+            cur.extend(c.to_lowercase());
+        } else if !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out.into_iter().map(unaccented).collect()
+}
+
+/// `w` without the accents Latin, Greek and Cyrillic letters carry: "krakow" for
+/// "Kraków", so that "z Krakowa" says it; "istanbul" for "İstanbul", whose lower case
+/// is an `i` with a dot above. A model drops or adds such marks when it writes a value
+/// out, and the person may type without them.
+fn unaccented(w: String) -> String {
+    if w.is_ascii() {
+        return w;
+    }
+    w.nfd()
+        .filter(|c| !('\u{300}'..='\u{36f}').contains(c))
+        .nfc()
+        .collect()
+}
+
+/// The script of a letter; none for digits, signs and marks that every script shares.
+pub(crate) fn script(c: char) -> Option<Script> {
+    let s = c.script();
+    (c.is_alphabetic() && !matches!(s, Script::Common | Script::Inherited | Script::Unknown))
+        .then_some(s)
+}
+
+/// Whether `c` belongs to a script written without spaces between words: kana, Han
+/// ideographs, Hangul syllables.
+pub(crate) fn spaceless(c: char) -> bool {
+    matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{9fff}' | '\u{f900}'..='\u{faff}' | '\u{ac00}'..='\u{d7af}' | '\u{ff66}'..='\u{ff9f}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spaceless_script_ends_a_word_where_it_meets_another() {
+        assert_eq!(
+            words("注文A1234は発送済み"),
+            ["注文", "a1234", "は発送済み"]
+        );
+        assert_eq!(words("서울에서 부산까지"), ["서울에서", "부산까지"]);
+    }
+
+    #[test]
+    fn accents_are_left_out_and_scripts_kept_apart() {
+        assert_eq!(
+            words("z Krakowa, İstanbul'dan, Berlín"),
+            ["z", "krakowa", "istanbul", "dan", "berlin"]
+        );
+        // Marks that are letters of their own script stay: Devanagari's vowel signs.
+        assert_eq!(words("मुंबई"), ["मुंबई"]);
+        assert_eq!(script('M'), Some(Script::Latin));
+        assert_eq!(script('М'), Some(Script::Cyrillic));
+        assert_eq!(script('7'), None);
+        assert_eq!(script('-'), None);
+    }
+}
