@@ -150,16 +150,29 @@ pub(crate) fn rescore(
         .map_err(|e| format!("{}: not an eval report: {e}", report.display()))?;
     let recorded = r["cases"].as_array().cloned().unwrap_or_default();
     let mut out = String::new();
-    let Some(category) = recorded.first().and_then(|c| c["category"].as_str()) else {
+    // A report of a folder holds several categories, each from a file of its own.
+    let mut categories: Vec<&str> = recorded
+        .iter()
+        .filter_map(|c| c["category"].as_str())
+        .collect();
+    categories.dedup();
+    if categories.is_empty() {
         let _ = writeln!(out, "{}: no cases", report.display());
         return Ok(out);
-    };
-    let file = if data.is_dir() {
-        data.join(format!("BFCL_v4_{category}.json"))
-    } else {
-        data.to_path_buf()
-    };
-    let cases = load(&file).map_err(|e| e.to_string())?;
+    }
+    let mut cases = Vec::new();
+    let mut files = Vec::new();
+    for category in &categories {
+        let file = if data.is_dir() {
+            data.join(format!("BFCL_v4_{category}.json"))
+        } else {
+            data.to_path_buf()
+        };
+        if !files.contains(&file) {
+            cases.extend(load(&file).map_err(|e| e.to_string())?);
+            files.push(file);
+        }
+    }
     let checks = Checks::new(levels);
     let (mut was, mut now) = (0, 0);
     // Per half: tuning, then validation (`super::half`).
@@ -178,7 +191,7 @@ pub(crate) fn rescore(
         let fit = c["fit"].as_f64();
         let p_more = c["p_more"].as_f64();
         let score = |calls: &[Call]| {
-            score_calls(category, calls, &case.functions, &case.ground_truth).is_ok()
+            score_calls(&case.category, calls, &case.functions, &case.ground_truth).is_ok()
         };
         let after = match texts
             .first()
@@ -207,7 +220,11 @@ pub(crate) fn rescore(
             "none of the {} cases of {} is in {}: give the data the report was run on",
             recorded.len(),
             report.display(),
-            file.display()
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     let [t, v] = halves;
@@ -270,5 +287,32 @@ mod tests {
         // A list closed with no weight on one more is judged as it came: one call of two.
         let out = rescored(&[ONE], 0.0, false);
         assert!(out.contains("0 -> 0 of 1"), "{out}");
+    }
+
+    /// A report of a folder holds several categories: each case is judged against its
+    /// own file. Before, only the first category's cases were found and the rest were
+    /// left out of the figures without a word.
+    #[test]
+    fn every_category_of_a_folders_report_is_judged() {
+        let path =
+            std::env::temp_dir().join(format!("toolloop-rescore-two-{}.json", std::process::id()));
+        let copied = r#"{"kind": "tool_call", "thought": "", "tool": "calculator", "arguments": {"expression": "12.5 * 4"}}"#;
+        let r = json!({"cases": [
+            {"id": "everyday_parallel_0", "category": "everyday_parallel", "pass": false,
+             "texts": [ONE], "p_tool": 0.99, "p_more": 0.0},
+            {"id": "everyday_irrelevance_0", "category": "everyday_irrelevance", "pass": false,
+             "texts": [copied], "p_tool": 0.99},
+        ]});
+        std::fs::write(&path, r.to_string()).unwrap();
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/everyday");
+        let out = rescore(&data, &path, &CheckLevels::default(), None).unwrap();
+        let _ = std::fs::remove_file(path);
+        // "Thanks, that's all for now!" answered with the prompt's example call: declined
+        // by `example-copy`, so no call, which is right for a request that needs none.
+        assert!(out.contains("everyday_irrelevance_0: now passes"), "{out}");
+        assert!(
+            out.ends_with("0 -> 1 of 2 (tuning 0 -> 1 of 2, validation 0 -> 0 of 0)\n"),
+            "{out}"
+        );
     }
 }
