@@ -312,6 +312,35 @@ mod ask {
         let _ = std::fs::remove_file(&path);
     }
 
+    /// A first call that carries the prompt's own example, on a request that never
+    /// says it, is declined unrun (`example-copy`), said without -v, and the model
+    /// answers instead.
+    #[test]
+    fn a_call_that_copies_the_prompts_example_is_declined_and_said() {
+        let paris = r#"{"kind":"final_answer","thought":"","content":"Paris."}"#;
+        let fake = fake_ollama(&[CALC, paris]);
+        let out = toolloop(
+            &[
+                "ask",
+                "What is the capital of France?",
+                "--ollama-host",
+                &fake.url,
+                "--builtin",
+            ],
+            b"",
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(
+            err.contains(
+                "[Check] example-copy: declined calculator: calculator's expression is the prompt's example, which the request never says"
+            ),
+            "{err}"
+        );
+        assert!(!err.contains("[Tool Call: calculator]"), "{err}");
+        assert_eq!(text(&out.stdout), "Paris.\n");
+    }
+
     /// After a result, the same call again is declined unrun (`nothing-new`), and the
     /// person is told without -v; with the check off, the engine's own rule answers it
     /// from memory and ends the calling, said the same way.

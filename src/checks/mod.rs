@@ -17,6 +17,7 @@
 //! Pure: imports no backend, tool or run; only `turn/` and the leaf modules.
 
 pub(crate) mod date_layout;
+pub(crate) mod example_copy;
 pub(crate) mod grounding;
 pub(crate) mod invented_required;
 pub(crate) mod looping_reply;
@@ -393,6 +394,7 @@ pub(crate) trait Check: Sync {
 pub(crate) static ALL: &[&dyn Check] = &[
     &looping_reply::LoopingReply,
     &nothing_new::NothingNew,
+    &example_copy::ExampleCopy,
     &tool_probability::ToolProbability,
     &tool_fit::ToolFit,
     &tool_relevance::ToolRelevance,

@@ -219,6 +219,10 @@ fn type_name(s: &Value) -> String {
     }
 }
 
+/// The value of the prompt's example call: what `example-copy` knows a call that
+/// carries it, unsaid, copied from here (`checks/example_copy.rs`).
+pub(crate) const EXAMPLE_VALUE: &str = "12.5 * 4";
+
 /// One example call, always the measured calculator one. For a catalogue without a
 /// calculator it is marked as only an example: an example built from a real tool's schema
 /// had its made-up values copied into real calls ("some species", Gemma 3 270M on BFCL).
@@ -236,6 +240,19 @@ fn example(tools: &[ToolSpec]) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_example_value_example_copy_knows_is_the_one_the_prompt_shows() {
+        let calc = [ToolSpec::new(
+            "calculator",
+            "Exact arithmetic",
+            json!({"type": "object"}),
+        )];
+        for tools in [&calc[..], &[]] {
+            let quoted = format!("\"expression\": \"{EXAMPLE_VALUE}\"");
+            assert!(example(tools).contains(&quoted));
+        }
+    }
 
     #[test]
     fn several_calls_are_written_out_only_when_a_turn_may_carry_them() {
