@@ -59,10 +59,8 @@ impl Check for ExampleCopy {
             })
             .collect();
         if let Some(why) = why {
-            judgement.declined = true;
-            judgement.on_record = true;
-            judgement.by.get_or_insert(INFO.name);
-            judgement.reason = Some(format!("{}, which the request never says", why.join("; ")));
+            let reason = format!("{}, which the request never says", why.join("; "));
+            judgement.decline_on_record(INFO.name, reason);
         }
     }
 }

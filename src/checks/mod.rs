@@ -263,6 +263,17 @@ pub(crate) struct Judgement {
     pub on_record: bool,
 }
 
+impl Judgement {
+    /// Declines the turn on the run's own record or toolloop's own text, not on the
+    /// model's figures against thresholds: `by` the check, for `reason`.
+    pub(crate) fn decline_on_record(&mut self, by: &'static str, reason: String) {
+        self.declined = true;
+        self.on_record = true;
+        self.by.get_or_insert(by);
+        self.reason = Some(reason);
+    }
+}
+
 /// Something a check did, for the trace and the transcript.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Finding {

@@ -84,10 +84,7 @@ impl Check for NothingNew {
             .map(|(tool, arguments)| nothing_new(ctx.earlier, &person, tool, arguments))
             .collect();
         if let Some(why) = why {
-            judgement.declined = true;
-            judgement.on_record = true;
-            judgement.by.get_or_insert(self.info().name);
-            judgement.reason = Some(why.join("; "));
+            judgement.decline_on_record(INFO.name, why.join("; "));
         }
     }
 }

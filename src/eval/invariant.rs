@@ -39,21 +39,28 @@ fn written(value: &Value) -> Value {
     }
 }
 
-/// The reply that makes exactly the ground-truth calls of `case`, as a model writes it.
-fn right_reply(case: &Case) -> String {
-    let calls: Vec<Value> = case
-        .ground_truth
+/// The ground-truth calls of `case`, each argument at its first possible value.
+fn right_calls(case: &Case) -> Vec<(&String, Map<String, Value>)> {
+    case.ground_truth
         .iter()
         .filter_map(|t| t.as_object()?.iter().next())
         .map(|(tool, args)| {
-            let arguments: Map<String, Value> = args
+            let arguments = args
                 .as_object()
                 .into_iter()
                 .flatten()
                 .filter_map(|(name, options)| Some((name.clone(), first_option(options)?)))
                 .collect();
-            json!({"tool": tool, "arguments": arguments})
+            (tool, arguments)
         })
+        .collect()
+}
+
+/// The reply that makes exactly the ground-truth calls of `case`, as a model writes it.
+fn right_reply(case: &Case) -> String {
+    let calls: Vec<Value> = right_calls(case)
+        .into_iter()
+        .map(|(tool, arguments)| json!({"tool": tool, "arguments": arguments}))
         .collect();
     if let [one] = calls.as_slice() {
         json!({"kind": "tool_call", "thought": "", "tool": one["tool"], "arguments": one["arguments"]})
@@ -224,17 +231,8 @@ fn the_values_of_a_right_call_count_as_said_in_every_script() {
     let mut wrong = Vec::new();
     for case in languages().iter().chain(&scripts()) {
         let said = Evidence::of([case.question.as_str()]);
-        for truth in &case.ground_truth {
-            let Some((tool, options)) = truth.as_object().and_then(|t| t.iter().next()) else {
-                continue;
-            };
+        for (tool, call) in right_calls(case) {
             let spec = case.tools.iter().find(|s| s.name == *tool).unwrap();
-            let call: Map<String, Value> = options
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter_map(|(name, o)| Some((name.clone(), first_option(o)?)))
-                .collect();
             let unsaid =
                 crate::checks::grounding::invented_required(&call, &spec.input_schema, &said);
             if !unsaid.is_empty() {
