@@ -35,7 +35,7 @@ use unicode_script::Script;
 
 use crate::checks::numbers;
 use crate::checks::tool_relevance::STEMMER;
-use crate::checks::words::{number_word, script, spaceless, words};
+use crate::checks::words::{self, number_word, script, spaceless, words};
 use crate::turn::tool_schema;
 
 /// The words and numbers of the run's evidence, for [`ungrounded`].
@@ -176,6 +176,13 @@ impl Evidence {
         // Words of a script written without spaces cannot be cut apart, so a value is
         // said where it stands inside one: "上海" in "从上海到北京的火车几点开".
         if w.chars().all(spaceless) && self.words.iter().any(|e| e.contains(w)) {
+            return true;
+        }
+        if words::joins_particles(w)
+            && self.words.iter().any(|e| {
+                e.ends_with(w) && e.chars().count() - w.chars().count() <= words::PARTICLES_MAX
+            })
+        {
             return true;
         }
         if let Ok(n) = w.parse::<f64>() {
@@ -448,6 +455,10 @@ mod tests {
         // A unit of one letter, the first of a word said.
         assert!(!unsaid("Hoeveel is 2,5 liter in cups?", "l"));
         assert!(unsaid("Hoeveel is 2,5 liter in cups?", "x"));
+        // Hebrew and Arabic join "from", "to" and "the" to the next word.
+        assert!(!unsaid("תזמין מונית מהכותל", "הכותל"));
+        assert!(!unsaid("قطار إلى الإسكندرية", "إسكندرية"));
+        assert!(unsaid("תזמין מונית מהכותל", "ירושלים"));
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //!   run of it is one word and a value is looked for inside it ([`spaceless`]);
 //! - accents are left out ([`unaccented`]), so "z Krakowa" says "Kraków";
 //! - each letter's script is kept ([`script`]), so that a value in a script the person
-//!   did not write is known to be one words cannot judge.
+//!   did not write is known to be one words cannot judge;
+//! - Hebrew and Arabic write "to", "from", "and" and "the" joined to the front of the
+//!   next word ([`joins_particles`]), so "לשקשוקה" says "שקשוקה".
 
 use unicode_normalization::UnicodeNormalization;
 use unicode_script::{Script, UnicodeScript};
@@ -111,6 +113,19 @@ fn unaccented(w: String) -> String {
         .nfc()
         .collect()
 }
+
+/// Whether `w` is written in a script that joins its short particles to the next word:
+/// Hebrew (ו ה ב כ ל מ ש, "מהכותל" is "from the Wall") and Arabic (و ف ب ك ل and the
+/// article ال). A word of these scripts is said where a said word ends with it after
+/// at most [`PARTICLES_MAX`] letters.
+pub(crate) fn joins_particles(w: &str) -> bool {
+    w.chars().count() >= 2
+        && w.chars()
+            .all(|c| matches!(script(c), Some(Script::Hebrew | Script::Arabic)))
+}
+
+/// The most letters of particles either script joins before a word: "ומה", "وبال".
+pub(crate) const PARTICLES_MAX: usize = 3;
 
 /// The script of a letter; none for digits, signs and marks that every script shares.
 pub(crate) fn script(c: char) -> Option<Script> {

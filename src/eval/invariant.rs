@@ -214,10 +214,18 @@ fn scripts() -> Vec<Case> {
     load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scripts")).unwrap()
 }
 
+/// Eight more languages (Italian, Portuguese, Dutch, Vietnamese, Indonesian, Greek,
+/// Hebrew, Swedish), three more tools, and optional values said and unsaid: written
+/// before any run of the prompt line about optional arguments it measures.
+fn domains() -> Vec<Case> {
+    load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/domains")).unwrap()
+}
+
 #[test]
 fn every_right_call_of_the_language_sets_reaches_the_tool_unchanged() {
     holds_for(&languages(), 45);
     holds_for(&scripts(), 21);
+    holds_for(&domains(), 24);
 }
 
 /// `tool-fit` puts a call that carries a required value nobody said to the fit
@@ -229,7 +237,7 @@ fn every_right_call_of_the_language_sets_reaches_the_tool_unchanged() {
 fn the_values_of_a_right_call_count_as_said_in_every_script() {
     use crate::checks::grounding::Evidence;
     let mut wrong = Vec::new();
-    for case in languages().iter().chain(&scripts()) {
+    for case in languages().iter().chain(&scripts()).chain(&domains()) {
         let said = Evidence::of([case.question.as_str()]);
         for (tool, call) in right_calls(case) {
             let spec = case.tools.iter().find(|s| s.name == *tool).unwrap();
