@@ -66,6 +66,10 @@ impl Evidence {
                     e.number(n, &w);
                 }
             }
+            for n in words::spelled_numbers(&text) {
+                e.numbers.push(n);
+                e.plain.push(n);
+            }
             for w in words(&text) {
                 if let Some(n) = number_word(&w) {
                     e.numbers.push(n);

@@ -2,18 +2,67 @@
 //! a call's values, so that a value is found in the request wherever the request says
 //! it, in any script.
 //!
-//! Three things differ from splitting at spaces, each from a right call that was taken
-//! for a value nobody said (`BENCHMARKS.md`, "Values in other scripts"):
+//! Five things differ from splitting at spaces, each from a right call that was taken
+//! for a value nobody said (`BENCHMARKS.md`, "Values in other scripts" and "Eight more
+//! languages"):
 //! - a script written without spaces (kana, Han, Hangul) has no word ends to cut at, so a
 //!   run of it is one word and a value is looked for inside it ([`spaceless`]);
 //! - accents are left out ([`unaccented`]), so "z Krakowa" says "Kraków";
 //! - each letter's script is kept ([`script`]), so that a value in a script the person
 //!   did not write is known to be one words cannot judge;
 //! - Hebrew and Arabic write "to", "from", "and" and "the" joined to the front of the
-//!   next word ([`joins_particles`]), so "לשקשוקה" says "שקשוקה".
+//!   next word ([`joins_particles`]), so "לשקשוקה" says "שקשוקה";
+//! - numbers spelled out in words are read in eight languages ([`spelled_numbers`]), so
+//!   "três pessoas" says 3.
 
+use std::sync::LazyLock;
+
+use text2num::{Language, replace_numbers_in_text};
 use unicode_normalization::UnicodeNormalization;
 use unicode_script::{Script, UnicodeScript};
+
+use crate::checks::numbers;
+
+/// The numbers `text` spells out in words of a language `text2num` reads (Danish,
+/// Dutch, English, French, German, Italian, Portuguese, Spanish): "três pessoas" says 3,
+/// "vingt-cinq minutes" 25, "zwei Tickets" 2. Read in every one of them, since which
+/// language the person wrote cannot be told from a short request; a word that is a
+/// number in one and not in another ("een" is Dutch for "a" and for 1) only lets one
+/// more value count as said. Numbers written in digits are [`numbers::written`]'s.
+pub(crate) fn spelled_numbers(text: &str) -> Vec<f64> {
+    static LANGUAGES: LazyLock<[Language; 8]> = LazyLock::new(|| {
+        [
+            Language::english(),
+            Language::german(),
+            Language::french(),
+            Language::spanish(),
+            Language::italian(),
+            Language::portugese(),
+            Language::dutch(),
+            Language::danish(),
+        ]
+    });
+    let readings = |t: &str| -> Vec<f64> {
+        numbers::written(t)
+            .into_iter()
+            .flat_map(|w| w.readings)
+            .collect()
+    };
+    let digits = readings(text);
+    let mut out: Vec<f64> = Vec::new();
+    for language in LANGUAGES.iter() {
+        let replaced = replace_numbers_in_text(text, language, 0.0);
+        if replaced == text {
+            continue;
+        }
+        for n in readings(&replaced) {
+            if !digits.contains(&n) && !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
 
 /// The number a word names: "two tickets" gives the model `2` (BFCL's
 /// `num_tickets: 2` was dropped as invented before this).
@@ -165,5 +214,18 @@ mod tests {
         assert_eq!(script('М'), Some(Script::Cyrillic));
         assert_eq!(script('7'), None);
         assert_eq!(script('-'), None);
+    }
+
+    #[test]
+    fn numbers_spelled_out_in_eight_languages_are_read() {
+        let read = |t: &str| spelled_numbers(t);
+        // "um" is "a" and 1 at once: read as 1 too.
+        assert_eq!(read("Pede um táxi para três pessoas"), [1.0, 3.0]);
+        assert_eq!(read("Stell einen Timer auf zehn Minuten"), [10.0]);
+        assert!(read("Mets un minuteur de vingt-cinq minutes").contains(&25.0));
+        assert!(read("twenty five minutes").contains(&25.0));
+        // Digits are not read again, and a text with no number says none.
+        assert!(read("Timer for 25 minutes").is_empty());
+        assert!(read("Wie ist das Wetter in Berlin?").is_empty());
     }
 }
