@@ -12,7 +12,10 @@
 //! sequences or multi-byte characters split across pieces. Whether the whole reply is a
 //! valid turn is decided afterwards by the repairer and the schema, as for any reply; the
 //! caller compares what was shown with the answer that results
-//! (`crate::run::orchestrator`).
+//! (`crate::run::orchestrator`). Text that could still be the prompt's placeholder for
+//! an answer, which the schema refuses, is held until it is not.
+
+use crate::turn::prompt::ANSWER_PLACEHOLDER;
 
 /// Where the scanner is inside the JSON text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +73,10 @@ pub struct AnswerStream {
     /// `Some(true)` once the kind is `final_answer`, `Some(false)` once it is another.
     is_answer: Option<bool>,
     shown: usize,
+    /// Answer text held while all of it could still be the prompt's placeholder
+    /// ([`ANSWER_PLACEHOLDER`]), which the schema refuses as an answer; `None` once it
+    /// cannot be.
+    doubted: Option<String>,
 }
 
 impl Default for AnswerStream {
@@ -86,6 +93,7 @@ impl Default for AnswerStream {
             high: None,
             is_answer: None,
             shown: 0,
+            doubted: Some(String::new()),
         }
     }
 }
@@ -102,6 +110,12 @@ impl AnswerStream {
         }
         if self.is_answer == Some(true) && !self.held.is_empty() {
             out.insert_str(0, &std::mem::take(&mut self.held));
+        }
+        if let Some(doubted) = &mut self.doubted {
+            doubted.push_str(&std::mem::take(&mut out));
+            if !ANSWER_PLACEHOLDER.starts_with(doubted.trim_start()) {
+                out = self.doubted.take().unwrap_or_default();
+            }
         }
         self.shown += out.len();
         out
@@ -266,6 +280,23 @@ mod tests {
         every_cut(
             r#"{"kind": "final_answer", "thought": "a \"b\" c", "content": "Tokyo: 18 °C\n\"sunny\" \u00e9 \ud83d\ude00 日本 \\ end"}"#,
             "Tokyo: 18 °C\n\"sunny\" é 😀 日本 \\ end",
+        );
+    }
+
+    #[test]
+    fn the_prompts_placeholder_for_an_answer_is_never_shown() {
+        every_cut(
+            r#"{"kind": "final_answer", "content": "<the answer for the user>", "thought": "<brief reasoning>"}"#,
+            "",
+        );
+        // Text that only begins like it is shown once it parts from it, whole.
+        every_cut(
+            r#"{"kind": "final_answer", "content": "<the answer is 4>"}"#,
+            "<the answer is 4>",
+        );
+        every_cut(
+            r#"{"kind": "final_answer", "content": "<b>4</b>"}"#,
+            "<b>4</b>",
         );
     }
 

@@ -27,6 +27,7 @@ use crate::tool_spec::ToolSpec;
 use crate::turn::{Kind, Turn, TurnError};
 use crate::validate::{compile, describe_errors, truncate_chars};
 
+use crate::turn::prompt::ANSWER_PLACEHOLDER;
 pub use crate::turn::tool_schema::ARG_STRING_MAX;
 use crate::turn::tool_schema::prepare_arguments;
 
@@ -389,6 +390,11 @@ impl CallSchema {
     /// Checks a parsed turn against the schema. The rejection's text is one short line
     /// for the model: what is wrong and what is valid.
     pub fn check(&self, turn: &Turn) -> Result<(), Rejection> {
+        if let Turn::FinalAnswer { content, .. } = turn
+            && content.trim() == ANSWER_PLACEHOLDER
+        {
+            return Err(Rejection::Placeholder);
+        }
         let kind = turn.kind();
         if self.min_calls > 1 && kind != Kind::ToolCalls {
             return Err(Rejection::KindNotAllowed {
@@ -486,6 +492,9 @@ pub enum Rejection {
     },
     /// The turn breaks the schema: the first few problems, each with its path.
     Schema(String),
+    /// An answer whose text is the prompt's placeholder for one, copied word for word:
+    /// toolloop's own text, which no answer of the model's could be.
+    Placeholder,
 }
 
 impl fmt::Display for Rejection {
@@ -507,6 +516,10 @@ impl fmt::Display for Rejection {
                 quoted_list(available, ", ")
             ),
             Rejection::Schema(problems) => f.write_str(problems),
+            Rejection::Placeholder => write!(
+                f,
+                "\"content\" is \"{ANSWER_PLACEHOLDER}\", the instructions' placeholder, not an answer; write the answer itself in \"content\""
+            ),
         }
     }
 }

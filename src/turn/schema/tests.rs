@@ -246,3 +246,21 @@ fn a_tools_negated_character_class_refuses_the_quote_in_the_narrowed_schema() {
             .clone();
     assert_eq!(sent, json!(r#"^[^"\\,]+, [A-Z]{2}$"#));
 }
+
+#[test]
+fn an_answer_that_is_the_prompts_placeholder_is_refused_with_what_to_write() {
+    let s = CallSchema::for_tools(&[weather()], Narrowing::PerTool);
+    let answer = |content: &str| {
+        Turn::parse(&json!({"kind": "final_answer", "thought": "", "content": content}).to_string())
+            .unwrap()
+            .turn
+    };
+    let e = s.check(&answer(" <the answer for the user> ")).unwrap_err();
+    assert_eq!(e, Rejection::Placeholder);
+    assert!(e.to_string().contains("write the answer itself"), "{e}");
+    // An answer that only mentions it is an answer.
+    assert_eq!(
+        s.check(&answer("It said <the answer for the user>.")),
+        Ok(())
+    );
+}
