@@ -493,7 +493,8 @@ pub enum Rejection {
     /// The turn breaks the schema: the first few problems, each with its path.
     Schema(String),
     /// An answer whose text is the prompt's placeholder for one, copied word for word:
-    /// toolloop's own text, which no answer of the model's could be.
+    /// toolloop's own text, which no answer of the model's could be. It ends the run
+    /// (`Ending::InvalidReplies`) rather than go back to the model.
     Placeholder,
 }
 
@@ -518,7 +519,7 @@ impl fmt::Display for Rejection {
             Rejection::Schema(problems) => f.write_str(problems),
             Rejection::Placeholder => write!(
                 f,
-                "\"content\" is \"{ANSWER_PLACEHOLDER}\", the instructions' placeholder, not an answer; write the answer itself in \"content\""
+                "the answer was \"{ANSWER_PLACEHOLDER}\", the prompt's placeholder copied word for word: this model does not follow toolloop's prompt; try a larger one"
             ),
         }
     }

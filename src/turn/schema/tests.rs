@@ -257,7 +257,7 @@ fn an_answer_that_is_the_prompts_placeholder_is_refused_with_what_to_write() {
     };
     let e = s.check(&answer(" <the answer for the user> ")).unwrap_err();
     assert_eq!(e, Rejection::Placeholder);
-    assert!(e.to_string().contains("write the answer itself"), "{e}");
+    assert!(e.to_string().contains("try a larger one"), "{e}");
     // An answer that only mentions it is an answer.
     assert_eq!(
         s.check(&answer("It said <the answer for the user>.")),
