@@ -15,7 +15,7 @@
 //! (`crate::run::orchestrator`). Text that could still be the prompt's placeholder for
 //! an answer, which the schema refuses, is held until it is not.
 
-use crate::turn::prompt::ANSWER_PLACEHOLDER;
+use crate::turn::reply::ANSWER_PLACEHOLDER;
 
 /// Where the scanner is inside the JSON text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

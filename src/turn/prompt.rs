@@ -18,6 +18,7 @@
 use serde_json::Value;
 
 use crate::tool_spec::ToolSpec;
+use crate::turn::reply::ANSWER_PLACEHOLDER;
 use crate::turn::schema::Decide;
 
 /// Builds the system prompt for a catalogue. `extra` (the `--system` text) is appended.
@@ -218,13 +219,6 @@ fn type_name(s: &Value) -> String {
         _ => "any".to_string(),
     }
 }
-
-/// What the prompt shows in place of an answer's text. A model too small to follow the
-/// kinds writes it back word for word as its answer (Gemma 3 270M, 92 of 93 answers
-/// recorded in `BENCHMARKS.md`); the schema refuses that turn
-/// ([`crate::turn::schema::Rejection::Placeholder`]) and the run ends on it, so it never
-/// passes for an answer.
-pub(crate) const ANSWER_PLACEHOLDER: &str = "<the answer for the user>";
 
 /// The value of the prompt's example call: what `example-copy` knows a call that
 /// carries it, unsaid, copied from here (`checks/example_copy.rs`).

@@ -27,7 +27,7 @@ use crate::tool_spec::ToolSpec;
 use crate::turn::{Kind, Turn, TurnError};
 use crate::validate::{compile, describe_errors, truncate_chars};
 
-use crate::turn::prompt::ANSWER_PLACEHOLDER;
+use crate::turn::reply::ANSWER_PLACEHOLDER;
 pub use crate::turn::tool_schema::ARG_STRING_MAX;
 use crate::turn::tool_schema::prepare_arguments;
 
