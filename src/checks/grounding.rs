@@ -66,10 +66,6 @@ impl Evidence {
                     e.number(n, &w);
                 }
             }
-            for n in words::spelled_numbers(&text) {
-                e.numbers.push(n);
-                e.plain.push(n);
-            }
             for w in words(&text) {
                 if let Some(n) = number_word(&w) {
                     e.numbers.push(n);
@@ -82,6 +78,18 @@ impl Evidence {
             }
         }
         e
+    }
+
+    /// Takes in the numbers `text` spells out in words of a language `text2num` reads
+    /// ([`words::spelled_numbers`]): "três pessoas" says 3. Read for the person's own
+    /// messages only ([`crate::run::feedback::evidence`]), which are short; a tool's
+    /// result can run to pages and gives its numbers in digits, and the values of a call
+    /// are not the person's words.
+    pub fn spelled(&mut self, text: &str) {
+        for n in words::spelled_numbers(&numbers::halfwidth(text)) {
+            self.numbers.push(n);
+            self.plain.push(n);
+        }
     }
 
     /// Takes in `n`, one reading of the written number `w`, at the scale its suffix says.
@@ -463,6 +471,11 @@ mod tests {
         assert!(!unsaid("תזמין מונית מהכותל", "הכותל"));
         assert!(!unsaid("قطار إلى الإسكندرية", "إسكندرية"));
         assert!(unsaid("תזמין מונית מהכותל", "ירושלים"));
+        // A number the person spelled out, once their words are read for it.
+        let mut taxi = Evidence::of(["Pede um táxi para três pessoas"]);
+        assert!(!taxi.grounds(&json!(3)));
+        taxi.spelled("Pede um táxi para três pessoas");
+        assert!(taxi.grounds(&json!(3)));
     }
 
     #[test]

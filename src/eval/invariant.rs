@@ -238,7 +238,8 @@ fn the_values_of_a_right_call_count_as_said_in_every_script() {
     use crate::checks::grounding::Evidence;
     let mut wrong = Vec::new();
     for case in languages().iter().chain(&scripts()).chain(&domains()) {
-        let said = Evidence::of([case.question.as_str()]);
+        let mut said = Evidence::of([case.question.as_str()]);
+        said.spelled(&case.question);
         for (tool, call) in right_calls(case) {
             let spec = case.tools.iter().find(|s| s.name == *tool).unwrap();
             let unsaid =

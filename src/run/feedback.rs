@@ -111,14 +111,19 @@ pub fn is_feedback(m: &Message) -> bool {
 
 /// What the checks may take as said in a run ([`Evidence`]): the person's messages and
 /// the tool results in `history`, never the system prompt nor toolloop's own feedback.
-/// Built once per turn, however many calls the turn carries.
+/// Built once per turn, however many calls the turn carries; the person's numbers
+/// spelled out in words are read too ([`Evidence::spelled`]).
 pub fn evidence(history: &[Message]) -> Evidence {
-    Evidence::of(
+    let mut said = Evidence::of(
         history
             .iter()
             .filter(|m| matches!(m.role, Role::User | Role::Tool) && !is_feedback(m))
             .map(|m| m.content.as_str()),
-    )
+    );
+    for text in person(history) {
+        said.spelled(text);
+    }
+    said
 }
 
 /// The person's own words in `history`: their messages, never tool results nor

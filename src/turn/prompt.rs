@@ -242,13 +242,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn the_example_value_example_copy_knows_is_the_one_the_prompt_shows() {
-        let calc = [ToolSpec::new(
+    fn calculator() -> [ToolSpec; 1] {
+        [ToolSpec::new(
             "calculator",
             "Exact arithmetic",
             json!({"type": "object"}),
-        )];
+        )]
+    }
+
+    #[test]
+    fn the_example_value_example_copy_knows_is_the_one_the_prompt_shows() {
+        let calc = calculator();
         for tools in [&calc[..], &[]] {
             let quoted = format!("\"expression\": \"{EXAMPLE_VALUE}\"");
             assert!(example(tools).contains(&quoted));
@@ -257,11 +261,7 @@ mod tests {
 
     #[test]
     fn every_form_of_the_prompt_shows_the_placeholder_the_schema_refuses() {
-        let calc = [ToolSpec::new(
-            "calculator",
-            "Exact arithmetic",
-            json!({"type": "object"}),
-        )];
+        let calc = calculator();
         for tools in [&calc[..], &[]] {
             for decide in [Decide::Direct, Decide::Reason] {
                 for max in [1, 8] {
@@ -274,11 +274,7 @@ mod tests {
 
     #[test]
     fn several_calls_are_written_out_only_when_a_turn_may_carry_them() {
-        let tools = [ToolSpec::new(
-            "calculator",
-            "Exact arithmetic",
-            serde_json::json!({"type": "object"}),
-        )];
+        let tools = calculator();
         for decide in [Decide::Probability, Decide::Reason] {
             let p = system_prompt(&tools, None, decide, 8);
             assert!(p.contains("\"kind\": \"tool_calls\""), "{p}");
