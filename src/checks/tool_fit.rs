@@ -252,6 +252,13 @@ impl Baselines {
         all.entry(model).or_default().clone()
     }
 
+    /// Forgets every model's answers, so that the next orchestrator asks them again:
+    /// `toolloop calibrate` measures how much the fit moves between two runs, and a run
+    /// in a process of its own (`toolloop ask`) asks its tool's leaning afresh.
+    pub(crate) fn forget_all() {
+        BY_MODEL.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     fn key(spec: &ToolSpec) -> String {
         format!("{}\n{}", spec.name, spec.description)
     }

@@ -220,7 +220,27 @@ pub(super) fn run_calibrate(
         );
     }
     let who = format!("{} at {}", config.model, config.server());
-    let thresholds = eval::calibrate::choose(&obs, &config.model);
+    // The tuning half's questioned calls once more, each tool's leaning asked afresh as a
+    // run of its own asks it: how far one fit answer moves is part of where the bar goes.
+    let asked: Vec<eval::Case> = cases
+        .iter()
+        .filter(|c| {
+            obs.iter()
+                .any(|o| o.id == c.id && o.fit < 1.0 && eval::half(&o.id) == eval::Half::Tuning)
+        })
+        .cloned()
+        .collect();
+    eprintln!(
+        "toolloop: asking the fit question of the tuning half's {} questioned calls again, to measure how much its answer moves",
+        asked.len()
+    );
+    crate::checks::tool_fit::Baselines::forget_all();
+    let again = match run_cases(&run, &asked, jobs, model.verbose) {
+        Ok(r) => eval::calibrate::observe(&asked, &r),
+        Err(code) => return code,
+    };
+    let noise = eval::calibrate::noise(&obs, &again);
+    let thresholds = eval::calibrate::choose(&obs, &config.model, noise.unwrap_or(0.0));
     let measured = eval::calibrate::measure(&obs, &thresholds);
     let entry = crate::Calibration {
         model: config.model.clone(),
@@ -230,14 +250,18 @@ pub(super) fn run_calibrate(
             p.display().to_string()
         }),
         when: eval::calibrate::now(),
-        measured: serde_json::to_value(measured).unwrap_or_default(),
+        measured: {
+            let mut m = serde_json::to_value(measured).unwrap_or_default();
+            m["fit_noise"] = serde_json::json!(noise);
+            m
+        },
     };
     let written = if json {
         let mut v = serde_json::to_value(&entry).unwrap_or_default();
         v["observations"] = serde_json::to_value(&obs).unwrap_or_default();
         print_stdout(&serde_json::to_string_pretty(&v).unwrap_or_default())
     } else {
-        print_stdout(&eval::calibrate::table(&who, &thresholds, &measured))
+        print_stdout(&eval::calibrate::table(&who, &thresholds, &measured, noise))
     };
     if written.is_err() {
         return output_status(written, EXIT_RUNTIME);

@@ -388,8 +388,11 @@ pub enum Command {
     /// to every call it could be put to (one whose tool shares no word with the request,
     /// or with a required value nobody said), and picks on the set's tuning half the thresholds that decline the
     /// most needless calls while keeping 97% of right ones; the validation half shows
-    /// whether they hold. It costs about two model requests per case (and one per tool,
-    /// the tool's own leaning): 5–10 minutes for a
+    /// whether they hold. The tuning half's questioned calls (about a quarter of the
+    /// set) are run once more, to measure how much the model's answer to the fit
+    /// question moves between two asks, and right calls are kept by twice that margin.
+    /// It costs about two model requests per case (and one per tool, the tool's own
+    /// leaning), and a quarter more for the second asking: 6–12 minutes for a
     /// 0.5B model on two CPU cores, under a minute on a GPU. The result goes to the
     /// calibration file (--calibration), keyed by model and server, where ask, chat,
     /// eval and web read it.
