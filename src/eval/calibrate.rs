@@ -75,8 +75,11 @@ pub struct Measured {
 pub const KEEP: f64 = 0.97;
 
 /// How many times the fit's spread between two asks a right call must clear the bar by.
-/// One read falls more than two standard deviations below its mean about 2% of the time
-/// (for a normal spread): the same order as the 3% of right calls [`KEEP`] lets go.
+/// The bar has to hold for every right call of the next run, each read with a draw of
+/// its own. Two, chosen by [`KEEP`] on the tuning half: the bars of three calibration
+/// runs of Qwen2.5-Coder 0.5B, applied to a fourth run, kept 97.4% of its tuning half's
+/// right calls with a margin of two, 96.4% with one and 91.8% with none
+/// (`BENCHMARKS.md`, "A margin for the fit's own noise").
 pub const NOISE_Z: f64 = 2.0;
 
 /// The fewest calls read twice from which [`noise`] estimates a spread.
@@ -416,7 +419,7 @@ mod tests {
     #[test]
     fn a_noisy_fit_keeps_right_calls_by_a_margin_below_their_read() {
         // The lowest right call of the tuning half reads 0.50 and a needless one 0.49:
-        // without noise the bar falls between them; with a spread of 0.01 it must sit
+        // without noise the bar falls between them; with a spread of 0.02 it must sit
         // under 0.48, and the needless call at 0.49 goes ahead.
         let obs = vec![
             o("s_0", true, 0.95, 0.50),
@@ -426,12 +429,12 @@ mod tests {
         ];
         let tight = choose(&obs, "m", 0.0);
         assert!(tight.fit_min > 0.49 && tight.fit_min < 0.50, "{tight:?}");
-        let t = choose(&obs, "m", 0.01);
+        let t = choose(&obs, "m", 0.02);
         assert!(t.fit_min < 0.48 && t.fit_min > 0.40, "{t:?}");
         let m = measure(&obs, &t);
         assert_eq!((m.tuning.right_kept, m.tuning.needless_declined), (2, 1));
-        let printed = table("m", &t, &m, Some(0.01));
-        assert!(printed.contains("moved by 0.010"), "{printed}");
+        let printed = table("m", &t, &m, Some(0.02));
+        assert!(printed.contains("moved by 0.020"), "{printed}");
     }
 
     #[test]
