@@ -320,7 +320,7 @@ pub fn table(who: &str, t: &Thresholds, m: &Measured, noise: Option<f64>) -> Str
         }
     };
     format!(
-        "Calibrated for {who}:\n  a call below p(tool) {:.3} is declined;\n           {asked}.{spread}\n\n         | half | right calls kept | needless calls declined | calls questioned |\n         |---|---|---|---|\n{}{}",
+        "Calibrated for {who}:\n  a call below p(tool) {:.3} is declined;\n  {asked}.{spread}\n\n| half | right calls kept | needless calls declined | calls questioned |\n|---|---|---|---|\n{}{}",
         t.p_min,
         row("tuning (chosen on)", &m.tuning),
         row("validation", &m.validation),
@@ -435,6 +435,14 @@ mod tests {
         assert_eq!((m.tuning.right_kept, m.tuning.needless_declined), (2, 1));
         let printed = table("m", &t, &m, Some(0.02));
         assert!(printed.contains("moved by 0.020"), "{printed}");
+        // A Markdown table a person can paste: every row starts at the line's start.
+        assert!(
+            printed
+                .lines()
+                .filter(|l| l.contains('|'))
+                .all(|l| l.starts_with('|')),
+            "{printed}"
+        );
     }
 
     #[test]
