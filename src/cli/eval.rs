@@ -230,16 +230,19 @@ pub(super) fn run_calibrate(
         })
         .cloned()
         .collect();
-    eprintln!(
-        "toolloop: asking the fit question of the tuning half's {} questioned calls again, to measure how much its answer moves",
-        asked.len()
-    );
-    crate::checks::tool_fit::Baselines::forget_all();
-    let again = match run_cases(&run, &asked, jobs, model.verbose) {
-        Ok(r) => eval::calibrate::observe(&asked, &r),
-        Err(code) => return code,
+    let noise = if asked.len() < eval::calibrate::NOISE_PAIRS {
+        None
+    } else {
+        eprintln!(
+            "toolloop: asking the fit question of the tuning half's {} questioned calls again, to measure how much its answer moves",
+            asked.len()
+        );
+        crate::checks::tool_fit::Baselines::forget_all();
+        match run_cases(&run, &asked, jobs, model.verbose) {
+            Ok(r) => eval::calibrate::noise(&obs, &eval::calibrate::observe(&asked, &r)),
+            Err(code) => return code,
+        }
     };
-    let noise = eval::calibrate::noise(&obs, &again);
     let thresholds = eval::calibrate::choose(&obs, &config.model, noise.unwrap_or(0.0));
     let measured = eval::calibrate::measure(&obs, &thresholds);
     let entry = crate::Calibration {
