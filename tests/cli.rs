@@ -1154,6 +1154,23 @@ mod calibrate {
     }
 
     #[test]
+    fn a_margin_out_of_range_is_refused_before_any_request() {
+        let out = toolloop(
+            &[
+                "calibrate",
+                "--margin",
+                "5",
+                "--ollama-host",
+                &common::dead_url(),
+            ],
+            b"",
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("from 0 to 4"), "{err}");
+    }
+
+    #[test]
     fn help_says_what_it_costs() {
         let out = toolloop(&["calibrate", "--help"], b"");
         assert_eq!(out.status.code(), Some(0));

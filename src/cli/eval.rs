@@ -152,7 +152,7 @@ fn run_cases(
 pub(super) fn run_calibrate(
     data: Option<&std::path::Path>,
     model: &ModelArgs,
-    jobs: usize,
+    (jobs, margin): (usize, f64),
     (json, dry_run): (bool, bool),
 ) -> ExitCode {
     let cases = match data {
@@ -230,7 +230,7 @@ pub(super) fn run_calibrate(
         })
         .cloned()
         .collect();
-    let noise = if asked.len() < eval::calibrate::NOISE_PAIRS {
+    let noise = if asked.len() < eval::calibrate::NOISE_PAIRS || margin == 0.0 {
         None
     } else {
         eprintln!(
@@ -243,7 +243,7 @@ pub(super) fn run_calibrate(
             Err(code) => return code,
         }
     };
-    let thresholds = eval::calibrate::choose(&obs, &config.model, noise.unwrap_or(0.0));
+    let thresholds = eval::calibrate::choose(&obs, &config.model, margin * noise.unwrap_or(0.0));
     let measured = eval::calibrate::measure(&obs, &thresholds);
     let entry = crate::Calibration {
         model: config.model.clone(),
@@ -264,7 +264,12 @@ pub(super) fn run_calibrate(
         v["observations"] = serde_json::to_value(&obs).unwrap_or_default();
         print_stdout(&serde_json::to_string_pretty(&v).unwrap_or_default())
     } else {
-        print_stdout(&eval::calibrate::table(&who, &thresholds, &measured, noise))
+        print_stdout(&eval::calibrate::table(
+            &who,
+            &thresholds,
+            &measured,
+            (noise, margin),
+        ))
     };
     if written.is_err() {
         return output_status(written, EXIT_RUNTIME);

@@ -390,7 +390,8 @@ pub enum Command {
     /// most needless calls while keeping 97% of right ones; the validation half shows
     /// whether they hold. The tuning half's questioned calls (about a quarter of the
     /// set) are run once more, to measure how much the model's answer to the fit
-    /// question moves between two asks, and right calls are kept by twice that margin.
+    /// question moves between two asks, and right calls are kept by twice that spread
+    /// (--margin).
     /// It costs about two model requests per case (and one per tool, the tool's own
     /// leaning), and a quarter more for the second asking: 6–12 minutes for a
     /// 0.5B model on two CPU cores, under a minute on a GPU. The result goes to the
@@ -409,6 +410,13 @@ pub enum Command {
         #[arg(long, value_name = "N", default_value_t = 1,
               value_parser = clap::value_parser!(u32).range(1..=64))]
         jobs: u32,
+        /// Keep right calls by this many times the fit answer's spread between two asks:
+        /// 2 keeps 97% of right calls of the next run; 0 sets the bar just under the
+        /// lowest right call of this run, which declines more needless calls and, where
+        /// the server's answers move, right ones too.
+        #[arg(long, value_name = "Z", default_value_t = crate::eval::calibrate::NOISE_Z,
+              value_parser = margin)]
+        margin: f64,
         /// Print the entry written as JSON.
         #[arg(long)]
         json: bool,
@@ -536,6 +544,16 @@ pub fn with_flags(message: impl std::fmt::Display) -> String {
         .fold(message.to_string(), |m, (setting, flag)| {
             m.replace(setting, flag)
         })
+}
+
+/// `--margin`: a number of spreads from 0 to 4.
+fn margin(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(z) if (0.0..=4.0).contains(&z) => Ok(z),
+        _ => Err(format!(
+            "{text:?} is not a margin: give a number from 0 to 4 (default 2)"
+        )),
+    }
 }
 
 #[cfg(test)]

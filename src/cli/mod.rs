@@ -83,9 +83,15 @@ pub fn main() -> ExitCode {
             data,
             model,
             jobs,
+            margin,
             json,
             dry_run,
-        } => eval::run_calibrate(data.as_deref(), &model, jobs as usize, (json, dry_run)),
+        } => eval::run_calibrate(
+            data.as_deref(),
+            &model,
+            (jobs as usize, margin),
+            (json, dry_run),
+        ),
         Command::Repair { verbose } => run_repair(verbose),
         Command::Schema {
             tools,

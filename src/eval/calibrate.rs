@@ -74,7 +74,8 @@ pub struct Measured {
 /// The least share of right calls the chosen thresholds keep on the tuning half.
 pub const KEEP: f64 = 0.97;
 
-/// How many times the fit's spread between two asks a right call must clear the bar by.
+/// How many times the fit's spread between two asks a right call must clear the bar by,
+/// unless `toolloop calibrate --margin` says otherwise.
 /// The bar has to hold for every right call of the next run, each read with a draw of
 /// its own. Two, chosen by [`KEEP`] on the tuning half: the bars of three calibration
 /// runs of Qwen2.5-Coder 0.5B, applied to a fourth run, kept 97.4% of its tuning half's
@@ -202,11 +203,10 @@ fn cuts(values: impl Iterator<Item = f64>) -> Vec<f64> {
 /// [`Thresholds::questions`], because `calibrate` itself measures with a bar that
 /// declines nothing and must still ask.
 ///
-/// `noise` is one fit answer's spread ([`noise`]): a right call counts as kept only when
-/// it would be kept read [`NOISE_Z`] times that much lower; needless calls are counted as
-/// read.
-pub fn choose(obs: &[Observation], calibrated_for: &str, noise: f64) -> Thresholds {
-    let margin = NOISE_Z * noise;
+/// A right call counts as kept only when it would be kept read `margin` lower (by
+/// default [`NOISE_Z`] times one fit answer's spread, [`noise`]); needless calls are
+/// counted as read.
+pub fn choose(obs: &[Observation], calibrated_for: &str, margin: f64) -> Thresholds {
     let lowered: Vec<Observation> = obs
         .iter()
         .filter(|o| half(&o.id) == Half::Tuning)
@@ -289,7 +289,7 @@ pub fn now() -> String {
 }
 
 /// The thresholds chosen and what they do on each half, as the command prints them.
-pub fn table(who: &str, t: &Thresholds, m: &Measured, noise: Option<f64>) -> String {
+pub fn table(who: &str, t: &Thresholds, m: &Measured, (noise, z): (Option<f64>, f64)) -> String {
     let row = |name: &str, h: &HalfFigures| {
         format!(
             "| {name} | {}/{} | {}/{} | {}/{} |\n",
@@ -312,9 +312,10 @@ pub fn table(who: &str, t: &Thresholds, m: &Measured, noise: Option<f64>) -> Str
     };
     let spread = match noise {
         Some(n) => format!(
-            "\n  the fit answer of a call asked twice moved by {n:.3} (one standard deviation):\n  right calls of the tuning half were kept {:.3} above the bar.",
-            NOISE_Z * n
+            "\n  the fit answer of a call asked twice moved by {n:.3} (one standard deviation):\n  right calls of the tuning half were kept {:.3} above the bar ({z} times that).",
+            z * n
         ),
+        None if z == 0.0 => "\n  no margin for how much the fit answer moves (--margin 0).".into(),
         None => {
             "\n  too few calls were asked twice to measure how much the fit answer moves.".into()
         }
@@ -419,7 +420,7 @@ mod tests {
     #[test]
     fn a_noisy_fit_keeps_right_calls_by_a_margin_below_their_read() {
         // The lowest right call of the tuning half reads 0.50 and a needless one 0.49:
-        // without noise the bar falls between them; with a spread of 0.02 it must sit
+        // without noise the bar falls between them; with a spread of 0.01 it must sit
         // under 0.48, and the needless call at 0.49 goes ahead.
         let obs = vec![
             o("s_0", true, 0.95, 0.50),
@@ -429,12 +430,13 @@ mod tests {
         ];
         let tight = choose(&obs, "m", 0.0);
         assert!(tight.fit_min > 0.49 && tight.fit_min < 0.50, "{tight:?}");
-        let t = choose(&obs, "m", 0.02);
+        let t = choose(&obs, "m", NOISE_Z * 0.01);
         assert!(t.fit_min < 0.48 && t.fit_min > 0.40, "{t:?}");
         let m = measure(&obs, &t);
         assert_eq!((m.tuning.right_kept, m.tuning.needless_declined), (2, 1));
-        let printed = table("m", &t, &m, Some(0.02));
-        assert!(printed.contains("moved by 0.020"), "{printed}");
+        let printed = table("m", &t, &m, (Some(0.01), NOISE_Z));
+        assert!(printed.contains("moved by 0.010"), "{printed}");
+        assert!(printed.contains("kept 0.020 above the bar"), "{printed}");
         // A Markdown table a person can paste: every row starts at the line's start.
         assert!(
             printed
@@ -461,7 +463,7 @@ mod tests {
             0,
             "a question that declines nothing is not worth a request: {t:?}"
         );
-        let printed = table("m", &t, &m, None);
+        let printed = table("m", &t, &m, (None, NOISE_Z));
         assert!(
             printed.contains("no call is put to the fit question"),
             "{printed}"
