@@ -253,8 +253,9 @@ impl Baselines {
     }
 
     /// Forgets every model's answers, so that the next orchestrator asks them again:
-    /// `toolloop calibrate` measures how much the fit moves between two runs, and a run
-    /// in a process of its own (`toolloop ask`) asks its tool's leaning afresh.
+    /// `toolloop calibrate` measures how much the fit moves between two runs, and each
+    /// `toolloop ask`, a process of its own, asks its tools' leaning afresh too.
+    #[cfg(feature = "cli")]
     pub(crate) fn forget_all() {
         BY_MODEL.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
