@@ -76,6 +76,7 @@ pub const KEEP: f64 = 0.97;
 
 /// How many times the fit's spread between two asks a right call must clear the bar by,
 /// unless `toolloop calibrate --margin` says otherwise.
+///
 /// The bar has to hold for every right call of the next run, each read with a draw of
 /// its own. Two, chosen by [`KEEP`] on the tuning half: the bars of three calibration
 /// runs of Qwen2.5-Coder 0.5B, applied to a fourth run, kept 97.4% of its tuning half's
@@ -89,7 +90,6 @@ pub const NOISE_PAIRS: usize = 5;
 /// The standard deviation of one fit answer, from the calls `first` and `again` both
 /// asked the fit question of, for the same tool: the spread of their differences over
 /// √2. `None` with fewer than [`NOISE_PAIRS`] such calls.
-///
 pub fn noise(first: &[Observation], again: &[Observation]) -> Option<f64> {
     let diffs: Vec<f64> = first
         .iter()
