@@ -228,12 +228,7 @@ pub fn choose(obs: &[Observation], calibrated_for: &str, margin: f64) -> Thresho
             p_weight,
             ..Thresholds::default()
         };
-        let fit_cuts = cuts(
-            obs.iter()
-                .chain(lowered.iter())
-                .filter(|o| half(&o.id) == Half::Tuning)
-                .map(|o| probe.fit_score(o.p_tool, o.fit)),
-        );
+        let fit_cuts = cuts(tuning.iter().map(|o| probe.fit_score(o.p_tool, o.fit)));
         for &p_min in p_cuts.iter().filter(|p| **p <= 0.5) {
             for &p_sure in &p_cuts {
                 if p_sure < p_min {
