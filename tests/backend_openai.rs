@@ -370,6 +370,47 @@ fn a_question_aside_goes_to_the_last_slot_of_a_server_that_has_several() {
     assert_eq!(slots, [Some(json!(3)), Some(json!(3)), None]);
 }
 
+/// Where llama-server answers `GET /slots`, a question aside names its slot only while
+/// the server says that slot is idle: another process's requests are not counted by this
+/// one, and questions that named a busy slot waited in line for it. A `/slots` that does
+/// not answer names no slot.
+#[test]
+fn a_question_aside_names_its_slot_only_while_the_server_says_it_is_idle() {
+    for (slots, named) in [
+        (
+            Some(json!([{"id": 0, "is_processing": true}, {"id": 1, "is_processing": false}])),
+            true,
+        ),
+        (
+            Some(json!([{"id": 0, "is_processing": false}, {"id": 1, "is_processing": true}])),
+            false,
+        ),
+        (None, false),
+    ] {
+        let mut server = mockito::Server::new();
+        let _props = server
+            .mock("GET", "/props")
+            .with_body(json!({"total_slots": 2, "endpoint_slots": true}).to_string())
+            .create();
+        let s = server.mock("GET", "/slots");
+        let _s = match &slots {
+            Some(body) => s.with_body(body.to_string()).expect(1).create(),
+            None => s.with_status(501).expect(1).create(),
+        };
+        let (_m, bodies) = posted(&mut server);
+        let mut b = OpenAi::new(&format!("{}/v1", server.url()), "qwen", None);
+        ask(&mut b, true);
+        let body = bodies.lock().unwrap()[0].clone();
+        assert_eq!(body.get("id_slot").is_some(), named, "{slots:?}: {body}");
+        if named {
+            assert_eq!(body["id_slot"], 1);
+        }
+        // A turn never asks whether the slot is free.
+        ask(&mut b, false);
+        _s.assert();
+    }
+}
+
 /// A server without `/props` (vLLM, LM Studio, Ollama's `/v1`), or llama-server with one
 /// slot, gets no `id_slot`.
 #[test]

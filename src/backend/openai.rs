@@ -43,7 +43,15 @@ pub struct OpenAi {
     /// The slot questions aside go to ([`GenOptions::aside`]), learned from llama-server's
     /// `/props` before the first of them; `None` where the server has one slot or does
     /// not say. Shared by clones, so a process asks once.
-    aside_slot: Arc<OnceLock<Option<u32>>>,
+    aside_slot: Arc<OnceLock<Option<AsideSlot>>>,
+}
+
+/// llama-server's slot for questions aside, as `/props` described it.
+#[derive(Debug, Clone, Copy)]
+struct AsideSlot {
+    id: u32,
+    /// Whether the server answers `GET /slots`, which says whether the slot is busy.
+    seen: bool,
 }
 
 impl std::fmt::Debug for OpenAi {
@@ -109,14 +117,15 @@ impl OpenAi {
         }
     }
 
-    /// The JSON body of `POST {base}/chat/completions`, as sent when no other request of
-    /// this process to the server is under way.
+    /// The JSON body of `POST {base}/chat/completions`, as sent when a question aside
+    /// may name its slot.
     pub fn request_body(&self, request: &ChatRequest<'_>) -> Value {
         self.body(request, true)
     }
 
-    /// The body; `alone`: no other request of this process to the server is under way.
-    fn body(&self, request: &ChatRequest<'_>, alone: bool) -> Value {
+    /// The body; `free`: a question aside may name its slot (no other request of this
+    /// process to the server is under way, and the server did not say the slot is busy).
+    fn body(&self, request: &ChatRequest<'_>, free: bool) -> Value {
         let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
         let mut body = Map::new();
         body.insert("model".into(), json!(self.model));
@@ -130,10 +139,9 @@ impl OpenAi {
             );
         }
         add_options(&mut body, request.options);
-        if let (true, true, Some(Some(slot))) =
-            (request.options.aside, alone, self.aside_slot.get())
+        if let (true, true, Some(Some(slot))) = (request.options.aside, free, self.aside_slot.get())
         {
-            body.insert("id_slot".into(), json!(slot));
+            body.insert("id_slot".into(), json!(slot.id));
         }
         Value::Object(body)
     }
@@ -169,12 +177,52 @@ impl OpenAi {
             let resp = req.call().ok()?;
             let (body, _) = http::read_capped(resp.into_body().into_reader(), 1 << 20).ok()?;
             let props: Value = serde_json::from_slice(&body).ok()?;
-            props["total_slots"].as_u64()
+            let seen = props["endpoint_slots"].as_bool().unwrap_or(false);
+            Some((props["total_slots"].as_u64()?, seen))
         });
         let slot = slots
-            .filter(|n| (2..=u64::from(u32::MAX)).contains(n))
-            .map(|n| (n - 1) as u32);
+            .filter(|(n, _)| (2..=u64::from(u32::MAX)).contains(n))
+            .map(|(n, seen)| AsideSlot {
+                id: (n - 1) as u32,
+                seen,
+            });
         let _ = self.aside_slot.set(slot);
+    }
+
+    /// Whether a question aside may name its slot now, by the server's own `GET /slots`:
+    /// not while that slot is busy. Several toolloop processes on one server (a script
+    /// running `toolloop ask` four at once) each count only their own requests, so each
+    /// named the same slot: their questions waited in line for it, a median 15.5 s against
+    /// 5.6 s unnamed (`BENCHMARKS.md`, "Questions aside wait for a busy slot"). A server
+    /// without the endpoint keeps the process's own count alone; one whose answer does not
+    /// come or cannot be read gets no slot named, since a wait is the risk.
+    fn aside_slot_free(&self, deadline: &Deadline) -> bool {
+        let Some(Some(slot)) = self.aside_slot.get() else {
+            return false;
+        };
+        if !slot.seen {
+            return true;
+        }
+        let root = self.base.strip_suffix("/v1").unwrap_or(&self.base);
+        let busy = http::budget(deadline, Duration::from_secs(1)).and_then(|budget| {
+            let mut req = http::agent()
+                .get(format!("{root}/slots"))
+                .config()
+                .timeout_global(Some(budget))
+                .build();
+            if let Some(key) = &self.api_key {
+                req = req.header("Authorization", format!("Bearer {key}"));
+            }
+            let resp = req.call().ok()?;
+            let (body, _) = http::read_capped(resp.into_body().into_reader(), 1 << 20).ok()?;
+            let slots: Value = serde_json::from_slice(&body).ok()?;
+            slots
+                .as_array()?
+                .iter()
+                .find(|s| s["id"].as_u64() == Some(u64::from(slot.id)))?["is_processing"]
+                .as_bool()
+        });
+        busy == Some(false)
     }
 }
 
@@ -420,8 +468,9 @@ impl OpenAi {
             self.learn_aside_slot(&deadline);
         }
         let (_flight, alone) = InFlight::enter(&self.base);
+        let free = request.options.aside && alone && self.aside_slot_free(&deadline);
         let url = format!("{}/chat/completions", self.base);
-        let bytes = serde_json::to_vec(&self.body(request, alone)).unwrap_or_default();
+        let bytes = serde_json::to_vec(&self.body(request, free)).unwrap_or_default();
         let mut attempt = 0;
         let resp = loop {
             let Some(budget) = http::budget(&deadline, request.options.request_timeout) else {
