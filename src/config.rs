@@ -147,6 +147,7 @@ impl Default for Config {
                 request_timeout: Duration::from_secs(600),
                 top_logprobs: None,
                 aside: false,
+                stop_once: None,
             },
             system: None,
             narrowing: Narrowing::PerTool,

@@ -40,6 +40,7 @@ fn options() -> GenOptions {
         request_timeout: Duration::from_secs(30),
         top_logprobs: None,
         aside: false,
+        stop_once: None,
     }
 }
 
@@ -441,6 +442,44 @@ fn log_probabilities_are_asked_for_and_read_from_each_chunk() {
     let share = toolloop::checks::tool_share(&reply).unwrap();
     let expected = (-1.2f64).exp() / ((-1.2f64).exp() + (-0.5f64).exp());
     assert!((share - expected).abs() < 1e-9, "{share}");
+}
+
+/// A request with `stop_once` ends at the first chunk whose log-probabilities satisfy it.
+#[test]
+fn a_reply_stops_once_its_probabilities_say_what_was_asked() {
+    let mut server = mockito::Server::new();
+    let _show = show(&mut server, json!(["completion"]));
+    let _chat = server
+        .mock("POST", "/api/chat")
+        .with_status(200)
+        .with_body(stream(&[
+            r#"{"message":{"content":"{\"answer\": \""},"logprobs":[{"token":"{\"answer\": \"","logprob":-0.01,"top_logprobs":[]}],"done":false}"#,
+            r#"{"message":{"content":"yes"},"logprobs":[{"token":"yes","logprob":-0.5,"top_logprobs":[{"token":"yes","logprob":-0.5},{"token":"no","logprob":-1.2}]}],"done":false}"#,
+            r#"{"message":{"content":"\"}"},"logprobs":[{"token":"\"}","logprob":-0.01,"top_logprobs":[]}],"done":false}"#,
+            DONE,
+        ]))
+        .create();
+    fn two_words(tokens: &[toolloop::backend::TokenLogprob]) -> bool {
+        tokens.iter().any(|t| t.top.len() == 2)
+    }
+    let messages = history();
+    let opts = GenOptions {
+        top_logprobs: Some(10),
+        stop_once: Some(toolloop::backend::StopOnce(two_words)),
+        ..options()
+    };
+    let req = ChatRequest {
+        messages: &messages,
+        schema: None,
+        options: &opts,
+    };
+    let reply = Ollama::new(&server.url(), "gemma3:4b")
+        .chat(&req, soon(), &mut toolloop::backend::keep_going)
+        .unwrap();
+    assert_eq!(reply.stop, StopReason::Stopped);
+    assert_eq!(reply.logprobs.len(), 2);
+    assert_eq!(reply.text, "{\"answer\": \"yes");
+    assert_eq!(reply.usage.completion_tokens, 2);
 }
 
 #[test]

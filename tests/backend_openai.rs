@@ -152,6 +152,52 @@ fn a_sampled_token_missing_from_the_content_does_not_shift_the_probabilities() {
     assert!((p - expected).abs() < 1e-9, "{p}");
 }
 
+/// A request with `stop_once` ends at the first token whose log-probabilities satisfy it,
+/// as the fit question does: llama-server streams the fence Qwen2.5-Coder 0.5B samples
+/// first with no content but with its probabilities, and there the answer is read.
+#[test]
+fn a_reply_stops_once_its_probabilities_say_what_was_asked() {
+    let lp = |token: &str, top: serde_json::Value| json!({"token": token, "logprob": -0.6, "top_logprobs": top});
+    let mut server = mockito::Server::new();
+    server
+        .mock("POST", "/v1/chat/completions")
+        .with_header("content-type", "text/event-stream")
+        .with_body(sse(&[
+            json!({"choices": [{"index": 0, "delta": {},
+                   "logprobs": {"content": [lp("```", json!([
+                       {"token": "Yes", "logprob": -0.6}, {"token": "No", "logprob": -1.1}]))]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": "{\"answer\": \"yes\"}"},
+                   "logprobs": {"content": [lp("{\"answer\": \"yes\"}", json!([]))]}}]}),
+        ]))
+        .create();
+    fn two_words(tokens: &[toolloop::backend::TokenLogprob]) -> bool {
+        tokens.iter().any(|t| t.top.len() == 2)
+    }
+    let messages = vec![Message::user("q")];
+    let opts = GenOptions {
+        top_logprobs: Some(10),
+        stop_once: Some(toolloop::backend::StopOnce(two_words)),
+        ..GenOptions::default()
+    };
+    let req = ChatRequest {
+        messages: &messages,
+        schema: None,
+        options: &opts,
+    };
+    let reply = OpenAi::new(&format!("{}/v1", server.url()), "m", None)
+        .chat(
+            &req,
+            Deadline::after(Duration::from_secs(10)),
+            &mut toolloop::backend::keep_going,
+        )
+        .unwrap();
+    assert_eq!(reply.stop, StopReason::Stopped);
+    assert_eq!(reply.logprobs.len(), 1);
+    assert_eq!(reply.text, "");
+    // No usage came: the tokens counted are the ones streamed.
+    assert_eq!(reply.usage.completion_tokens, 1);
+}
+
 #[test]
 fn finish_reason_length_is_truncation() {
     let mut server = mockito::Server::new();

@@ -57,6 +57,44 @@ pub struct GenOptions {
     /// keeps them for the next turn's prompt cache. Never read from a configuration file.
     #[serde(skip)]
     pub aside: bool,
+    /// Stops the generation once the log-probabilities streamed so far satisfy this, and
+    /// the reply comes back with [`StopReason::Stopped`]. The fit question is read at one
+    /// token, the first where "yes" and "no" carry most of the probability; Qwen2.5-Coder
+    /// 0.5B gives that at its first token and wrote 13 more (`BENCHMARKS.md`, "A fit
+    /// answer ends where it is read"). Never read from a configuration file.
+    #[serde(skip)]
+    pub stop_once: Option<StopOnce>,
+}
+
+/// A test on the log-probabilities streamed so far, which stops the generation once it
+/// holds ([`GenOptions::stop_once`]).
+///
+/// ```
+/// use toolloop::backend::{StopOnce, TokenLogprob};
+///
+/// fn any(tokens: &[TokenLogprob]) -> bool { !tokens.is_empty() }
+/// assert!(!StopOnce(any).reached(&[]));
+/// ```
+#[derive(Clone, Copy)]
+pub struct StopOnce(pub fn(&[TokenLogprob]) -> bool);
+
+impl StopOnce {
+    /// Whether the generation stops after `tokens`.
+    pub fn reached(&self, tokens: &[TokenLogprob]) -> bool {
+        (self.0)(tokens)
+    }
+}
+
+impl PartialEq for StopOnce {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::fn_addr_eq(self.0, other.0)
+    }
+}
+
+impl std::fmt::Debug for StopOnce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopOnce")
+    }
 }
 
 /// What the loop asks of a backend.

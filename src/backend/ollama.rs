@@ -478,6 +478,25 @@ impl Ollama {
             }
             if let Some(tokens) = chunk["logprobs"].as_array() {
                 logprobs.extend(tokens.iter().map(super::token_logprob));
+                if request
+                    .options
+                    .stop_once
+                    .is_some_and(|stop| stop.reached(&logprobs))
+                {
+                    return Ok(ChatReply {
+                        text,
+                        stop: StopReason::Stopped,
+                        usage: Usage {
+                            completion_tokens: pieces.max(logprobs.len() as u64),
+                            ..Usage::default()
+                        },
+                        timings: Timings {
+                            total: started.elapsed(),
+                            ..Timings::default()
+                        },
+                        logprobs,
+                    });
+                }
             }
             if chunk["done"] == true {
                 let stop = match chunk["done_reason"].as_str() {

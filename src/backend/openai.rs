@@ -305,8 +305,13 @@ struct Collected {
 }
 
 impl Collected {
-    /// Takes one chunk; `Break` when the sink stopped the stream.
-    fn absorb(&mut self, chunk: &Value, sink: TextSink<'_>) -> ControlFlow<()> {
+    /// Takes one chunk; `Break` when the sink or `stop_once` stopped the stream.
+    fn absorb(
+        &mut self,
+        chunk: &Value,
+        sink: TextSink<'_>,
+        stop_once: Option<super::StopOnce>,
+    ) -> ControlFlow<()> {
         let choice = &chunk["choices"][0];
         let piece = choice["delta"]["content"]
             .as_str()
@@ -324,6 +329,10 @@ impl Collected {
         if let Some(tokens) = choice["logprobs"]["content"].as_array() {
             self.logprobs
                 .extend(tokens.iter().map(super::token_logprob));
+            if stop_once.is_some_and(|stop| stop.reached(&self.logprobs)) {
+                self.finish = Some("stopped".into());
+                return ControlFlow::Break(());
+            }
         }
         if let Some(f) = choice["finish_reason"].as_str() {
             self.finish = Some(f.to_string());
@@ -349,7 +358,7 @@ impl Collected {
         let completion_tokens = usage["completion_tokens"]
             .as_u64()
             .or_else(|| timings["predicted_n"].as_u64())
-            .unwrap_or(self.pieces);
+            .unwrap_or(self.pieces.max(self.logprobs.len() as u64));
         let ms = |v: &Value| {
             v.as_f64()
                 .map(|m| Duration::from_secs_f64(m.max(0.0) / 1000.0))
@@ -547,7 +556,7 @@ impl OpenAi {
                 return Err(BackendError::Stream { message });
             }
             // One object: nothing is left to stop.
-            let _ = got.absorb(&v, sink);
+            let _ = got.absorb(&v, sink, None);
             return Ok(got.into_reply(started));
         }
         loop {
@@ -587,7 +596,7 @@ impl OpenAi {
                             message: v.to_string(),
                         });
                     }
-                    if got.absorb(&v, sink).is_break() {
+                    if got.absorb(&v, sink, request.options.stop_once).is_break() {
                         return Ok(got.into_reply(started));
                     }
                     if got.text.len() > super::MAX_REPLY {

@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use super::{Check, CheckInfo, Effect, Judgement, TurnContext, grounding, tool_relevance};
-use crate::message::{ChatReply, Message};
+use crate::message::{ChatReply, Message, TokenLogprob};
 use crate::tool_spec::ToolSpec;
 
 /// The check's declaration.
@@ -287,6 +287,18 @@ impl Baselines {
 /// calibration declined 7 of 13 needless calls where this reading declines 11
 /// (`BENCHMARKS.md`, "Two things the decision could not read").
 pub(crate) fn read(reply: &ChatReply) -> Option<f64> {
+    read_tokens(&reply.logprobs)
+}
+
+/// Whether the share of "yes" can be read from `tokens` already: the fit question's
+/// reply is stopped there ([`crate::backend::GenOptions::stop_once`]), since no later
+/// token changes it.
+pub(crate) fn readable(tokens: &[TokenLogprob]) -> bool {
+    read_tokens(tokens).is_some()
+}
+
+/// [`read`] on the log-probabilities alone.
+fn read_tokens(tokens: &[TokenLogprob]) -> Option<f64> {
     let starts = |tok: &str, c: char| {
         tok.trim()
             .trim_matches('"')
@@ -294,7 +306,7 @@ pub(crate) fn read(reply: &ChatReply) -> Option<f64> {
             .next()
             .is_some_and(|f| f.eq_ignore_ascii_case(&c))
     };
-    for t in &reply.logprobs {
+    for t in tokens {
         let mut alternatives = t.top.clone();
         if !alternatives.iter().any(|(tok, _)| *tok == t.token) {
             alternatives.push((t.token.clone(), t.logprob));

@@ -223,6 +223,9 @@ impl Orchestrator {
                         top_logprobs: Some(FIT_TOP_LOGPROBS),
                         temperature: Some(0.0),
                         aside: true,
+                        stop_once: Some(crate::backend::StopOnce(
+                            crate::checks::tool_fit::readable,
+                        )),
                         ..self.options.clone()
                     };
                     let schema = engine.fit_schema();
