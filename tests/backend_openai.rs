@@ -414,6 +414,15 @@ fn a_question_aside_goes_to_the_last_slot_of_a_server_that_has_several() {
         .map(|b| b.get("id_slot").cloned())
         .collect();
     assert_eq!(slots, [Some(json!(3)), Some(json!(3)), None]);
+    // A question aside is evaluated whole, so its answer does not move with what the slot
+    // had cached; a turn keeps the cache.
+    let cache: Vec<_> = bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|b| b.get("cache_prompt").cloned())
+        .collect();
+    assert_eq!(cache, [Some(json!(false)), Some(json!(false)), None]);
 }
 
 /// Where llama-server answers `GET /slots`, a question aside names its slot only while
@@ -464,7 +473,7 @@ fn a_question_aside_names_no_slot_where_the_server_has_one_or_does_not_say() {
     for props in [None, Some(json!({"total_slots": 1}))] {
         let mut server = mockito::Server::new();
         let p = server.mock("GET", "/props");
-        let _p = match props {
+        let _p = match &props {
             Some(body) => p.with_body(body.to_string()).create(),
             None => p.with_status(404).create(),
         };
@@ -473,6 +482,9 @@ fn a_question_aside_names_no_slot_where_the_server_has_one_or_does_not_say() {
         ask(&mut b, true);
         let body = bodies.lock().unwrap()[0].clone();
         assert!(body.get("id_slot").is_none(), "{body}");
+        // Only llama-server is sent its own `cache_prompt`.
+        let llama = props.is_some();
+        assert_eq!(body.get("cache_prompt").is_some(), llama, "{body}");
     }
 }
 

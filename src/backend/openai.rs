@@ -40,10 +40,18 @@ pub struct OpenAi {
     stop: Option<StopHandle>,
     /// The agent of the requests the stop handle can cut off.
     agent: http::StoppableAgent,
-    /// The slot questions aside go to ([`GenOptions::aside`]), learned from llama-server's
-    /// `/props` before the first of them; `None` where the server has one slot or does
-    /// not say. Shared by clones, so a process asks once.
-    aside_slot: Arc<OnceLock<Option<AsideSlot>>>,
+    /// What llama-server's `/props` says, read before the first question aside
+    /// ([`GenOptions::aside`]). Shared by clones, so a process asks once.
+    props: Arc<OnceLock<Props>>,
+}
+
+/// What llama-server's `/props` said; all empty for another server.
+#[derive(Debug, Clone, Copy, Default)]
+struct Props {
+    /// Whether the server is llama-server: it answered with its slot count.
+    llama: bool,
+    /// The slot questions aside go to; `None` where the server has one slot.
+    aside: Option<AsideSlot>,
 }
 
 /// llama-server's slot for questions aside, as `/props` described it.
@@ -74,7 +82,7 @@ impl OpenAi {
             api_key: api_key.filter(|k| !k.trim().is_empty()),
             stop: None,
             agent: http::StoppableAgent::default(),
-            aside_slot: Arc::default(),
+            props: Arc::default(),
         }
     }
 
@@ -139,15 +147,23 @@ impl OpenAi {
             );
         }
         add_options(&mut body, request.options);
-        if let (true, true, Some(Some(slot))) = (request.options.aside, free, self.aside_slot.get())
-        {
+        let props = self.props.get().copied().unwrap_or_default();
+        if let (true, true, Some(slot)) = (request.options.aside, free, props.aside) {
             body.insert("id_slot".into(), json!(slot.id));
+        }
+        if request.options.aside && props.llama {
+            // The whole prompt evaluated each time: read at one token, the fit answer
+            // moved with how much of its prompt the slot had cached (a "yes" of 0.47,
+            // 0.48 or 0.50 for one question with 73, 33 or 43 tokens cached, 0.52 every
+            // time without), and the decision's bar sits within that spread of the
+            // calls it tells apart (`BENCHMARKS.md`, "The fit answer without the cache").
+            body.insert("cache_prompt".into(), json!(false));
         }
         Value::Object(body)
     }
 
-    /// Learns which slot questions aside go to, once: llama-server's last slot where it
-    /// has two or more. On one slot a fit question between two turns takes the turn's
+    /// Learns, once, whether the server is llama-server and which slot questions aside go
+    /// to: its last slot where it has two or more. On one slot a fit question between two turns takes the turn's
     /// tokens out of the slot, and the next turn gets back from the server's host-memory
     /// cache whichever saved prompt keeps the larger share of its own tokens, which after
     /// a turn asked again was once another run's (`tests/real_model.rs`,
@@ -160,8 +176,8 @@ impl OpenAi {
     /// waiting for a named slot that was busy stalled Gemma 3 270M's llama-server twice, for
     /// 76 and 108 s with every slot idle, until the runs timed out (`BENCHMARKS.md`, "Fit
     /// questions in a slot of their own").
-    fn learn_aside_slot(&self, deadline: &Deadline) {
-        if self.aside_slot.get().is_some() {
+    fn learn_props(&self, deadline: &Deadline) {
+        if self.props.get().is_some() {
             return;
         }
         let root = self.base.strip_suffix("/v1").unwrap_or(&self.base);
@@ -180,13 +196,16 @@ impl OpenAi {
             let seen = props["endpoint_slots"].as_bool().unwrap_or(false);
             Some((props["total_slots"].as_u64()?, seen))
         });
-        let slot = slots
+        let aside = slots
             .filter(|(n, _)| (2..=u64::from(u32::MAX)).contains(n))
             .map(|(n, seen)| AsideSlot {
                 id: (n - 1) as u32,
                 seen,
             });
-        let _ = self.aside_slot.set(slot);
+        let _ = self.props.set(Props {
+            llama: slots.is_some(),
+            aside,
+        });
     }
 
     /// Whether a question aside may name its slot now, by the server's own `GET /slots`:
@@ -197,7 +216,7 @@ impl OpenAi {
     /// without the endpoint keeps the process's own count alone; one whose answer does not
     /// come or cannot be read gets no slot named, since a wait is the risk.
     fn aside_slot_free(&self, deadline: &Deadline) -> bool {
-        let Some(Some(slot)) = self.aside_slot.get() else {
+        let Some(slot) = self.props.get().and_then(|p| p.aside) else {
             return false;
         };
         if !slot.seen {
@@ -474,7 +493,7 @@ impl OpenAi {
     ) -> Result<ChatReply, BackendError> {
         let started = Instant::now();
         if request.options.aside {
-            self.learn_aside_slot(&deadline);
+            self.learn_props(&deadline);
         }
         let (_flight, alone) = InFlight::enter(&self.base);
         let free = request.options.aside && alone && self.aside_slot_free(&deadline);
