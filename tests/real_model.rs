@@ -683,7 +683,9 @@ fn every_language_keeps_its_right_calls_and_decides_near_english() {
 /// `toolloop calibrate` asked its questioned calls a second time and kept right calls by
 /// a margin for how much the fit answer moved: the calibration these tests read says how
 /// much, and its bar sits that far below the right calls it kept (`BENCHMARKS.md`, "A
-/// margin for the fit's own noise"). Measured on four slots: 0.007–0.012.
+/// margin for the fit's own noise"). Four at once it measured 0.007–0.012; one at a time
+/// it measures none, since the question is evaluated whole (`BENCHMARKS.md`, "The fit
+/// answer without the cache").
 #[test]
 #[ignore = "needs a llama-server and its calibration: see the module docs"]
 fn calibration_measured_how_much_the_fit_answer_moves() {
@@ -700,9 +702,11 @@ fn calibration_measured_how_much_the_fit_answer_moves() {
     let noise = entry["measured"]["fit_noise"]
         .as_f64()
         .expect("the spread was measured: enough calls were asked twice");
+    // `scripts/test-all.sh` calibrates one case at a time, and llama-server evaluates a
+    // fit question whole (`cache_prompt: false`): asked twice, it answers the same.
     assert!(
-        (0.0..0.05).contains(&noise),
-        "one fit answer's spread {noise}"
+        noise.abs() < 1e-9,
+        "one fit answer's spread {noise}, one at a time"
     );
     let fit_min = entry["thresholds"]["fit_min"].as_f64().unwrap();
     assert!(fit_min > 0.0 && fit_min < 1.0, "{entry}");

@@ -20,6 +20,10 @@ use super::{
 use crate::deadline::{Deadline, StopHandle};
 use crate::http::{self, Failure};
 
+mod slots;
+
+use slots::{InFlight, Props};
+
 const MAX_LINE: usize = 8 << 20;
 
 /// A model behind an OpenAI-compatible API.
@@ -43,23 +47,6 @@ pub struct OpenAi {
     /// What llama-server's `/props` says, read before the first question aside
     /// ([`GenOptions::aside`]). Shared by clones, so a process asks once.
     props: Arc<OnceLock<Props>>,
-}
-
-/// What llama-server's `/props` said; all empty for another server.
-#[derive(Debug, Clone, Copy, Default)]
-struct Props {
-    /// Whether the server is llama-server: it answered with its slot count.
-    llama: bool,
-    /// The slot questions aside go to; `None` where the server has one slot.
-    aside: Option<AsideSlot>,
-}
-
-/// llama-server's slot for questions aside, as `/props` described it.
-#[derive(Debug, Clone, Copy)]
-struct AsideSlot {
-    id: u32,
-    /// Whether the server answers `GET /slots`, which says whether the slot is busy.
-    seen: bool,
 }
 
 impl std::fmt::Debug for OpenAi {
@@ -161,120 +148,7 @@ impl OpenAi {
         }
         Value::Object(body)
     }
-
-    /// Learns, once, whether the server is llama-server and which slot questions aside go
-    /// to: its last slot where it has two or more. On one slot a fit question between two turns takes the turn's
-    /// tokens out of the slot, and the next turn gets back from the server's host-memory
-    /// cache whichever saved prompt keeps the larger share of its own tokens, which after
-    /// a turn asked again was once another run's (`tests/real_model.rs`,
-    /// `the_prompt_cache_holds_across_every_request_of_a_run`). In a slot of their own the
-    /// questions leave the turn's slot alone. Another server has no `/props`, and gets no
-    /// `id_slot`.
-    ///
-    /// Only a question asked while no other request of the process to the server is under
-    /// way names the slot ([`InFlight`]): with four runs at once on four slots, questions
-    /// waiting for a named slot that was busy stalled Gemma 3 270M's llama-server twice, for
-    /// 76 and 108 s with every slot idle, until the runs timed out (`BENCHMARKS.md`, "Fit
-    /// questions in a slot of their own").
-    fn learn_props(&self, deadline: &Deadline) {
-        if self.props.get().is_some() {
-            return;
-        }
-        let root = self.base.strip_suffix("/v1").unwrap_or(&self.base);
-        let slots = http::budget(deadline, Duration::from_secs(2)).and_then(|budget| {
-            let mut req = http::agent()
-                .get(format!("{root}/props"))
-                .config()
-                .timeout_global(Some(budget))
-                .build();
-            if let Some(key) = &self.api_key {
-                req = req.header("Authorization", format!("Bearer {key}"));
-            }
-            let resp = req.call().ok()?;
-            let (body, _) = http::read_capped(resp.into_body().into_reader(), 1 << 20).ok()?;
-            let props: Value = serde_json::from_slice(&body).ok()?;
-            let seen = props["endpoint_slots"].as_bool().unwrap_or(false);
-            Some((props["total_slots"].as_u64()?, seen))
-        });
-        let aside = slots
-            .filter(|(n, _)| (2..=u64::from(u32::MAX)).contains(n))
-            .map(|(n, seen)| AsideSlot {
-                id: (n - 1) as u32,
-                seen,
-            });
-        let _ = self.props.set(Props {
-            llama: slots.is_some(),
-            aside,
-        });
-    }
-
-    /// Whether a question aside may name its slot now, by the server's own `GET /slots`:
-    /// not while that slot is busy. Several toolloop processes on one server (a script
-    /// running `toolloop ask` four at once) each count only their own requests, so each
-    /// named the same slot: their questions waited in line for it, a median 15.5 s against
-    /// 5.6 s unnamed (`BENCHMARKS.md`, "Questions aside wait for a busy slot"). A server
-    /// without the endpoint keeps the process's own count alone; one whose answer does not
-    /// come or cannot be read gets no slot named, since a wait is the risk.
-    fn aside_slot_free(&self, deadline: &Deadline) -> bool {
-        let Some(slot) = self.props.get().and_then(|p| p.aside) else {
-            return false;
-        };
-        if !slot.seen {
-            return true;
-        }
-        let root = self.base.strip_suffix("/v1").unwrap_or(&self.base);
-        let busy = http::budget(deadline, Duration::from_secs(1)).and_then(|budget| {
-            let mut req = http::agent()
-                .get(format!("{root}/slots"))
-                .config()
-                .timeout_global(Some(budget))
-                .build();
-            if let Some(key) = &self.api_key {
-                req = req.header("Authorization", format!("Bearer {key}"));
-            }
-            let resp = req.call().ok()?;
-            let (body, _) = http::read_capped(resp.into_body().into_reader(), 1 << 20).ok()?;
-            let slots: Value = serde_json::from_slice(&body).ok()?;
-            slots
-                .as_array()?
-                .iter()
-                .find(|s| s["id"].as_u64() == Some(u64::from(slot.id)))?["is_processing"]
-                .as_bool()
-        });
-        busy == Some(false)
-    }
 }
-
-/// This process's requests under way, per server: one is counted from before it is sent
-/// until its reply is read or dropped.
-#[derive(Debug)]
-struct InFlight(String);
-
-static IN_FLIGHT: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, usize>>> =
-    std::sync::LazyLock::new(Default::default);
-
-impl InFlight {
-    /// Counts a request to `base`; `true` when it is the only one under way.
-    fn enter(base: &str) -> (Self, bool) {
-        let mut all = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
-        let n = all.entry(base.to_string()).or_default();
-        *n += 1;
-        (InFlight(base.to_string()), *n == 1)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let mut all = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = all.get_mut(&self.0) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                all.remove(&self.0);
-            }
-        }
-    }
-}
-
 /// Tool results go as user text: the loop does not use the server's native tool calls,
 /// so there is no `tool_call_id` a `tool` message could answer.
 fn wire_message(m: &Message) -> Value {

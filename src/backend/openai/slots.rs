@@ -1,0 +1,142 @@
+//! llama-server's own extras for questions aside (the fit question): which slot they
+//! go to, whether it is free, and this process's requests under way. Another
+//! OpenAI-compatible server answers none of `/props` and `/slots`, and is sent none of
+//! this.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::OpenAi;
+use crate::deadline::Deadline;
+use crate::http;
+
+/// What llama-server's `/props` said; all empty for another server.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Props {
+    /// Whether the server is llama-server: it answered with its slot count.
+    pub(super) llama: bool,
+    /// The slot questions aside go to; `None` where the server has one slot.
+    pub(super) aside: Option<AsideSlot>,
+}
+
+/// llama-server's slot for questions aside, as `/props` described it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AsideSlot {
+    pub(super) id: u32,
+    /// Whether the server answers `GET /slots`, which says whether the slot is busy.
+    seen: bool,
+}
+
+impl OpenAi {
+    /// Learns, once, whether the server is llama-server and which slot questions aside go
+    /// to: its last slot where it has two or more. On one slot a fit question between two turns takes the turn's
+    /// tokens out of the slot, and the next turn gets back from the server's host-memory
+    /// cache whichever saved prompt keeps the larger share of its own tokens, which after
+    /// a turn asked again was once another run's (`tests/real_model.rs`,
+    /// `the_prompt_cache_holds_across_every_request_of_a_run`). In a slot of their own the
+    /// questions leave the turn's slot alone. Another server has no `/props`, and gets no
+    /// `id_slot`.
+    ///
+    /// Only a question asked while no other request of the process to the server is under
+    /// way names the slot ([`InFlight`]): with four runs at once on four slots, questions
+    /// waiting for a named slot that was busy stalled Gemma 3 270M's llama-server twice, for
+    /// 76 and 108 s with every slot idle, until the runs timed out (`BENCHMARKS.md`, "Fit
+    /// questions in a slot of their own").
+    pub(super) fn learn_props(&self, deadline: &Deadline) {
+        if self.props.get().is_some() {
+            return;
+        }
+        let slots = self
+            .server_json("props", Duration::from_secs(2), deadline)
+            .and_then(|props| {
+                let seen = props["endpoint_slots"].as_bool().unwrap_or(false);
+                Some((props["total_slots"].as_u64()?, seen))
+            });
+        let aside = slots
+            .filter(|(n, _)| (2..=u64::from(u32::MAX)).contains(n))
+            .map(|(n, seen)| AsideSlot {
+                id: (n - 1) as u32,
+                seen,
+            });
+        let _ = self.props.set(Props {
+            llama: slots.is_some(),
+            aside,
+        });
+    }
+
+    /// Whether a question aside may name its slot now, by the server's own `GET /slots`:
+    /// not while that slot is busy. Several toolloop processes on one server (a script
+    /// running `toolloop ask` four at once) each count only their own requests, so each
+    /// named the same slot: their questions waited in line for it, a median 15.5 s against
+    /// 5.6 s unnamed (`BENCHMARKS.md`, "Questions aside wait for a busy slot"). A server
+    /// without the endpoint keeps the process's own count alone; one whose answer does not
+    /// come or cannot be read gets no slot named, since a wait is the risk.
+    pub(super) fn aside_slot_free(&self, deadline: &Deadline) -> bool {
+        let Some(slot) = self.props.get().and_then(|p| p.aside) else {
+            return false;
+        };
+        if !slot.seen {
+            return true;
+        }
+        let busy = self
+            .server_json("slots", Duration::from_secs(1), deadline)
+            .and_then(|slots| {
+                slots
+                    .as_array()?
+                    .iter()
+                    .find(|s| s["id"].as_u64() == Some(u64::from(slot.id)))?["is_processing"]
+                    .as_bool()
+            });
+        busy == Some(false)
+    }
+
+    /// `GET {root}/{path}` of llama-server's own API, read as JSON within `wait` and the
+    /// deadline; `None` for any failure, which each caller takes as "not llama-server" or
+    /// "do not name the slot".
+    fn server_json(&self, path: &str, wait: Duration, deadline: &Deadline) -> Option<Value> {
+        let root = self.base.strip_suffix("/v1").unwrap_or(&self.base);
+        let budget = http::budget(deadline, wait)?;
+        let mut req = http::agent()
+            .get(format!("{root}/{path}"))
+            .config()
+            .timeout_global(Some(budget))
+            .build();
+        if let Some(key) = &self.api_key {
+            req = req.header("Authorization", format!("Bearer {key}"));
+        }
+        let resp = req.call().ok()?;
+        let (body, _) = http::read_capped(resp.into_body().into_reader(), 1 << 20).ok()?;
+        serde_json::from_slice(&body).ok()
+    }
+}
+
+/// This process's requests under way, per server: one is counted from before it is sent
+/// until its reply is read or dropped.
+#[derive(Debug)]
+pub(super) struct InFlight(String);
+
+static IN_FLIGHT: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, usize>>> =
+    std::sync::LazyLock::new(Default::default);
+
+impl InFlight {
+    /// Counts a request to `base`; `true` when it is the only one under way.
+    pub(super) fn enter(base: &str) -> (Self, bool) {
+        let mut all = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+        let n = all.entry(base.to_string()).or_default();
+        *n += 1;
+        (InFlight(base.to_string()), *n == 1)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut all = IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = all.get_mut(&self.0) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                all.remove(&self.0);
+            }
+        }
+    }
+}
