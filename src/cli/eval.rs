@@ -245,6 +245,7 @@ pub(super) fn run_calibrate(
     };
     let thresholds = eval::calibrate::choose(&obs, &config.model, margin * noise.unwrap_or(0.0));
     let measured = eval::calibrate::measure(&obs, &thresholds);
+    let right = eval::calibrate::right_fit(&obs, thresholds.p_weight);
     let entry = crate::Calibration {
         model: config.model.clone(),
         server: config.server(),
@@ -256,6 +257,7 @@ pub(super) fn run_calibrate(
         measured: {
             let mut m = serde_json::to_value(measured).unwrap_or_default();
             m["fit_noise"] = serde_json::json!(noise);
+            m["right_fit"] = serde_json::json!(right);
             m
         },
     };
@@ -269,6 +271,7 @@ pub(super) fn run_calibrate(
             &thresholds,
             &measured,
             (noise, margin),
+            right,
         ))
     };
     if written.is_err() {

@@ -391,7 +391,9 @@ pub enum Command {
     /// whether they hold. The tuning half's questioned calls (about a quarter of the
     /// set) are run once more, to measure how much the model's answer to the fit
     /// question moves between two asks, and right calls are kept by twice that spread
-    /// (--margin).
+    /// (--margin). The bar also stays under a floor drawn from how the tuning half's
+    /// right calls spread, which 90% of right calls like them clear: one set's lowest
+    /// right call is not another's.
     /// It costs about two model requests per case (and one per tool, the tool's own
     /// leaning), and a quarter more for the second asking: 6–12 minutes for a
     /// 0.5B model on two CPU cores, under a minute on a GPU. The result goes to the
@@ -413,8 +415,8 @@ pub enum Command {
         /// Keep right calls by this many times the fit answer's spread between two asks.
         /// With 2, bars kept 95–97% of a later run's right calls, measured on Qwen2.5-Coder
         /// 0.5B (BENCHMARKS.md); 0 sets the bar just under the lowest right call of this
-        /// run, which declines more needless calls and, where the server's answers move,
-        /// right ones too.
+        /// run (or at the right calls' floor, when that is lower), which declines more
+        /// needless calls and, where the server's answers move, right ones too.
         #[arg(long, value_name = "Z", default_value_t = crate::eval::calibrate::NOISE_Z,
               value_parser = margin)]
         margin: f64,
