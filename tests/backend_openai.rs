@@ -407,22 +407,17 @@ fn a_question_aside_goes_to_the_last_slot_of_a_server_that_has_several() {
     ask(&mut b.clone(), true);
     ask(&mut b, false);
     props.assert();
-    let slots: Vec<_> = bodies
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|b| b.get("id_slot").cloned())
-        .collect();
-    assert_eq!(slots, [Some(json!(3)), Some(json!(3)), None]);
+    let field = |name: &str| -> Vec<_> {
+        let bodies = bodies.lock().unwrap();
+        bodies.iter().map(|b| b.get(name).cloned()).collect()
+    };
+    assert_eq!(field("id_slot"), [Some(json!(3)), Some(json!(3)), None]);
     // A question aside is evaluated whole, so its answer does not move with what the slot
     // had cached; a turn keeps the cache.
-    let cache: Vec<_> = bodies
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|b| b.get("cache_prompt").cloned())
-        .collect();
-    assert_eq!(cache, [Some(json!(false)), Some(json!(false)), None]);
+    assert_eq!(
+        field("cache_prompt"),
+        [Some(json!(false)), Some(json!(false)), None]
+    );
 }
 
 /// Where llama-server answers `GET /slots`, a question aside names its slot only while

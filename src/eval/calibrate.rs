@@ -150,14 +150,17 @@ pub struct RightFit {
 /// [`FLOOR_CALLS`] right calls asked.
 pub fn right_fit(obs: &[Observation], p_weight: f64) -> Option<RightFit> {
     use statrs::distribution::{ContinuousCDF, StudentsT};
+    // Every call the fit question could be put to, whatever its p(tool).
     let t = Thresholds {
         p_weight,
+        p_min: 0.0,
+        p_sure: f64::INFINITY,
         ..Thresholds::default()
     };
     let scores: Vec<f64> = obs
         .iter()
         .filter(|o| o.needs_tool && o.fit < 1.0 && half(&o.id) == Half::Tuning)
-        .filter(|o| !o.supported || o.unsaid)
+        .filter(|o| t.questions(o.p_tool, o.supported, o.unsaid))
         .map(|o| t.fit_score(o.p_tool, o.fit))
         .collect();
     if scores.len() < FLOOR_CALLS {

@@ -30,19 +30,13 @@ pub(super) struct AsideSlot {
 
 impl OpenAi {
     /// Learns, once, whether the server is llama-server and which slot questions aside go
-    /// to: its last slot where it has two or more. On one slot a fit question between two turns takes the turn's
-    /// tokens out of the slot, and the next turn gets back from the server's host-memory
-    /// cache whichever saved prompt keeps the larger share of its own tokens, which after
-    /// a turn asked again was once another run's (`tests/real_model.rs`,
-    /// `the_prompt_cache_holds_across_every_request_of_a_run`). In a slot of their own the
-    /// questions leave the turn's slot alone. Another server has no `/props`, and gets no
-    /// `id_slot`.
-    ///
-    /// Only a question asked while no other request of the process to the server is under
-    /// way names the slot ([`InFlight`]): with four runs at once on four slots, questions
-    /// waiting for a named slot that was busy stalled Gemma 3 270M's llama-server twice, for
-    /// 76 and 108 s with every slot idle, until the runs timed out (`BENCHMARKS.md`, "Fit
-    /// questions in a slot of their own").
+    /// to: its last slot where it has two or more. On one slot a fit question between two
+    /// turns takes the turn's tokens out of the slot, and the next turn gets back from the
+    /// server's host-memory cache whichever saved prompt keeps the larger share of its own
+    /// tokens, which after a turn asked again was once another run's
+    /// (`tests/real_model.rs`, `the_prompt_cache_holds_across_every_request_of_a_run`). In
+    /// a slot of their own the questions leave the turn's slot alone. Another server has
+    /// no `/props`, and gets no `id_slot`.
     pub(super) fn learn_props(&self, deadline: &Deadline) {
         if self.props.get().is_some() {
             return;
@@ -113,6 +107,12 @@ impl OpenAi {
 
 /// This process's requests under way, per server: one is counted from before it is sent
 /// until its reply is read or dropped.
+///
+/// Only a question asked while no other request of the process to the server is under
+/// way names the slot: with four runs at once on four slots, questions waiting for a
+/// named slot that was busy stalled Gemma 3 270M's llama-server twice, for 76 and 108 s
+/// with every slot idle, until the runs timed out (`BENCHMARKS.md`, "Fit questions in a
+/// slot of their own").
 #[derive(Debug)]
 pub(super) struct InFlight(String);
 
