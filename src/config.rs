@@ -148,6 +148,7 @@ impl Default for Config {
                 top_logprobs: None,
                 aside: false,
                 stop_once: None,
+                prefill: None,
             },
             system: None,
             narrowing: Narrowing::PerTool,

@@ -41,6 +41,7 @@ fn options() -> GenOptions {
         top_logprobs: None,
         aside: false,
         stop_once: None,
+        prefill: None,
     }
 }
 

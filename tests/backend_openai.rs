@@ -538,3 +538,97 @@ fn a_question_aside_names_no_slot_while_another_request_is_under_way() {
     ask_with(&mut b, "aside", true);
     assert_eq!(bodies.lock().unwrap()[1]["id_slot"], 3);
 }
+
+/// One turn of `b` given the beginning `prefill`, its reply the text.
+fn continue_with(b: &mut OpenAi, prefill: &str) -> String {
+    let messages = vec![Message::user("Paris and Rome?")];
+    let opts = GenOptions {
+        prefill: Some(prefill.into()),
+        ..GenOptions::default()
+    };
+    let req = ChatRequest {
+        messages: &messages,
+        schema: Some(&json!({"type": "object"})),
+        options: &opts,
+    };
+    b.chat(
+        &req,
+        Deadline::after(Duration::from_secs(10)),
+        &mut toolloop::backend::keep_going,
+    )
+    .unwrap()
+    .text
+}
+
+/// A turn's beginning goes to llama-server as the assistant's message to continue, and
+/// the reply's text begins with it whether or not the stream sends it again. Another
+/// server would start the schema over after it, so it is asked for a whole reply.
+#[test]
+fn a_reply_is_continued_only_by_llama_server() {
+    let begun = r#"{"calls":[{"city":"Paris"}"#;
+    for (props, echoed) in [(true, false), (true, true), (false, false)] {
+        let mut server = mockito::Server::new();
+        let p = server.mock("GET", "/props");
+        let _p = match props {
+            true => p.with_body(json!({"total_slots": 1}).to_string()).create(),
+            false => p.with_status(404).create(),
+        };
+        let rest = r#", {"city":"Rome"}]}"#;
+        let streamed = match echoed {
+            true => sse(&[chunk(begun), chunk(rest)]),
+            false => sse(&[chunk(rest)]),
+        };
+        let _m = server
+            .mock("POST", "/v1/chat/completions")
+            .match_body(Matcher::Regex(r#""role":"assistant""#.into()))
+            .with_header("content-type", "text/event-stream")
+            .with_body(streamed)
+            .expect(usize::from(props))
+            .create();
+        let whole = r#"{"calls":[{"city":"Paris"},{"city":"Rome"}]}"#;
+        let _w = server
+            .mock("POST", "/v1/chat/completions")
+            .with_header("content-type", "text/event-stream")
+            .with_body(sse(&[chunk(whole)]))
+            .create();
+        let mut b = OpenAi::new(&format!("{}/v1", server.url()), "qwen", None);
+        let text = continue_with(&mut b, begun);
+        match props {
+            true => assert_eq!(text, format!("{begun}{rest}")),
+            false => assert_eq!(text, whole),
+        }
+        _m.assert();
+    }
+}
+
+/// A beginning the server's grammar refuses (llama-server answers 400 before it
+/// generates) costs no turn: the whole reply is asked for instead.
+#[test]
+fn a_beginning_the_server_refuses_is_asked_for_whole() {
+    let mut server = mockito::Server::new();
+    let _p = server
+        .mock("GET", "/props")
+        .with_body(json!({"total_slots": 1}).to_string())
+        .create();
+    let refused = server
+        .mock("POST", "/v1/chat/completions")
+        .match_body(Matcher::Regex(r#""role":"assistant""#.into()))
+        .with_status(400)
+        .with_body(
+            json!({"error": {"code": 400, "message": "Failed to initialize samplers: std::exception"}})
+                .to_string(),
+        )
+        .expect(1)
+        .create();
+    let whole = r#"{"calls":[{"city":"Paris"},{"city":"Rome"}]}"#;
+    let asked = server
+        .mock("POST", "/v1/chat/completions")
+        .with_header("content-type", "text/event-stream")
+        .with_body(sse(&[chunk(whole)]))
+        .expect(1)
+        .create();
+    let mut b = OpenAi::new(&format!("{}/v1", server.url()), "qwen", None);
+    assert_eq!(continue_with(&mut b, r#"{"calls":[{"town""#), whole);
+    refused.assert();
+    asked.assert();
+}

@@ -382,7 +382,10 @@ fn the_prompt_cache_holds_across_every_request_of_a_run() {
             .usage
             .cached_prompt_tokens
             .expect("llama-server reports cache_n");
-        let as_text = tokenize(&first.text);
+        // A turn continued from a beginning it was given: the server evaluated that
+        // beginning as prompt, and only the rest was written.
+        let written_text = first.text[first.given.as_ref().map_or(0, String::len)..].to_string();
+        let as_text = tokenize(&written_text);
         let same = first
             .written
             .iter()
@@ -401,7 +404,12 @@ fn the_prompt_cache_holds_across_every_request_of_a_run() {
             first.usage.prompt_tokens + same as u64
         };
         // A turn asked again (`more-calls`) sends the same prompt as the one before, not
-        // its reply; the server evaluates the prompt's last token anew whatever it holds.
+        // its reply, and then the calls made as the list's beginning; the server
+        // evaluates the prompt's last token anew whatever it holds.
+        let nameable = match next.given {
+            Some(_) => nameable.min(first.usage.prompt_tokens),
+            None => nameable,
+        };
         let least = nameable.min(next.usage.prompt_tokens.saturating_sub(1));
         assert!(
             cached >= least,
@@ -409,6 +417,47 @@ fn the_prompt_cache_holds_across_every_request_of_a_run() {
              {least} of which the chat API names again"
         );
     }
+}
+
+/// A turn asked again for one call more (`numbers-left`: one sum of two asked for) is
+/// continued from the call it made: llama-server takes that call as the beginning of its
+/// reply under the schema's grammar, the model writes only the call after it, and the
+/// first call runs as it was written.
+#[test]
+#[ignore = "needs a llama-server: see the module docs"]
+fn a_turn_asked_again_continues_from_the_calls_made() {
+    use std::sync::{Arc, Mutex};
+    let _turn = one_at_a_time();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let backend = Recording {
+        inner: OpenAi::new(&url(), "qwen", None),
+        seen: Arc::clone(&seen),
+    };
+    let (out, events) = run_traced_with(Box::new(backend), "What is 2+2 and 3+3?");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, toolloop::Event::MoreCalls { .. })),
+        "the first turn was not asked again: {:?}",
+        out.steps
+    );
+    let seen = seen.lock().unwrap().clone();
+    let continued = seen
+        .iter()
+        .find(|s| s.given.is_some())
+        .expect("the turn asked again was given its calls to continue");
+    let given = continued.given.as_deref().unwrap();
+    assert!(continued.text.starts_with(given), "{}", continued.text);
+    let written: String = continued.written.concat();
+    assert!(
+        !written.contains("2+2") && !written.contains("2 + 2"),
+        "the model wrote its first call again: {written}"
+    );
+    let first = &out.steps.iter().find(|s| s.tool.is_some()).unwrap();
+    let expression = first.arguments.as_ref().unwrap()["expression"].to_string();
+    assert!(given.contains(&expression), "{expression} not in {given}");
+    let sums: Vec<_> = out.steps.iter().filter(|s| s.tool.is_some()).collect();
+    assert!(sums.len() >= 2, "{:?}", out.steps);
 }
 
 /// llama-server's `/props`.
@@ -456,6 +505,8 @@ struct Seen {
     /// The reply's text, and its tokens as the model sampled them.
     text: String,
     written: Vec<String>,
+    /// The beginning the server was given to continue (`GenOptions::prefill`).
+    given: Option<String>,
 }
 
 /// A backend that notes each request's usage as the server reported it.
@@ -489,6 +540,7 @@ impl Backend for Recording {
             usage: reply.usage,
             text: reply.text.clone(),
             written: reply.logprobs.iter().map(|t| t.token.clone()).collect(),
+            given: request.options.prefill.clone(),
         });
         Ok(reply)
     }

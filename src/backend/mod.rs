@@ -64,6 +64,14 @@ pub struct GenOptions {
     /// answer ends where it is read"). Never read from a configuration file.
     #[serde(skip)]
     pub stop_once: Option<StopOnce>,
+    /// The reply's beginning, already written: a server that can continue a reply under
+    /// the schema (llama-server) is sent it as the assistant's message and generates only
+    /// the rest, and the reply's text then begins with it. Another server is asked for a
+    /// whole reply, as if it were not set. A turn asked again for one call more keeps the
+    /// calls it made this way instead of writing them again (`BENCHMARKS.md`, "Continuing
+    /// a turn asked again"). Never read from a configuration file.
+    #[serde(skip)]
+    pub prefill: Option<String>,
 }
 
 /// A test on the log-probabilities streamed so far, which stops the generation once it

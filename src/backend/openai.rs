@@ -121,7 +121,10 @@ impl OpenAi {
     /// The body; `free`: a question aside may name its slot (no other request of this
     /// process to the server is under way, and the server did not say the slot is busy).
     fn body(&self, request: &ChatRequest<'_>, free: bool) -> Value {
-        let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
+        let mut messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
+        if let Some(prefill) = self.continued(request) {
+            messages.push(json!({"role": "assistant", "content": prefill}));
+        }
         let mut body = Map::new();
         body.insert("model".into(), json!(self.model));
         body.insert("messages".into(), Value::Array(messages));
@@ -147,6 +150,15 @@ impl OpenAi {
             body.insert("cache_prompt".into(), json!(false));
         }
         Value::Object(body)
+    }
+
+    /// The reply's beginning sent for the server to continue ([`GenOptions::prefill`]):
+    /// only to llama-server, which feeds an assistant message that ends the conversation
+    /// to the schema's grammar before it generates (its `prefill_assistant`, on by
+    /// default). Another server would start the schema over after the prefill.
+    fn continued<'r>(&self, request: &'r ChatRequest<'_>) -> Option<&'r str> {
+        let llama = self.props.get().is_some_and(|p| p.llama);
+        request.options.prefill.as_deref().filter(|_| llama)
     }
 }
 /// Tool results go as user text: the loop does not use the server's native tool calls,
@@ -239,7 +251,14 @@ impl Collected {
         ControlFlow::Continue(())
     }
 
-    fn into_reply(self, started: Instant) -> ChatReply {
+    /// The reply; `given`: the beginning the server continued, which begins the text
+    /// whether or not the server sent it again.
+    fn into_reply(mut self, started: Instant, given: Option<&str>) -> ChatReply {
+        if let Some(given) = given
+            && !self.text.starts_with(given)
+        {
+            self.text.insert_str(0, given);
+        }
         let usage = self.usage.unwrap_or(Value::Null);
         let timings = self.timings.unwrap_or(Value::Null);
         let cached = timings["cache_n"]
@@ -347,7 +366,27 @@ impl Backend for OpenAi {
     ) -> Result<ChatReply, BackendError> {
         let stop = self.stop.clone();
         let (agent, _armed) = self.agent.arm(stop.as_ref());
-        let result = self.stream_chat(&agent, request, deadline, sink);
+        let mut result = self.stream_chat(&agent, request, deadline, sink);
+        // A beginning the server's grammar does not take is refused before anything is
+        // generated (llama-server: HTTP 400, "Failed to initialize samplers"): the whole
+        // reply is asked for instead, as from a server that cannot continue one.
+        if let Err(BackendError::BadRequest { message }) = &result
+            && self.continued(request).is_some()
+        {
+            log::warn!(
+                "{} would not continue the reply it was given ({message}); asking for a whole reply",
+                self.base
+            );
+            let options = GenOptions {
+                prefill: None,
+                ..request.options.clone()
+            };
+            let whole = ChatRequest {
+                options: &options,
+                ..*request
+            };
+            result = self.stream_chat(&agent, &whole, deadline, sink);
+        }
         super::unless_stopped(result, stop.as_ref())
     }
 
@@ -366,9 +405,10 @@ impl OpenAi {
         sink: TextSink<'_>,
     ) -> Result<ChatReply, BackendError> {
         let started = Instant::now();
-        if request.options.aside {
+        if request.options.aside || request.options.prefill.is_some() {
             self.learn_props(&deadline);
         }
+        let given = self.continued(request);
         let (_flight, alone) = InFlight::enter(&self.base);
         let free = request.options.aside && alone && self.aside_slot_free(&deadline);
         let url = format!("{}/chat/completions", self.base);
@@ -450,12 +490,12 @@ impl OpenAi {
             }
             // One object: nothing is left to stop.
             let _ = got.absorb(&v, sink, None);
-            return Ok(got.into_reply(started));
+            return Ok(got.into_reply(started, given));
         }
         loop {
             let line = match http::read_line(&mut reader, MAX_LINE).map_err(read_err)? {
                 Some(line) => line,
-                None if got.finish.is_some() => return Ok(got.into_reply(started)),
+                None if got.finish.is_some() => return Ok(got.into_reply(started, given)),
                 None => {
                     return Err(BackendError::InvalidResponse {
                         detail: "the connection closed before the reply was complete".into(),
@@ -472,7 +512,7 @@ impl OpenAi {
             let (field, data) = line.split_once(':').unwrap_or((line, ""));
             let data = data.strip_prefix(' ').unwrap_or(data);
             match field {
-                "data" if data.trim() == "[DONE]" => return Ok(got.into_reply(started)),
+                "data" if data.trim() == "[DONE]" => return Ok(got.into_reply(started, given)),
                 "data" | "error" => {
                     let v: Value =
                         serde_json::from_str(data).map_err(|_| BackendError::InvalidResponse {
@@ -490,7 +530,7 @@ impl OpenAi {
                         });
                     }
                     if got.absorb(&v, sink, request.options.stop_once).is_break() {
-                        return Ok(got.into_reply(started));
+                        return Ok(got.into_reply(started, given));
                     }
                     if got.text.len() > super::MAX_REPLY {
                         return Err(super::reply_too_large());

@@ -50,8 +50,19 @@ impl Generated {
         let mut counts = [0u64; 4];
         let spelled = reply.text_tokens();
         let tokens: usize = spelled.iter().map(|t| t.token.len()).sum();
-        if !spelled.is_empty() && tokens == reply.text.len() {
-            let mut at = 0;
+        // A reply the server continued ([`crate::backend::GenOptions::prefill`]): its
+        // tokens spell the text after the beginning it was given.
+        let given = reply.text.len().saturating_sub(tokens);
+        let spells_the_end = || {
+            let mut at = given;
+            spelled.iter().all(|t| {
+                let here = reply.text.get(at..at + t.token.len()) == Some(t.token.as_str());
+                at += t.token.len();
+                here
+            })
+        };
+        if !spelled.is_empty() && (given == 0 || spells_the_end()) {
+            let mut at = given;
             for t in spelled {
                 counts[part_at(&spans, at)] += 1;
                 at += t.token.len();
@@ -304,6 +315,28 @@ mod tests {
         assert_eq!(g.thought, g.answer, "{g:?}");
         assert!(g.thought > 0 && g.structure > g.thought, "{g:?}");
         assert_eq!(g.total(), 30);
+    }
+
+    /// The beginning a server was given to continue was not generated: only the calls
+    /// after it count.
+    #[test]
+    fn a_continued_turn_counts_only_what_the_model_wrote() {
+        let mut r = tokens(&[
+            " {\"",
+            "tool",
+            "\": \"",
+            "calc",
+            "\", \"",
+            "arguments",
+            "\": {\"",
+            "a",
+            "\": ",
+            "2",
+            "}}]}",
+        ]);
+        r.text.insert_str(0, r#"{"kind": "tool_calls", "thought": "two sums", "calls": [{"tool": "calc", "arguments": {"a": 1}},"#);
+        let g = Generated::of_turn(&r);
+        assert_eq!((g.thought, g.arguments, g.total()), (0, 11, 11), "{g:?}");
     }
 
     #[test]

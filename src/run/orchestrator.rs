@@ -156,6 +156,7 @@ impl Orchestrator {
                     // More room after a call was cut at the token limit.
                     let options = GenOptions {
                         num_predict: engine.num_predict().or(self.options.num_predict),
+                        prefill: engine.prefill().map(str::to_string),
                         ..self.options.clone()
                     };
                     let request = ChatRequest {

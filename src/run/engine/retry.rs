@@ -30,6 +30,9 @@ pub(super) struct AskedAgain {
     /// The request's numbers they left out, when `numbers-left` asked: a call the asking
     /// adds that uses none of them is not run.
     pub(super) left: Vec<f64>,
+    /// The turn's calls as the beginning of the list asked for, for a server that
+    /// continues a reply: the model writes only the calls after them.
+    pub(super) prefill: Option<String>,
 }
 
 impl Engine {
@@ -96,6 +99,27 @@ impl Engine {
             at_least: *at_least,
             left: left.clone(),
         });
+        // The calls as the model wrote them: a repaired turn's text is not the model's,
+        // and the grammar may not take it.
+        let prefill = match (&turn, repaired) {
+            (_, true) => None,
+            (
+                Turn::ToolCall {
+                    thought,
+                    tool,
+                    arguments,
+                },
+                false,
+            ) => {
+                let call = crate::turn::Call {
+                    tool: tool.clone(),
+                    arguments: arguments.clone(),
+                };
+                schema.list_beginning(thought, &[call])
+            }
+            (Turn::ToolCalls { thought, calls }, false) => schema.list_beginning(thought, calls),
+            _ => None,
+        };
         self.shortlist = Some(schema);
         self.asked_again = Some(AskedAgain {
             check: by,
@@ -104,8 +128,18 @@ impl Engine {
             repaired,
             calls: calls.to_vec(),
             left: left.clone(),
+            prefill,
         });
         None
+    }
+
+    /// The beginning of the reply the next request asks for, already written
+    /// ([`crate::backend::GenOptions::prefill`]): a turn asked again for one call more
+    /// begins with the calls it made, so that a server that can continue a reply has the
+    /// model write only the rest. Rewritten, its first calls took as long again as the
+    /// first turn (`BENCHMARKS.md`, "Continuing a turn asked again").
+    pub fn prefill(&self) -> Option<&str> {
+        self.asked_again.as_ref()?.prefill.as_deref()
     }
 
     /// The reply to a turn asked again was not a valid turn (`error` says why): the turn
@@ -206,6 +240,41 @@ pub(super) mod tests {
                 .find("minItems\":2")
                 .is_none()
         );
+    }
+
+    /// The turn asked again begins with the call the model made, in the list form, and
+    /// the reply that continues it is carried out whole.
+    #[test]
+    fn a_turn_asked_again_begins_with_the_calls_made() {
+        let mut e = asked_again();
+        let begun = e.prefill().unwrap().to_string();
+        assert_eq!(
+            begun,
+            r#"{"kind": "tool_calls", "thought": "", "calls": [{"tool": "calculator", "arguments": {"expression": "2+2"}},"#
+        );
+        e.model_replied(&reply(&format!(
+            r#"{begun} {{"tool": "calculator", "arguments": {{"expression": "3+3"}}}}]}}"#
+        )));
+        assert_eq!(e.prefill(), None);
+        let Step::CallTools { calls } = e.next_step() else {
+            panic!("{:?}", e.drain_events());
+        };
+        let expressions: Vec<_> = calls.iter().map(|c| c.1["expression"].clone()).collect();
+        assert_eq!(expressions, [json!("2+2"), json!("3+3")]);
+    }
+
+    /// A repaired first turn is not the model's text: the list is asked for whole.
+    #[test]
+    fn a_repaired_turn_asked_again_is_asked_for_whole() {
+        let mut e = numbers_left("2+2 and 3+3");
+        e.next_step();
+        let mut cut = single("2+2");
+        // Cut before its last brace: repaired.
+        cut.text.pop();
+        e.model_replied(&cut);
+        assert_eq!(e.next_step(), Step::CallModel);
+        assert!(e.schema().as_value().to_string().contains("minItems\":2"));
+        assert_eq!(e.prefill(), None);
     }
 
     #[test]
