@@ -1171,6 +1171,25 @@ mod calibrate {
     }
 
     #[test]
+    fn a_floor_that_is_no_share_is_refused_before_any_request() {
+        for floor in ["1", "0.3", "none"] {
+            let out = toolloop(
+                &[
+                    "calibrate",
+                    "--floor",
+                    floor,
+                    "--ollama-host",
+                    &common::dead_url(),
+                ],
+                b"",
+            );
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{err}");
+            assert!(err.contains("from 0.5 to 0.999, or off"), "{err}");
+        }
+    }
+
+    #[test]
     fn help_says_what_it_costs() {
         let out = toolloop(&["calibrate", "--help"], b"");
         assert_eq!(out.status.code(), Some(0));

@@ -152,7 +152,7 @@ fn run_cases(
 pub(super) fn run_calibrate(
     data: Option<&std::path::Path>,
     model: &ModelArgs,
-    (jobs, margin): (usize, f64),
+    (jobs, margin, floor): (usize, f64, Option<f64>),
     (json, dry_run): (bool, bool),
 ) -> ExitCode {
     let cases = match data {
@@ -243,9 +243,11 @@ pub(super) fn run_calibrate(
             Err(code) => return code,
         }
     };
-    let thresholds = eval::calibrate::choose(&obs, &config.model, margin * noise.unwrap_or(0.0));
+    let thresholds =
+        eval::calibrate::choose(&obs, &config.model, margin * noise.unwrap_or(0.0), floor);
     let measured = eval::calibrate::measure(&obs, &thresholds);
-    let right = eval::calibrate::right_fit(&obs, thresholds.p_weight);
+    let level = floor.unwrap_or(eval::calibrate::PREDICT);
+    let right = eval::calibrate::right_fit(&obs, thresholds.p_weight, level);
     let entry = crate::Calibration {
         model: config.model.clone(),
         server: config.server(),
@@ -258,6 +260,7 @@ pub(super) fn run_calibrate(
             let mut m = serde_json::to_value(measured).unwrap_or_default();
             m["fit_noise"] = serde_json::json!(noise);
             m["right_fit"] = serde_json::json!(right);
+            m["floor_held"] = serde_json::json!(floor.is_some());
             m
         },
     };
@@ -271,7 +274,7 @@ pub(super) fn run_calibrate(
             &thresholds,
             &measured,
             (noise, margin),
-            right,
+            (right, floor.is_some()),
         ))
     };
     if written.is_err() {

@@ -139,16 +139,19 @@ pub struct RightFit {
     pub mean: f64,
     /// Their standard deviation.
     pub sd: f64,
-    /// The bar under which one more right call like them reads only `1 - PREDICT` of the
-    /// time: `mean - t(PREDICT, calls - 1) * sd * sqrt(1 + 1/calls)`, Student's
-    /// prediction bound for one new draw from a normal sample.
+    /// The share of right calls like them the floor is drawn to keep ([`PREDICT`] unless
+    /// `toolloop calibrate --floor` says otherwise).
+    pub level: f64,
+    /// The bar under which one more right call like them reads only `1 - level` of the
+    /// time: `mean - t(level, calls - 1) * sd * sqrt(1 + 1/calls)`, Student's prediction
+    /// bound for one new draw from a normal sample.
     pub floor: f64,
 }
 
 /// Where the tuning half's right calls of `obs` score with `p_weight` beside the fit,
-/// and the floor a bar keeps [`PREDICT`] of right calls above. `None` with fewer than
-/// [`FLOOR_CALLS`] right calls asked.
-pub fn right_fit(obs: &[Observation], p_weight: f64) -> Option<RightFit> {
+/// and the floor a bar keeps `level` of right calls above ([`PREDICT`] by default).
+/// `None` with fewer than [`FLOOR_CALLS`] right calls asked.
+pub fn right_fit(obs: &[Observation], p_weight: f64, level: f64) -> Option<RightFit> {
     use statrs::distribution::{ContinuousCDF, StudentsT};
     // Every call the fit question could be put to, whatever its p(tool).
     let t = Thresholds {
@@ -169,11 +172,12 @@ pub fn right_fit(obs: &[Observation], p_weight: f64) -> Option<RightFit> {
     let n = scores.len() as f64;
     let mean = scores.iter().sum::<f64>() / n;
     let sd = (scores.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
-    let quantile = StudentsT::new(0.0, 1.0, n - 1.0).ok()?.inverse_cdf(PREDICT);
+    let quantile = StudentsT::new(0.0, 1.0, n - 1.0).ok()?.inverse_cdf(level);
     Some(RightFit {
         calls: scores.len(),
         mean,
         sd,
+        level,
         floor: mean - quantile * sd * (1.0 + 1.0 / n).sqrt(),
     })
 }
@@ -276,9 +280,17 @@ fn cuts(values: impl Iterator<Item = f64>) -> Vec<f64> {
 /// A right call counts as kept only when it would be kept read `margin` lower (by
 /// default [`NOISE_Z`] times one fit answer's spread, [`noise`]); needless calls are
 /// counted as read. And the bar on the fit goes no higher than the floor under the
-/// tuning half's right calls ([`right_fit`]): the lowest of them says where this set's
-/// right calls end, the floor where another set's are likely to.
-pub fn choose(obs: &[Observation], calibrated_for: &str, margin: f64) -> Thresholds {
+/// tuning half's right calls ([`right_fit`], drawn at `floor`, by default [`PREDICT`]):
+/// the lowest of them says where this set's right calls end, the floor where another
+/// set's are likely to. With `floor` `None` the bar is held under nothing, as before the
+/// floor: it declines more needless calls, and right calls of other requests that read
+/// lower (`BENCHMARKS.md`, "A floor for right calls of other sets").
+pub fn choose(
+    obs: &[Observation],
+    calibrated_for: &str,
+    margin: f64,
+    floor: Option<f64>,
+) -> Thresholds {
     let lowered: Vec<Observation> = obs
         .iter()
         .filter(|o| half(&o.id) == Half::Tuning)
@@ -301,7 +313,9 @@ pub fn choose(obs: &[Observation], calibrated_for: &str, margin: f64) -> Thresho
             ..Thresholds::default()
         };
         // The bar goes no higher than the floor the right calls as read give.
-        let floor = right_fit(obs, p_weight).map_or(0.0, |r| r.floor);
+        let floor = floor.map_or(f64::INFINITY, |level| {
+            right_fit(obs, p_weight, level).map_or(0.0, |r| r.floor)
+        });
         let fit_cuts: Vec<f64> = cuts(tuning.iter().map(|o| probe.fit_score(o.p_tool, o.fit)))
             .into_iter()
             .filter(|c| *c <= floor.max(0.0))
@@ -360,13 +374,15 @@ pub fn now() -> String {
         .unwrap_or_default()
 }
 
-/// The thresholds chosen and what they do on each half, as the command prints them.
+/// The thresholds chosen and what they do on each half, as the command prints them;
+/// `right`: where the right calls read and their floor, `held` whether the bar was held
+/// under it.
 pub fn table(
     who: &str,
     t: &Thresholds,
     m: &Measured,
     (noise, z): (Option<f64>, f64),
-    right: Option<RightFit>,
+    (right, held): (Option<RightFit>, bool),
 ) -> String {
     let row = |name: &str, h: &HalfFigures| {
         format!(
@@ -398,18 +414,27 @@ pub fn table(
             "\n  too few calls were asked twice to measure how much the fit answer moves.".into()
         }
     };
-    let floor = match right {
-        Some(r) => format!(
+    let floor = match (right, held) {
+        (Some(r), true) => format!(
             "\n  the {} right calls of the tuning half asked read {:.3} on average (sd {:.3}):\n  the bar stays at or below {:.3}, which {:.0}% of right calls like them clear.",
             r.calls,
             r.mean,
             r.sd,
             r.floor,
-            PREDICT * 100.0
+            r.level * 100.0
         ),
-        None => format!(
+        (Some(r), false) => format!(
+            "\n  the {} right calls of the tuning half asked read {:.3} on average (sd {:.3}):\n  the bar is held under no floor (--floor off); {:.0}% of right calls like them clear {:.3}.",
+            r.calls,
+            r.mean,
+            r.sd,
+            r.level * 100.0,
+            r.floor
+        ),
+        (None, true) => format!(
             "\n  fewer than {FLOOR_CALLS} right calls of the tuning half were asked the fit question,\n  too few to say where right calls read: the fit question declines nothing."
         ),
+        (None, false) => String::new(),
     };
     format!(
         "Calibrated for {who}:\n  a call below p(tool) {:.3} is declined;\n  {asked}.{spread}{floor}\n\n| half | right calls kept | needless calls declined | calls questioned |\n|---|---|---|---|\n{}{}",

@@ -39,7 +39,7 @@ fn a_call_with_a_value_nobody_said_is_questioned_though_its_tool_shares_words() 
         unsaid("i_2", false, 0.45),
         unsaid("i_1", false, 0.4),
     ];
-    let t = choose(&obs, "m", 0.0);
+    let t = choose(&obs, "m", 0.0, Some(PREDICT));
     let m = measure(&obs, &t);
     assert_eq!(m.tuning.right_kept, 6, "{t:?}");
     assert_eq!(m.tuning.needless_declined, 2, "{t:?}");
@@ -66,7 +66,7 @@ fn the_chosen_thresholds_keep_every_right_call_of_a_small_tuning_half() {
         o("s_1", true, 0.92, 0.52),
         o("i_1", false, 0.9, 0.3),
     ];
-    let t = choose(&obs, "m", 0.0);
+    let t = choose(&obs, "m", 0.0, Some(PREDICT));
     let m = measure(&obs, &t);
     assert_eq!(m.tuning.right_kept, 5);
     assert_eq!(m.tuning.needless_declined, 3, "{t:?}");
@@ -107,13 +107,19 @@ fn a_noisy_fit_keeps_right_calls_by_a_margin_below_their_read() {
         o("i_0", false, 0.95, 0.49),
         o("i_2", false, 0.95, 0.40),
     ];
-    let tight = choose(&obs, "m", 0.0);
+    let tight = choose(&obs, "m", 0.0, Some(PREDICT));
     assert!(tight.fit_min > 0.49 && tight.fit_min < 0.50, "{tight:?}");
-    let t = choose(&obs, "m", NOISE_Z * 0.01);
+    let t = choose(&obs, "m", NOISE_Z * 0.01, Some(PREDICT));
     assert!(t.fit_min < 0.48 && t.fit_min > 0.40, "{t:?}");
     let m = measure(&obs, &t);
     assert_eq!((m.tuning.right_kept, m.tuning.needless_declined), (5, 1));
-    let printed = table("m", &t, &m, (Some(0.01), NOISE_Z), right_fit(&obs, 0.0));
+    let printed = table(
+        "m",
+        &t,
+        &m,
+        (Some(0.01), NOISE_Z),
+        (right_fit(&obs, 0.0, PREDICT), true),
+    );
     assert!(printed.contains("moved by 0.010"), "{printed}");
     assert!(printed.contains("kept 0.020 above the bar"), "{printed}");
     // A Markdown table a person can paste: every row starts at the line's start.
@@ -133,7 +139,7 @@ fn with_nothing_that_separates_the_thresholds_decline_nothing_right() {
         o("s_2", true, 0.97, 0.5),
         o("i_0", false, 0.98, 0.5),
     ];
-    let t = choose(&obs, "m", 0.0);
+    let t = choose(&obs, "m", 0.0, Some(PREDICT));
     let m = measure(&obs, &t);
     assert_eq!(m.tuning.right_kept, 2);
     assert_eq!(m.tuning.needless_declined, 0);
@@ -142,7 +148,13 @@ fn with_nothing_that_separates_the_thresholds_decline_nothing_right() {
         0,
         "a question that declines nothing is not worth a request: {t:?}"
     );
-    let printed = table("m", &t, &m, (None, NOISE_Z), right_fit(&obs, 0.0));
+    let printed = table(
+        "m",
+        &t,
+        &m,
+        (None, NOISE_Z),
+        (right_fit(&obs, 0.0, PREDICT), true),
+    );
     assert!(
         printed.contains("no call is put to the fit question"),
         "{printed}"
@@ -164,7 +176,7 @@ fn the_bar_stays_under_the_floor_of_right_calls_that_spread_widely() {
         .collect();
     obs.push(o("i_0", false, 0.95, 0.44));
     obs.push(o("i_2", false, 0.95, 0.35));
-    let r = right_fit(&obs, 0.0).unwrap();
+    let r = right_fit(&obs, 0.0, PREDICT).unwrap();
     assert_eq!(r.calls, 5);
     assert!((r.mean - 0.55).abs() < 1e-9, "{r:?}");
     // sd 0.0791; t(0.9, 4) = 1.5332; sqrt(1 + 1/5) = 1.0954.
@@ -172,15 +184,29 @@ fn the_bar_stays_under_the_floor_of_right_calls_that_spread_widely() {
         (r.floor - (0.55 - 1.5332 * 0.079_057 * 1.095_445)).abs() < 1e-4,
         "{r:?}"
     );
-    let t = choose(&obs, "m", 0.0);
+    let t = choose(&obs, "m", 0.0, Some(PREDICT));
     assert!(t.fit_min <= r.floor && t.fit_min > 0.35, "{t:?}");
     let m = measure(&obs, &t);
     assert_eq!((m.tuning.right_kept, m.tuning.needless_declined), (5, 1));
-    let printed = table("m", &t, &m, (None, 0.0), Some(r));
+    let printed = table("m", &t, &m, (None, 0.0), (Some(r), true));
     assert!(
         printed.contains("the bar stays at or below 0.417"),
         "{printed}"
     );
+    // Held under no floor (`--floor off`), the bar goes up to just under the lowest
+    // right call: the needless call at 0.44 is declined too, and the table says why.
+    let off = choose(&obs, "m", 0.0, None);
+    assert!(off.fit_min > 0.44 && off.fit_min <= 0.45, "{off:?}");
+    let m = measure(&obs, &off);
+    assert_eq!((m.tuning.right_kept, m.tuning.needless_declined), (5, 2));
+    let printed = table("m", &off, &m, (None, 0.0), (Some(r), false));
+    assert!(
+        printed.contains("held under no floor (--floor off)"),
+        "{printed}"
+    );
+    // A higher level draws a lower floor.
+    let r99 = right_fit(&obs, 0.0, 0.99).unwrap();
+    assert!(r99.floor < r.floor, "{r99:?}");
 }
 
 #[test]
@@ -191,11 +217,11 @@ fn too_few_right_calls_asked_leave_the_fit_question_declining_nothing() {
         .map(|i| o(&format!("s_{}", 2 * i), true, 0.95, 0.6))
         .collect();
     obs.push(o("i_0", false, 0.95, 0.3));
-    assert_eq!(right_fit(&obs, 0.0), None);
-    let t = choose(&obs, "m", 0.0);
+    assert_eq!(right_fit(&obs, 0.0, PREDICT), None);
+    let t = choose(&obs, "m", 0.0, Some(PREDICT));
     let m = measure(&obs, &t);
     assert_eq!(m.tuning.needless_declined, 0, "{t:?}");
-    let printed = table("m", &t, &m, (None, NOISE_Z), None);
+    let printed = table("m", &t, &m, (None, NOISE_Z), (None, true));
     assert!(printed.contains("fewer than 5 right calls"), "{printed}");
 }
 
