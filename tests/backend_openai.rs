@@ -580,7 +580,12 @@ fn a_reply_is_continued_only_by_llama_server() {
         };
         let _m = server
             .mock("POST", "/v1/chat/completions")
-            .match_body(Matcher::Regex(r#""role":"assistant""#.into()))
+            .match_body(Matcher::AllOf(vec![
+                Matcher::Regex(r#""role":"assistant""#.into()),
+                Matcher::PartialJson(
+                    json!({"continue_final_message": true, "add_generation_prompt": false}),
+                ),
+            ]))
             .with_header("content-type", "text/event-stream")
             .with_body(streamed)
             .expect(usize::from(props))

@@ -122,10 +122,17 @@ impl OpenAi {
     /// process to the server is under way, and the server did not say the slot is busy).
     fn body(&self, request: &ChatRequest<'_>, free: bool) -> Value {
         let mut messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
-        if let Some(prefill) = self.continued(request) {
+        let given = self.continued(request);
+        if let Some(prefill) = given {
             messages.push(json!({"role": "assistant", "content": prefill}));
         }
         let mut body = Map::new();
+        if given.is_some() {
+            // Said outright, so that a server started with `--no-prefill-assistant`
+            // continues the message too rather than answer it with a turn of its own.
+            body.insert("continue_final_message".into(), json!(true));
+            body.insert("add_generation_prompt".into(), json!(false));
+        }
         body.insert("model".into(), json!(self.model));
         body.insert("messages".into(), Value::Array(messages));
         body.insert("stream".into(), json!(true));
@@ -154,8 +161,9 @@ impl OpenAi {
 
     /// The reply's beginning sent for the server to continue ([`GenOptions::prefill`]):
     /// only to llama-server, which feeds an assistant message that ends the conversation
-    /// to the schema's grammar before it generates (its `prefill_assistant`, on by
-    /// default). Another server would start the schema over after the prefill.
+    /// to the schema's grammar before it generates (`continue_final_message`, and its
+    /// `prefill_assistant`, on by default). Another server would start the schema over
+    /// after the beginning.
     fn continued<'r>(&self, request: &'r ChatRequest<'_>) -> Option<&'r str> {
         let llama = self.props.get().is_some_and(|p| p.llama);
         request.options.prefill.as_deref().filter(|_| llama)
