@@ -137,6 +137,25 @@ pub fn default_path() -> Option<PathBuf> {
     }
 }
 
+/// The file the tools' leanings are kept in ([`crate::Config::leanings`]): `$TOOLLOOP_LEANINGS` when set (`off` keeps none), else
+/// `toolloop/leanings.json` in the user's cache folder (`~/.cache` on Linux).
+///
+/// ```
+/// // Whatever the machine, the file is named leanings.json unless the person names one.
+/// if std::env::var_os("TOOLLOOP_LEANINGS").is_none() {
+///     if let Some(p) = toolloop::leanings_path() {
+///         assert!(p.ends_with("toolloop/leanings.json"));
+///     }
+/// }
+/// ```
+pub fn leanings_path() -> Option<PathBuf> {
+    match std::env::var_os("TOOLLOOP_LEANINGS") {
+        Some(p) if p == "off" => None,
+        Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
+        _ => dirs::cache_dir().map(|d| d.join("toolloop").join("leanings.json")),
+    }
+}
+
 impl CalibrationFile {
     /// Reads `path`; a file that does not exist is an empty one.
     pub fn read(path: &Path) -> Result<Self, String> {

@@ -100,6 +100,13 @@ pub struct Config {
     /// `$TOOLLOOP_CALIBRATION`, else `~/.config/toolloop/calibration.json`); `None`:
     /// read none.
     pub calibration: Option<PathBuf>,
+    /// The file each tool's leaning is kept in between processes: the model's answer to
+    /// the fit question with no request, which `tool-fit` reads the answer for a request
+    /// against. Read when an orchestrator is built, written when a leaning is asked.
+    /// `None` (the default): each process asks its tools' leanings afresh. `toolloop ask`,
+    /// `chat` and `web` keep them in [`crate::leanings_path`]
+    /// (`~/.cache/toolloop/leanings.json`).
+    pub leanings: Option<PathBuf>,
     /// Invalid replies in a row that are fed back before the run gives up (default 2).
     pub max_invalid_retries: u32,
     /// Repeats of one identical call before only an answer is allowed (default 3). A turn
@@ -158,6 +165,10 @@ impl Default for Config {
             checks: CheckLevels::default(),
             thresholds: None,
             calibration: crate::calibration::default_path(),
+            // The command line keeps them ([`crate::leanings_path`]); a library writing in
+            // the person's cache folder unasked would surprise, and its tests would
+            // depend on the runs before.
+            leanings: None,
             max_invalid_retries: 2,
             max_repeats: 3,
             max_calls_per_turn: 8,

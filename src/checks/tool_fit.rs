@@ -12,7 +12,7 @@
 //!
 //! The share is read against the tool's own leaning: the same question with the request
 //! left empty ([`baseline_question`]), asked once per tool and kept for the orchestrator's
-//! later runs ([`Baselines`]). A small model says "yes" more readily for some tool
+//! later runs ([`Baselines`]), and for later processes in a file ([`kept`]). A small model says "yes" more readily for some tool
 //! descriptions than for others whatever is asked, by as much as the whole gap between
 //! right and needless calls; set against that leaning ([`against_baseline`]), one bar
 //! serves every tool (`BENCHMARKS.md`, "The fit answer against the tool's own leaning").
@@ -33,6 +33,8 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+pub(crate) mod kept;
 
 use serde_json::{Value, json};
 
@@ -235,10 +237,14 @@ pub(crate) fn against_baseline(yes: f64, base: f64) -> f64 {
 /// The answers to [`baseline_question`], by tool: they depend on the tool and the model
 /// only, so each is asked once, not once per run. An orchestrator whose backend names its
 /// model and server shares them with every other one of the process for the same model
-/// ([`Baselines::of_model`]: `eval`'s cases, `web`'s sessions); one that does not (a
-/// scripted backend) keeps its own.
+/// ([`Baselines::of_model`]: `eval`'s cases, `web`'s sessions), and, given a leanings
+/// file ([`crate::Config::leanings`]), with later processes ([`Baselines::kept_in`]: each
+/// `toolloop ask`); one that does not name its model (a scripted backend) keeps its own.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Baselines(Arc<Mutex<HashMap<String, f64>>>);
+pub(crate) struct Baselines {
+    seen: Arc<Mutex<HashMap<String, f64>>>,
+    kept: Option<Arc<kept::Kept>>,
+}
 
 /// The process's [`Baselines`] per model and server.
 static BY_MODEL: std::sync::LazyLock<Mutex<HashMap<(String, String), Baselines>>> =
@@ -252,28 +258,63 @@ impl Baselines {
         all.entry(model).or_default().clone()
     }
 
+    /// These answers, with those kept for `model` in the leanings file at `path` read in,
+    /// and each new one written there.
+    pub(crate) fn kept_in(self, path: &std::path::Path, model: (String, String)) -> Self {
+        let kept = kept::Kept::new(path, model);
+        let read = kept.read();
+        if !read.is_empty() {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            for (key, share) in read {
+                seen.entry(key).or_insert(share);
+            }
+        }
+        Baselines {
+            seen: self.seen,
+            kept: Some(Arc::new(kept)),
+        }
+    }
+
     /// Forgets every model's answers, so that the next orchestrator asks them again:
-    /// `toolloop calibrate` measures how much the fit moves between two runs, and each
-    /// `toolloop ask`, a process of its own, asks its tools' leaning afresh too.
+    /// `toolloop calibrate` measures how much the fit moves between two runs.
     #[cfg(feature = "cli")]
     pub(crate) fn forget_all() {
         BY_MODEL.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
+    /// Forgets the leanings kept for `model` in the file at `path`: `toolloop calibrate`
+    /// measures the model afresh, and it may not be the model they were asked of.
+    #[cfg(feature = "cli")]
+    pub(crate) fn forget_kept(path: &std::path::Path, model: (String, String)) {
+        kept::Kept::new(path, model).forget();
+    }
+
+    /// The question's text and its answer's schema: what the answer depends on besides
+    /// the model, so that a question worded otherwise is asked afresh.
     fn key(spec: &ToolSpec) -> String {
-        format!("{}\n{}", spec.name, spec.description)
+        let mut key: Vec<String> = baseline_question(spec)
+            .into_iter()
+            .map(|m| m.content)
+            .collect();
+        key.push(schema().to_string());
+        key.join("\n")
     }
 
     /// The share of "yes" the model gave `spec` for no request, once asked.
     pub(crate) fn get(&self, spec: &ToolSpec) -> Option<f64> {
-        let seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.get(&Self::key(spec)).copied()
     }
 
     /// Keeps the share of "yes" the model gave `spec` for no request.
     pub(crate) fn put(&self, spec: &ToolSpec, yes: f64) {
-        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        seen.insert(Self::key(spec), yes);
+        let key = Self::key(spec);
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.insert(key.clone(), yes);
+        drop(seen);
+        if let Some(kept) = &self.kept {
+            kept.keep(&key, yes);
+        }
     }
 }
 

@@ -60,10 +60,13 @@ pub(super) fn run_eval(
         Err(e) => return fail(e),
     };
     // The calibration file is read once here, not again for every case.
-    let config = match config(model, &ToolArgs::default(), true).calibrated() {
+    let mut config = match config(model, &ToolArgs::default(), true).calibrated() {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
+    // Each eval asks its tools' leanings afresh, as the runs it is compared with did: what
+    // an earlier process kept would make this one's requests and time its own no more.
+    config.leanings = None;
     if native_tools && config.backend != crate::config::BackendKind::OpenAi {
         return fail("--native-tools needs --backend openai (an OpenAI-compatible server)");
     }
@@ -164,6 +167,9 @@ pub(super) fn run_calibrate(
         None => eval::everyday(),
     };
     let mut config = config(model, &ToolArgs::default(), true);
+    // The model is measured afresh: no leaning another process kept is read, and those
+    // kept for it are forgotten once the thresholds are saved.
+    let leanings = config.leanings.take();
     if config.decide != crate::turn::schema::Decide::Probability {
         return fail("calibrate measures the decision by probability: leave out --decide");
     }
@@ -288,6 +294,12 @@ pub(super) fn run_calibrate(
     if !dry_run {
         if let Err(e) = file.save(&file_path, entry) {
             return fail(e);
+        }
+        if let Some(path) = &leanings {
+            crate::checks::tool_fit::Baselines::forget_kept(
+                path,
+                (config.model.clone(), config.server()),
+            );
         }
         eprintln!(
             "toolloop: saved for {who} in {}; ask, chat, eval and web use it from now on",

@@ -144,6 +144,7 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
         system: model.system.clone(),
         decide: model.decide.into(),
         calibration: model.calibration.clone().or(defaults.calibration.clone()),
+        leanings: crate::calibration::leanings_path(),
         max_calls_per_turn: model.max_calls_per_turn,
         ..defaults
     };

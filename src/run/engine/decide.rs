@@ -522,6 +522,41 @@ mod tests {
     }
 
     #[test]
+    fn a_tools_leaning_kept_in_the_file_is_not_asked_by_the_next_process() {
+        let dir = std::env::temp_dir().join(format!("toolloop-leaning-{}", std::process::id()));
+        let path = dir.join("leanings.json");
+        let _ = std::fs::remove_dir_all(&dir);
+        // Each process starts with nothing learnt but what the file keeps.
+        let process = || {
+            let model = ("qwen".to_string(), "http://127.0.0.1:8080/v1".to_string());
+            let mut prepared = super::super::Prepared::new(&[calc()], &Config::default());
+            prepared.fit_baselines = prepared.fit_baselines.clone().kept_in(&path, model);
+            let (q, specs) = ("Wie viel ist 2 plus 2?", vec![calc()]);
+            let sys = vec![Message::system("sys")];
+            let mut e = Engine::with_schema(sys, q, specs, Config::default(), prepared.into());
+            e.next_step();
+            let mut unsure = reply(CALL);
+            unsure.logprobs = kind_logprobs(0.8);
+            e.model_replied(&unsure);
+            assert_eq!(e.next_step(), Step::AskFit);
+            e
+        };
+        answer(&mut process(), 0.5, 0.7);
+        // The next process asks about the request only, and reads the answer against the
+        // leaning the first one kept: 0.5 against 0.7 is declined again.
+        let mut next = process();
+        next.fit_replied(Some(&fit_answer(0.5)));
+        assert!(!next.fit_asks_leaning());
+        let line = next
+            .drain_events()
+            .iter()
+            .find_map(Event::check_line)
+            .unwrap();
+        assert!(line.starts_with("tool-fit: declined calculator: fit 0.30 < 0.35"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_call_the_model_was_sure_of_is_never_questioned() {
         let mut e = engine(10);
         e.next_step();

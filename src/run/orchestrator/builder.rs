@@ -267,7 +267,11 @@ impl OrchestratorBuilder {
         );
         let mut prepared = Prepared::new(&specs, &self.config);
         if let Some(model) = backend.identity() {
-            prepared.fit_baselines = crate::checks::tool_fit::Baselines::of_model(model);
+            let baselines = crate::checks::tool_fit::Baselines::of_model(model.clone());
+            prepared.fit_baselines = match &self.config.leanings {
+                Some(path) => baselines.kept_in(path, model),
+                None => baselines,
+            };
         }
         let prepared = std::sync::Arc::new(prepared);
         Ok(Orchestrator {
