@@ -156,6 +156,7 @@ impl Default for Config {
                 aside: false,
                 stop_once: None,
                 prefill: None,
+                answer_end: None,
             },
             system: None,
             narrowing: Narrowing::PerTool,

@@ -203,6 +203,49 @@ impl ChatReply {
     }
 }
 
+/// The end of an answer's reply that the schema forces ([`crate::backend::GenOptions::answer_end`]).
+///
+/// ```
+/// use toolloop::backend::AnswerEnd;
+/// use toolloop::turn::answer_stream::content_end;
+///
+/// let end = AnswerEnd { at: content_end, rest: r#", "thought": ""}"#.into() };
+/// let so_far = r#"{"kind": "final_answer", "content": "Paris","#;
+/// assert_eq!(end.complete(so_far).as_deref(), Some(r#"{"kind": "final_answer", "content": "Paris", "thought": ""}"#));
+/// assert_eq!(end.complete(r#"{"kind": "final_answer", "content": "Pa"#), None);
+/// ```
+#[derive(Clone)]
+pub struct AnswerEnd {
+    /// Where the text so far leaves the model nothing to choose, once it does: the byte
+    /// after which only [`AnswerEnd::rest`] can follow.
+    pub at: fn(&str) -> Option<usize>,
+    /// What the schema forces after that point.
+    pub rest: String,
+}
+
+impl AnswerEnd {
+    /// `text` cut where it leaves nothing to choose and completed with the rest, once it
+    /// has come that far.
+    pub fn complete(&self, text: &str) -> Option<String> {
+        let at = (self.at)(text)?;
+        Some(format!("{}{}", text.get(..at)?, self.rest))
+    }
+}
+
+impl PartialEq for AnswerEnd {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::fn_addr_eq(self.at, other.at) && self.rest == other.rest
+    }
+}
+
+impl std::fmt::Debug for AnswerEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnswerEnd")
+            .field("rest", &self.rest)
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

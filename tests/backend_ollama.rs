@@ -42,6 +42,7 @@ fn options() -> GenOptions {
         aside: false,
         stop_once: None,
         prefill: None,
+        answer_end: None,
     }
 }
 

@@ -637,3 +637,80 @@ fn a_beginning_the_server_refuses_is_asked_for_whole() {
     refused.assert();
     asked.assert();
 }
+
+/// An answer's reply ends where its content closes, on llama-server: what the schema
+/// forces after it (an empty thought, the object's close) is written by the client, not
+/// generated a token at a time, and the counts come from the timings the server was
+/// asked to send with every token. Another server writes the rest itself.
+#[test]
+fn an_answer_ends_where_its_content_closes_on_llama_server() {
+    let whole = r#"{"kind": "final_answer", "content": "Paris", "thought": ""}"#;
+    for llama in [true, false] {
+        let mut server = mockito::Server::new();
+        let p = server.mock("GET", "/props");
+        let _p = match llama {
+            true => p.with_body(json!({"total_slots": 1}).to_string()).create(),
+            false => p.with_status(404).create(),
+        };
+        let timed = |text: &str, predicted: u64| {
+            let mut c = chunk(text);
+            c["timings"] = json!({"prompt_n": 5, "cache_n": 300, "predicted_n": predicted});
+            c
+        };
+        let streamed = sse(&[
+            timed(r#"{"kind": "final_answer", "content": "Pa"#, 9),
+            timed(r#"ris","#, 10),
+            timed(r#" "thought": ""}"#, 15),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 305, "completion_tokens": 16}}),
+        ]);
+        let _m = server
+            .mock("POST", "/v1/chat/completions")
+            .match_body(Matcher::PartialJson(json!({"timings_per_token": true})))
+            .with_header("content-type", "text/event-stream")
+            .with_body(&streamed)
+            .expect(usize::from(llama))
+            .create();
+        let _w = server
+            .mock("POST", "/v1/chat/completions")
+            .with_header("content-type", "text/event-stream")
+            .with_body(&streamed)
+            .create();
+        let _models = server
+            .mock("GET", "/v1/models")
+            .with_body(json!({"data": [{"id": "qwen"}]}).to_string())
+            .create();
+        let mut b = OpenAi::new(&format!("{}/v1", server.url()), "qwen", None);
+        // The preflight reads whether the server is llama-server.
+        b.preflight(Deadline::after(Duration::from_secs(10)))
+            .unwrap();
+        let messages = vec![Message::user("The capital of France?")];
+        let schema = toolloop::turn::schema::CallSchema::answer_only_deciding(
+            toolloop::turn::schema::Decide::Probability,
+        );
+        let opts = GenOptions {
+            answer_end: schema.answer_end(),
+            ..GenOptions::default()
+        };
+        let req = ChatRequest {
+            messages: &messages,
+            schema: Some(schema.as_value()),
+            options: &opts,
+        };
+        let reply = b
+            .chat(
+                &req,
+                Deadline::after(Duration::from_secs(10)),
+                &mut toolloop::backend::keep_going,
+            )
+            .unwrap();
+        assert_eq!(reply.text, whole);
+        assert_eq!(reply.stop, toolloop::backend::StopReason::Finished);
+        let counted = (reply.usage.prompt_tokens, reply.usage.completion_tokens);
+        match llama {
+            true => assert_eq!(counted, (305, 10), "the counts at the content's end"),
+            false => assert_eq!(counted, (305, 16)),
+        }
+        _m.assert();
+    }
+}

@@ -526,6 +526,56 @@ fn the_prompt_cache_holds_across_every_request_of_a_run() {
     }
 }
 
+/// An answer's reply ends where its content closes: the same answer as the model writes
+/// to the end, fewer tokens generated, and the prompt's counts still read, from the
+/// timings llama-server sends with every token.
+#[test]
+#[ignore = "needs a llama-server: see the module docs"]
+fn an_answer_ends_where_its_content_closes() {
+    use toolloop::turn::schema::Decide;
+    let _turn = one_at_a_time();
+    let schema = CallSchema::answer_only_deciding(Decide::Probability);
+    let messages = [
+        Message::system(
+            "You answer by replying with one JSON object: \
+             {\"kind\": \"final_answer\", \"content\": <the answer>, \"thought\": \"\"}",
+        ),
+        Message::user("What is the capital of France?"),
+    ];
+    let ask = |answer_end| {
+        let options = GenOptions {
+            num_predict: Some(64),
+            temperature: Some(0.0),
+            answer_end,
+            ..GenOptions::default()
+        };
+        let req = ChatRequest {
+            messages: &messages,
+            schema: Some(schema.as_value()),
+            options: &options,
+        };
+        let mut backend = OpenAi::new(&url(), "qwen", None);
+        let deadline = Deadline::after(Duration::from_secs(120));
+        backend.preflight(deadline).unwrap();
+        let reply = backend
+            .chat(&req, deadline, &mut toolloop::backend::keep_going)
+            .unwrap();
+        eprintln!("{}: {:?}", reply.text, reply.usage);
+        reply
+    };
+    let whole = ask(None);
+    let ended = ask(schema.answer_end());
+    let turn = |text: &str| Turn::parse(text).unwrap().turn;
+    assert_eq!(turn(&ended.text), turn(&whole.text), "the same answer");
+    assert!(
+        ended.usage.completion_tokens + 4 <= whole.usage.completion_tokens,
+        "{:?} against {:?}",
+        ended.usage,
+        whole.usage
+    );
+    assert!(ended.usage.prompt_tokens > 0, "{:?}", ended.usage);
+}
+
 /// A turn asked again for one call more (`numbers-left`: one sum of two asked for) is
 /// continued from the call it made: llama-server takes that call as the beginning of its
 /// reply under the schema's grammar, the model writes only the call after it, and the

@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::deadline::{Deadline, StopHandle};
-pub use crate::message::{ChatReply, Message, Role, StopReason, Timings, TokenLogprob, Usage};
+pub use crate::message::{
+    AnswerEnd, ChatReply, Message, Role, StopReason, Timings, TokenLogprob, Usage,
+};
 
 /// Generation options. `None` leaves the server's default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,6 +74,17 @@ pub struct GenOptions {
     /// a turn asked again"). Never read from a configuration file.
     #[serde(skip)]
     pub prefill: Option<String>,
+    /// Where an answer's reply has nothing left to choose, and what the schema forces
+    /// after it. A server that reports its counts on every token (llama-server, asked for
+    /// `timings_per_token`, and known to be one from the preflight or an earlier question
+    /// aside) stops there, and the reply's text is completed with the rest; another
+    /// writes the rest itself, as if it were not set. An answer's `content` is
+    /// followed by an empty `thought` and the object's close, six tokens with the end of
+    /// the reply that Qwen2.5-Coder 0.5B wrote one by one at its usual pace
+    /// (`BENCHMARKS.md`, "An answer ends at its content"). Never read from a
+    /// configuration file.
+    #[serde(skip)]
+    pub answer_end: Option<AnswerEnd>,
 }
 
 /// A test on the log-probabilities streamed so far, which stops the generation once it

@@ -148,6 +148,11 @@ impl OpenAi {
         if let (true, true, Some(slot)) = (request.options.aside, free, props.aside) {
             body.insert("id_slot".into(), json!(slot.id));
         }
+        if self.ends_answer(request).is_some() {
+            // A reply stopped at its answer's end still says what the server evaluated:
+            // without this, its counts come only with the last chunk.
+            body.insert("timings_per_token".into(), json!(true));
+        }
         if request.options.aside && props.llama {
             // The whole prompt evaluated each time: read at one token, the fit answer
             // moved with how much of its prompt the slot had cached (a "yes" of 0.47,
@@ -167,6 +172,16 @@ impl OpenAi {
     fn continued<'r>(&self, request: &'r ChatRequest<'_>) -> Option<&'r str> {
         let llama = self.props.get().is_some_and(|p| p.llama);
         request.options.prefill.as_deref().filter(|_| llama)
+    }
+
+    /// Where an answer's reply is stopped and completed ([`GenOptions::answer_end`]):
+    /// only on llama-server, which sends its counts with every token when asked (known
+    /// from `/props`, read at the preflight or before a question aside), and not for a
+    /// reply continued from a beginning (a turn of calls, never an answer).
+    fn ends_answer<'r>(&self, request: &'r ChatRequest<'_>) -> Option<&'r super::AnswerEnd> {
+        let llama = self.props.get().is_some_and(|p| p.llama);
+        let end = request.options.answer_end.as_ref();
+        end.filter(|_| llama && request.options.prefill.is_none())
     }
 }
 /// Tool results go as user text: the loop does not use the server's native tool calls,
@@ -223,7 +238,7 @@ impl Collected {
         &mut self,
         chunk: &Value,
         sink: TextSink<'_>,
-        stop_once: Option<super::StopOnce>,
+        (stop_once, end): (Option<super::StopOnce>, Option<&super::AnswerEnd>),
     ) -> ControlFlow<()> {
         let choice = &chunk["choices"][0];
         let piece = choice["delta"]["content"]
@@ -255,6 +270,15 @@ impl Collected {
         }
         if chunk["timings"].is_object() {
             self.timings = Some(chunk["timings"].clone());
+        }
+        // The answer's content can close only on a quote.
+        if let Some(end) = end
+            && piece.is_some_and(|p| p.contains('"'))
+            && let Some(whole) = end.complete(&self.text)
+        {
+            self.text = whole;
+            self.finish = Some("stop".into());
+            return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
     }
@@ -351,8 +375,14 @@ impl Backend for OpenAi {
                 })
             }
             // Servers differ in what they serve at /models; only "nobody there" and
-            // "not allowed" are worth stopping for before the first request.
-            Ok(_) => Ok(()),
+            // "not allowed" are worth stopping for before the first request. A server
+            // that answered says here whether it is llama-server, before any turn: an
+            // answer's reply ends early only where that is known
+            // ([`GenOptions::answer_end`]), and a turn is not the place to wait for it.
+            Ok(_) => {
+                self.learn_props(&deadline);
+                Ok(())
+            }
             Err(e) => match http::classify(e) {
                 Failure::Unreachable => Err(self.not_running()),
                 Failure::Timeout => Err(BackendError::Timeout {
@@ -497,7 +527,7 @@ impl OpenAi {
                 return Err(BackendError::Stream { message });
             }
             // One object: nothing is left to stop.
-            let _ = got.absorb(&v, sink, None);
+            let _ = got.absorb(&v, sink, (None, None));
             return Ok(got.into_reply(started, given));
         }
         loop {
@@ -537,7 +567,11 @@ impl OpenAi {
                             message: v.to_string(),
                         });
                     }
-                    if got.absorb(&v, sink, request.options.stop_once).is_break() {
+                    let end = self.ends_answer(request);
+                    if got
+                        .absorb(&v, sink, (request.options.stop_once, end))
+                        .is_break()
+                    {
                         return Ok(got.into_reply(started, given));
                     }
                     if got.text.len() > super::MAX_REPLY {

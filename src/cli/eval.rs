@@ -117,7 +117,7 @@ fn run_cases(
     jobs: usize,
     verbose: bool,
 ) -> Result<Vec<eval::CaseResult>, ExitCode> {
-    // The first backend is the one checked; the others are made alike, one per job.
+    // One backend per job, made alike.
     let mut backends = Vec::with_capacity(jobs);
     for _ in 0..jobs.clamp(1, cases.len().max(1)) {
         match run.config.backend() {
@@ -125,8 +125,11 @@ fn run_cases(
             Err(e) => return Err(fail(with_flags(e))),
         }
     }
-    if let Err(e) = backends[0].preflight(Deadline::after(Duration::from_secs(30))) {
-        return Err(fail(with_flags(e)));
+    // Each one, so that each knows what server it talks to from its first request.
+    for b in &mut backends {
+        if let Err(e) = b.preflight(Deadline::after(Duration::from_secs(30))) {
+            return Err(fail(with_flags(e)));
+        }
     }
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(cases.len() as u64),

@@ -50,19 +50,24 @@ impl Generated {
         let mut counts = [0u64; 4];
         let spelled = reply.text_tokens();
         let tokens: usize = spelled.iter().map(|t| t.token.len()).sum();
-        // A reply the server continued ([`crate::backend::GenOptions::prefill`]): its
-        // tokens spell the text after the beginning it was given.
-        let given = reply.text.len().saturating_sub(tokens);
-        let spells_the_end = || {
-            let mut at = given;
+        let spells_from = |mut at: usize| {
             spelled.iter().all(|t| {
                 let here = reply.text.get(at..at + t.token.len()) == Some(t.token.as_str());
                 at += t.token.len();
                 here
             })
         };
-        if !spelled.is_empty() && (given == 0 || spells_the_end()) {
-            let mut at = given;
+        // The tokens spell the text from its start, or, for a reply the server continued
+        // ([`crate::backend::GenOptions::prefill`]), after the beginning it was given; an
+        // answer completed with what its schema forces
+        // ([`crate::backend::GenOptions::answer_end`]) has text after them.
+        let given = reply.text.len().saturating_sub(tokens);
+        let from = match given {
+            0 => Some(0),
+            _ => [0, given].into_iter().find(|&at| spells_from(at)),
+        };
+        if let (false, Some(from)) = (spelled.is_empty(), from) {
+            let mut at = from;
             for t in spelled {
                 counts[part_at(&spans, at)] += 1;
                 at += t.token.len();
@@ -337,6 +342,17 @@ mod tests {
         r.text.insert_str(0, r#"{"kind": "tool_calls", "thought": "two sums", "calls": [{"tool": "calc", "arguments": {"a": 1}},"#);
         let g = Generated::of_turn(&r);
         assert_eq!((g.thought, g.arguments, g.total()), (0, 11, 11), "{g:?}");
+    }
+
+    #[test]
+    fn an_answer_completed_with_its_forced_end_counts_only_what_the_model_wrote() {
+        let mut r = tokens(&[
+            "{\"", "kind", "\":", " \"", "final", "_answer", "\",", " \"", "content", "\":", " \"",
+            "Paris", "\",",
+        ]);
+        r.text.push_str(r#" "thought": ""}"#);
+        let g = Generated::of_turn(&r);
+        assert_eq!((g.answer, g.total()), (3, 13), "{g:?}");
     }
 
     #[test]

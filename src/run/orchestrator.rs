@@ -157,6 +157,7 @@ impl Orchestrator {
                     let options = GenOptions {
                         num_predict: engine.num_predict().or(self.options.num_predict),
                         prefill: engine.prefill().map(str::to_string),
+                        answer_end: engine.schema().answer_end(),
                         ..self.options.clone()
                     };
                     let request = ChatRequest {

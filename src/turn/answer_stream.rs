@@ -77,6 +77,10 @@ pub struct AnswerStream {
     /// ([`ANSWER_PLACEHOLDER`]), which the schema refuses as an answer; `None` once it
     /// cannot be.
     doubted: Option<String>,
+    /// Bytes of the reply read so far.
+    read: usize,
+    /// Where the answer's content string closed: the byte just after its quote.
+    ended: Option<usize>,
 }
 
 impl Default for AnswerStream {
@@ -94,6 +98,8 @@ impl Default for AnswerStream {
             is_answer: None,
             shown: 0,
             doubted: Some(String::new()),
+            read: 0,
+            ended: None,
         }
     }
 }
@@ -106,6 +112,7 @@ impl AnswerStream {
     pub fn feed(&mut self, piece: &str) -> String {
         let mut out = String::new();
         for c in piece.chars() {
+            self.read += c.len_utf8();
             self.step(c, &mut out);
         }
         if self.is_answer == Some(true) && !self.held.is_empty() {
@@ -129,6 +136,13 @@ impl AnswerStream {
     /// Whether the reply has said it is a final answer.
     pub fn is_answer(&self) -> bool {
         self.is_answer == Some(true)
+    }
+
+    /// Where the final answer's `content` string closed in the reply read so far: the
+    /// byte just after its closing quote. `None` before that, and for a reply that is not
+    /// a final answer or whose kind came after its content.
+    pub fn ended(&self) -> Option<usize> {
+        self.ended
     }
 
     fn text(&mut self, c: char, out: &mut String) {
@@ -241,6 +255,9 @@ impl AnswerStream {
 
     fn end_string(&mut self) {
         self.at = At::Structure;
+        if self.role == Role::Content && self.is_answer == Some(true) && self.ended.is_none() {
+            self.ended = Some(self.read);
+        }
         if self.role == Role::Kind {
             let answer = self.kind == "final_answer";
             self.is_answer = Some(answer);
@@ -253,6 +270,25 @@ impl AnswerStream {
         }
         self.role = Role::Other;
     }
+}
+
+/// Where the final answer's `content` closes in `text`, a reply as far as it came: the
+/// byte just after the string's closing quote ([`AnswerStream::ended`]). What the schema
+/// forces after it is written by nobody's choice, so an answer's reply may end there
+/// (`crate::backend::GenOptions::answer_end`).
+///
+/// ```
+/// use toolloop::turn::answer_stream::content_end;
+///
+/// let text = r#"{"kind": "final_answer", "content": "Paris \"et\" Lyon","#;
+/// assert_eq!(content_end(text), Some(text.len() - 1));
+/// assert_eq!(content_end(r#"{"kind": "final_answer", "content": "Par"#), None);
+/// assert_eq!(content_end(r#"{"kind": "tool_call", "content": "x","#), None);
+/// ```
+pub fn content_end(text: &str) -> Option<usize> {
+    let mut s = AnswerStream::default();
+    s.feed(text);
+    s.ended()
 }
 
 #[cfg(test)]

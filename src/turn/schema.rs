@@ -589,5 +589,6 @@ fn static_variants() -> (&'static Value, &'static Value, &'static Value) {
 }
 
 mod beginning;
+mod ending;
 #[cfg(test)]
 mod tests;
