@@ -40,6 +40,7 @@ impl Backend for Instant {
         let _ = sink(text);
         Ok(ChatReply {
             text: text.to_string(),
+            given: 0,
             stop: StopReason::Finished,
             usage: Usage::default(),
             timings: Timings::default(),

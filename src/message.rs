@@ -139,8 +139,12 @@ pub struct TokenLogprob {
 /// A model's reply.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChatReply {
-    /// The raw text, exactly as the model produced it.
+    /// The raw text, exactly as the model produced it: after the beginning the server was
+    /// given to continue, when there was one (`given`).
     pub text: String,
+    /// How many bytes `text` begins with that the server was given to continue
+    /// (`GenOptions::prefill`) rather than generated: `logprobs` begin after them.
+    pub given: usize,
     /// Why generation stopped.
     pub stop: StopReason,
     /// Token counts.
@@ -153,7 +157,12 @@ pub struct ChatReply {
 }
 
 impl ChatReply {
-    /// The reply's tokens from where its text begins, for the readers that find a place
+    /// The part of `text` the model generated: after the beginning it was `given`.
+    pub fn generated_text(&self) -> &str {
+        self.text.get(self.given..).unwrap_or_default()
+    }
+
+    /// The reply's tokens from where its generated text begins ([`ChatReply::generated_text`]), for the readers that find a place
     /// in the text by adding up token lengths (`checks::tool_probability`).
     ///
     /// llama-server sometimes leaves out of the content a token the model sampled first,
@@ -177,11 +186,11 @@ impl ChatReply {
     /// assert_eq!(reply.logprobs.len(), 4);
     /// ```
     pub fn text_tokens(&self) -> &[TokenLogprob] {
-        // Enough of the text to tell where it begins among the tokens.
-        let head = self
-            .text
-            .get(..self.text.len().min(32))
-            .unwrap_or(&self.text);
+        // Enough of the generated text to tell where it begins among the tokens.
+        let generated = self.generated_text();
+        let head = generated
+            .get(..generated.len().min(32))
+            .unwrap_or(generated);
         let spells = |tokens: &[TokenLogprob]| {
             let mut joined = String::new();
             for t in tokens {

@@ -714,3 +714,83 @@ fn an_answer_ends_where_its_content_closes_on_llama_server() {
         _m.assert();
     }
 }
+
+/// On llama-server a turn is sent begun at its kind (`{"kind": "`, what the schema forces
+/// before the model's first choice): the text streamed to the sink and the reply's text
+/// begin with it, `given` counts it, the model's probability for a call is read at the
+/// first token it generated, and an answer so begun still ends where its content closes.
+#[test]
+fn a_turn_begun_at_its_kind_reads_the_kind_at_the_first_token_generated() {
+    let lp = |token: &str, top: serde_json::Value| json!({"token": token, "logprob": -0.1, "top_logprobs": top});
+    let mut server = mockito::Server::new();
+    let _p = server
+        .mock("GET", "/props")
+        .with_body(json!({"total_slots": 1}).to_string())
+        .create();
+    let begun = r#"{"kind": ""#;
+    let _m = server
+        .mock("POST", "/v1/chat/completions")
+        .match_body(Matcher::AllOf(vec![
+            Matcher::PartialJson(json!({"continue_final_message": true})),
+            Matcher::Regex(r#""role":"assistant","content":"\{\\"kind\\": \\"""#.into()),
+        ]))
+        .with_header("content-type", "text/event-stream")
+        .with_body(sse(&[
+            json!({"choices": [{"index": 0, "delta": {"content": "final"},
+                   "logprobs": {"content": [lp("final", json!([
+                       {"token": "final", "logprob": (0.75f64).ln()},
+                       {"token": "tool", "logprob": (0.25f64).ln()}]))]}}],
+                   "timings": {"prompt_n": 9, "cache_n": 300, "predicted_n": 1}}),
+            json!({"choices": [{"index": 0, "delta": {"content": "_answer\", \"content\": \"Paris\","},
+                   "logprobs": {"content": [lp("_answer\", \"content\": \"Paris\",", json!([]))]}}],
+                   "timings": {"prompt_n": 9, "cache_n": 300, "predicted_n": 2}}),
+            chunk(r#" "thought": ""}"#),
+        ]))
+        .expect(1)
+        .create();
+    let _models = server
+        .mock("GET", "/v1/models")
+        .with_body(json!({"data": [{"id": "qwen"}]}).to_string())
+        .create();
+    let mut b = OpenAi::new(&format!("{}/v1", server.url()), "qwen", None);
+    b.preflight(Deadline::after(Duration::from_secs(10)))
+        .unwrap();
+    let schema = toolloop::turn::schema::CallSchema::answer_only_deciding(
+        toolloop::turn::schema::Decide::Probability,
+    );
+    let opts = GenOptions {
+        prefill: schema.beginning(),
+        answer_end: schema.answer_end(),
+        top_logprobs: Some(10),
+        ..GenOptions::default()
+    };
+    let messages = vec![Message::user("The capital of France?")];
+    let req = ChatRequest {
+        messages: &messages,
+        schema: Some(schema.as_value()),
+        options: &opts,
+    };
+    let mut streamed = String::new();
+    let reply = b
+        .chat(
+            &req,
+            Deadline::after(Duration::from_secs(10)),
+            &mut |piece: &str| {
+                streamed.push_str(piece);
+                std::ops::ControlFlow::Continue(())
+            },
+        )
+        .unwrap();
+    let whole = r#"{"kind": "final_answer", "content": "Paris", "thought": ""}"#;
+    assert_eq!(reply.text, whole);
+    assert_eq!(reply.given, begun.len());
+    assert!(streamed.starts_with(begun), "{streamed}");
+    assert_eq!(reply.generated_text(), &whole[begun.len()..]);
+    let p = toolloop::checks::tool_share(&reply).expect("p(tool) is read");
+    assert!((p - 0.25).abs() < 1e-9, "{p}");
+    assert_eq!(
+        reply.usage.completion_tokens, 2,
+        "ended at the content's close"
+    );
+    _m.assert();
+}

@@ -611,12 +611,14 @@ fn usage_is_summed_over_the_run() {
             stop: StopReason::Finished,
             usage,
             logprobs: Vec::new(),
+            given: 0,
         },
         ScriptedReply {
             reply: answer("2"),
             stop: StopReason::Finished,
             usage,
             logprobs: Vec::new(),
+            given: 0,
         },
     ]);
     let mut o = builder(model, &s).build().unwrap();
@@ -811,6 +813,7 @@ fn cut(text: &str) -> ScriptedReply {
         stop: StopReason::Length,
         usage: Usage::default(),
         logprobs: Vec::new(),
+        given: 0,
     }
 }
 

@@ -392,6 +392,7 @@ impl Ollama {
                 };
                 return Ok(ChatReply {
                     text,
+                    given: 0,
                     stop,
                     usage: Usage {
                         prompt_tokens: chunk["prompt_eval_count"].as_u64().unwrap_or(0),
@@ -461,6 +462,7 @@ fn wire_options(o: &GenOptions) -> Map<String, Value> {
 fn stopped(text: String, pieces: u64, logprobs: Vec<TokenLogprob>, started: Instant) -> ChatReply {
     ChatReply {
         text,
+        given: 0,
         stop: StopReason::Stopped,
         usage: Usage {
             completion_tokens: pieces.max(logprobs.len() as u64),

@@ -176,12 +176,10 @@ impl OpenAi {
 
     /// Where an answer's reply is stopped and completed ([`GenOptions::answer_end`]):
     /// only on llama-server, which sends its counts with every token when asked (known
-    /// from `/props`, read at the preflight or before a question aside), and not for a
-    /// reply continued from a beginning (a turn of calls, never an answer).
+    /// from `/props`, read at the preflight or before a question aside).
     fn ends_answer<'r>(&self, request: &'r ChatRequest<'_>) -> Option<&'r super::AnswerEnd> {
         let llama = self.props.get().is_some_and(|p| p.llama);
-        let end = request.options.answer_end.as_ref();
-        end.filter(|_| llama && request.options.prefill.is_none())
+        request.options.answer_end.as_ref().filter(|_| llama)
     }
 }
 /// Tool results go as user text: the loop does not use the server's native tool calls,
@@ -230,6 +228,8 @@ struct Collected {
     logprobs: Vec<TokenLogprob>,
     /// Content deltas received: one token each from llama-server.
     pieces: u64,
+    /// The beginning the server was given to continue, which `text` starts with.
+    given: usize,
 }
 
 impl Collected {
@@ -244,6 +244,11 @@ impl Collected {
         let piece = choice["delta"]["content"]
             .as_str()
             .or_else(|| choice["message"]["content"].as_str());
+        // A server that sends the beginning it was given again sends it first.
+        let piece = piece.map(|p| match self.pieces {
+            0 => p.strip_prefix(&self.text[..self.given]).unwrap_or(p),
+            _ => p,
+        });
         if let Some(piece) = piece
             && !piece.is_empty()
         {
@@ -283,14 +288,21 @@ impl Collected {
         ControlFlow::Continue(())
     }
 
-    /// The reply; `given`: the beginning the server continued, which begins the text
-    /// whether or not the server sent it again.
-    fn into_reply(mut self, started: Instant, given: Option<&str>) -> ChatReply {
-        if let Some(given) = given
-            && !self.text.starts_with(given)
-        {
-            self.text.insert_str(0, given);
+    /// The beginning the server was given to continue: the reply's text starts with it,
+    /// and it goes to `sink` first, as if the model had written it, so that whatever
+    /// reads the text as it streams reads the whole of it. `Break` when the sink stopped.
+    fn begin(&mut self, given: &str, sink: TextSink<'_>) -> ControlFlow<()> {
+        self.text.push_str(given);
+        self.given = given.len();
+        if given.is_empty() || sink(given).is_continue() {
+            return ControlFlow::Continue(());
         }
+        self.finish = Some("stopped".into());
+        ControlFlow::Break(())
+    }
+
+    /// The reply.
+    fn into_reply(self, started: Instant) -> ChatReply {
         let usage = self.usage.unwrap_or(Value::Null);
         let timings = self.timings.unwrap_or(Value::Null);
         let cached = timings["cache_n"]
@@ -309,6 +321,7 @@ impl Collected {
         };
         ChatReply {
             text: self.text,
+            given: self.given,
             stop: match self.finish.as_deref() {
                 Some("length") => StopReason::Length,
                 Some("stopped") => StopReason::Stopped,
@@ -380,7 +393,7 @@ impl Backend for OpenAi {
             // answer's reply ends early only where that is known
             // ([`GenOptions::answer_end`]), and a turn is not the place to wait for it.
             Ok(_) => {
-                self.learn_props(&deadline);
+                self.learn_props(http::agent(), &deadline);
                 Ok(())
             }
             Err(e) => match http::classify(e) {
@@ -444,11 +457,11 @@ impl OpenAi {
     ) -> Result<ChatReply, BackendError> {
         let started = Instant::now();
         if request.options.aside || request.options.prefill.is_some() {
-            self.learn_props(&deadline);
+            self.learn_props(agent, &deadline);
         }
         let given = self.continued(request);
         let (_flight, alone) = InFlight::enter(&self.base);
-        let free = request.options.aside && alone && self.aside_slot_free(&deadline);
+        let free = request.options.aside && alone && self.aside_slot_free(agent, &deadline);
         let url = format!("{}/chat/completions", self.base);
         let bytes = serde_json::to_vec(&self.body(request, free)).unwrap_or_default();
         let mut attempt = 0;
@@ -500,7 +513,11 @@ impl OpenAi {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.contains("event-stream"));
         let mut reader = BufReader::new(resp.into_body().into_reader());
+        let end = self.ends_answer(request);
         let mut got = Collected::default();
+        if got.begin(given.unwrap_or_default(), sink).is_break() {
+            return Ok(got.into_reply(started));
+        }
         let read_err = |e: std::io::Error| {
             if e.kind() == std::io::ErrorKind::InvalidData {
                 BackendError::InvalidResponse {
@@ -528,12 +545,12 @@ impl OpenAi {
             }
             // One object: nothing is left to stop.
             let _ = got.absorb(&v, sink, (None, None));
-            return Ok(got.into_reply(started, given));
+            return Ok(got.into_reply(started));
         }
         loop {
             let line = match http::read_line(&mut reader, MAX_LINE).map_err(read_err)? {
                 Some(line) => line,
-                None if got.finish.is_some() => return Ok(got.into_reply(started, given)),
+                None if got.finish.is_some() => return Ok(got.into_reply(started)),
                 None => {
                     return Err(BackendError::InvalidResponse {
                         detail: "the connection closed before the reply was complete".into(),
@@ -550,7 +567,7 @@ impl OpenAi {
             let (field, data) = line.split_once(':').unwrap_or((line, ""));
             let data = data.strip_prefix(' ').unwrap_or(data);
             match field {
-                "data" if data.trim() == "[DONE]" => return Ok(got.into_reply(started, given)),
+                "data" if data.trim() == "[DONE]" => return Ok(got.into_reply(started)),
                 "data" | "error" => {
                     let v: Value =
                         serde_json::from_str(data).map_err(|_| BackendError::InvalidResponse {
@@ -567,12 +584,11 @@ impl OpenAi {
                             message: v.to_string(),
                         });
                     }
-                    let end = self.ends_answer(request);
                     if got
                         .absorb(&v, sink, (request.options.stop_once, end))
                         .is_break()
                     {
-                        return Ok(got.into_reply(started, given));
+                        return Ok(got.into_reply(started));
                     }
                     if got.text.len() > super::MAX_REPLY {
                         return Err(super::reply_too_large());

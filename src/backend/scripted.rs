@@ -36,6 +36,14 @@ pub struct ScriptedReply {
     /// its turn (`RECORDED_LOGPROBS` at most), so a replay decides as the run did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub logprobs: Vec<TokenLogprob>,
+    /// How many bytes the reply begins with that the server was given to continue
+    /// ([`ChatReply::given`]): its log-probabilities begin after them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub given: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// How many opening tokens' log-probabilities a recording keeps: the kind is chosen
@@ -54,6 +62,7 @@ impl ScriptedReply {
             stop: StopReason::Finished,
             usage: Usage::default(),
             logprobs: Vec::new(),
+            given: 0,
         }
     }
 
@@ -214,6 +223,7 @@ impl Backend for Scripted {
                 let sent = next.reply.len() - rest.len();
                 return Ok(ChatReply {
                     text: next.reply[..sent].to_string(),
+                    given: next.given.min(sent),
                     stop: StopReason::Stopped,
                     usage: next.usage,
                     timings: Timings {
@@ -226,6 +236,7 @@ impl Backend for Scripted {
         }
         Ok(ChatReply {
             text: next.reply,
+            given: next.given,
             stop: next.stop,
             usage: next.usage,
             timings: Timings {
@@ -288,6 +299,7 @@ impl<B: Backend> Backend for Recorder<B> {
         let reply = self.inner.chat(request, deadline, sink)?;
         let line = ScriptedReply {
             reply: reply.text.clone(),
+            given: reply.given,
             stop: reply.stop,
             usage: reply.usage,
             logprobs: reply

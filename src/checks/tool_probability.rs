@@ -115,7 +115,8 @@ fn kind_of(before: &str, token: &str) -> Option<usize> {
 /// ```
 pub fn tool_share(reply: &ChatReply) -> Option<f64> {
     let offset = kind_value_offset(&reply.text)?;
-    let mut start = 0;
+    // A kind the model was given (a turn continued from its calls) was not its choice.
+    let mut start = Some(reply.given).filter(|&given| given <= offset)?;
     for t in reply.text_tokens() {
         let end = start + t.token.len();
         if end > offset {
@@ -159,7 +160,7 @@ pub fn several_share(reply: &ChatReply) -> Option<f64> {
         return None;
     }
     let boundary = start + "tool_call".len();
-    let mut at = 0;
+    let mut at = Some(reply.given).filter(|&given| given <= boundary)?;
     for t in reply.text_tokens() {
         let end = at + t.token.len();
         if end > boundary {
@@ -240,7 +241,7 @@ pub(crate) fn calls_array_end(text: &str) -> Option<usize> {
 /// among the alternatives reported there.
 pub fn more_share(reply: &ChatReply) -> Option<f64> {
     let end = calls_array_end(&reply.text)?;
-    let mut at = 0;
+    let mut at = Some(reply.given).filter(|&given| given <= end)?;
     for t in reply.text_tokens() {
         let next = at + t.token.len();
         if next > end {

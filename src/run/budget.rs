@@ -57,14 +57,15 @@ impl Generated {
                 here
             })
         };
-        // The tokens spell the text from its start, or, for a reply the server continued
-        // ([`crate::backend::GenOptions::prefill`]), after the beginning it was given; an
-        // answer completed with what its schema forces
-        // ([`crate::backend::GenOptions::answer_end`]) has text after them.
-        let given = reply.text.len().saturating_sub(tokens);
-        let from = match given {
+        // The tokens spell the text after the beginning the server was given
+        // ([`crate::backend::GenOptions::prefill`]); an answer completed with what its
+        // schema forces ([`crate::backend::GenOptions::answer_end`]) has text after them.
+        // A reply that does not say what it was given is tried from either end.
+        let from = match reply.text.len().saturating_sub(tokens) {
             0 => Some(0),
-            _ => [0, given].into_iter().find(|&at| spells_from(at)),
+            unsaid => [reply.given, 0, unsaid]
+                .into_iter()
+                .find(|&at| spells_from(at)),
         };
         if let (false, Some(from)) = (spelled.is_empty(), from) {
             let mut at = from;

@@ -156,7 +156,7 @@ impl Orchestrator {
                     // More room after a call was cut at the token limit.
                     let options = GenOptions {
                         num_predict: engine.num_predict().or(self.options.num_predict),
-                        prefill: engine.prefill().map(str::to_string),
+                        prefill: engine.prefill(),
                         answer_end: engine.schema().answer_end(),
                         ..self.options.clone()
                     };

@@ -37,16 +37,21 @@ impl OpenAi {
     /// (`tests/real_model.rs`, `the_prompt_cache_holds_across_every_request_of_a_run`). In
     /// a slot of their own the questions leave the turn's slot alone. Another server has
     /// no `/props`, and gets no `id_slot`.
-    pub(super) fn learn_props(&self, deadline: &Deadline) {
+    ///
+    /// Asked on `agent`, the request's own, so that the stop button cuts it off; a
+    /// question cut off that way learns nothing, and the next request asks again.
+    pub(super) fn learn_props(&self, agent: &ureq::Agent, deadline: &Deadline) {
         if self.props.get().is_some() {
             return;
         }
-        let slots = self
-            .server_json("props", Duration::from_secs(2), deadline)
-            .and_then(|props| {
-                let seen = props["endpoint_slots"].as_bool().unwrap_or(false);
-                Some((props["total_slots"].as_u64()?, seen))
-            });
+        let props = self.server_json(agent, "props", Duration::from_secs(2), deadline);
+        if self.stop.as_ref().is_some_and(|s| s.is_stopped()) {
+            return;
+        }
+        let slots = props.and_then(|props| {
+            let seen = props["endpoint_slots"].as_bool().unwrap_or(false);
+            Some((props["total_slots"].as_u64()?, seen))
+        });
         let aside = slots
             .filter(|(n, _)| (2..=u64::from(u32::MAX)).contains(n))
             .map(|(n, seen)| AsideSlot {
@@ -66,7 +71,7 @@ impl OpenAi {
     /// 5.6 s unnamed (`BENCHMARKS.md`, "Questions aside wait for a busy slot"). A server
     /// without the endpoint keeps the process's own count alone; one whose answer does not
     /// come or cannot be read gets no slot named, since a wait is the risk.
-    pub(super) fn aside_slot_free(&self, deadline: &Deadline) -> bool {
+    pub(super) fn aside_slot_free(&self, agent: &ureq::Agent, deadline: &Deadline) -> bool {
         let Some(slot) = self.props.get().and_then(|p| p.aside) else {
             return false;
         };
@@ -74,7 +79,7 @@ impl OpenAi {
             return true;
         }
         let busy = self
-            .server_json("slots", Duration::from_secs(1), deadline)
+            .server_json(agent, "slots", Duration::from_secs(1), deadline)
             .and_then(|slots| {
                 slots
                     .as_array()?
@@ -88,10 +93,16 @@ impl OpenAi {
     /// `GET {root}/{path}` of llama-server's own API, read as JSON within `wait` and the
     /// deadline; `None` for any failure, which each caller takes as "not llama-server" or
     /// "do not name the slot".
-    fn server_json(&self, path: &str, wait: Duration, deadline: &Deadline) -> Option<Value> {
+    fn server_json(
+        &self,
+        agent: &ureq::Agent,
+        path: &str,
+        wait: Duration,
+        deadline: &Deadline,
+    ) -> Option<Value> {
         let root = self.base.strip_suffix("/v1").unwrap_or(&self.base);
         let budget = http::budget(deadline, wait)?;
-        let mut req = http::agent()
+        let mut req = agent
             .get(format!("{root}/{path}"))
             .config()
             .timeout_global(Some(budget))

@@ -53,13 +53,18 @@ impl Kept {
         }
     }
 
+    /// Whether `entry` holds this model's leanings.
+    fn mine(&self, entry: &Entry) -> bool {
+        (&entry.model, &entry.server) == (&self.model.0, &self.model.1)
+    }
+
     /// The leanings kept for the model, by key. A file that cannot be read keeps none,
     /// with a warning: the leanings are asked again.
     pub(crate) fn read(&self) -> BTreeMap<String, f64> {
         let mut file = self.file();
         file.entries
             .iter_mut()
-            .find(|e| (&e.model, &e.server) == (&self.model.0, &self.model.1))
+            .find(|e| self.mine(e))
             .map(|e| std::mem::take(&mut e.leanings))
             .unwrap_or_default()
     }
@@ -69,11 +74,7 @@ impl Kept {
     /// the run goes on, and the next process asks again.
     pub(crate) fn keep(&self, key: &str, share: f64) {
         let mut file = self.file();
-        let i = match file
-            .entries
-            .iter()
-            .position(|e| (&e.model, &e.server) == (&self.model.0, &self.model.1))
-        {
+        let i = match file.entries.iter().position(|e| self.mine(e)) {
             Some(i) => i,
             None => {
                 file.entries.push(Entry {
@@ -101,8 +102,7 @@ impl Kept {
         }
         let mut file = self.file();
         let before = file.entries.len();
-        file.entries
-            .retain(|e| (&e.model, &e.server) != (&self.model.0, &self.model.1));
+        file.entries.retain(|e| !self.mine(e));
         if file.entries.len() != before {
             self.write(&file);
         }

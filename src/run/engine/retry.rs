@@ -134,13 +134,19 @@ impl Engine {
     }
 
     /// The beginning of the reply the next request asks for, already written
-    /// ([`crate::backend::GenOptions::prefill`]): a turn asked again for one call more
-    /// begins with the calls it made, so that a server that can continue a reply has the
-    /// model write only the rest. Written whole again, the cases of BFCL `parallel` asked
-    /// again took 9.6 s each with Qwen2.5-Coder 0.5B, continued 6.9 s (`BENCHMARKS.md`,
-    /// "Continuing a turn asked again").
-    pub fn prefill(&self) -> Option<&str> {
-        self.asked_again.as_ref()?.prefill.as_deref()
+    /// ([`crate::backend::GenOptions::prefill`]), so that a server that can continue a
+    /// reply has the model write only the rest:
+    /// - a turn asked again for one call more begins with the calls it made. Written
+    ///   whole again, the cases of BFCL `parallel` asked again took 9.6 s each with
+    ///   Qwen2.5-Coder 0.5B, continued 6.9 s (`BENCHMARKS.md`, "Continuing a turn asked
+    ///   again");
+    /// - any other turn begins with what its schema forces before the kind
+    ///   ([`crate::turn::schema::CallSchema::beginning`]).
+    pub fn prefill(&self) -> Option<String> {
+        match self.asked_again.as_ref().and_then(|a| a.prefill.clone()) {
+            Some(calls) => Some(calls),
+            None => self.schema().beginning(),
+        }
     }
 
     /// The reply to a turn asked again was not a valid turn (`error` says why): the turn
@@ -248,7 +254,7 @@ pub(super) mod tests {
     #[test]
     fn a_turn_asked_again_begins_with_the_calls_made() {
         let mut e = asked_again();
-        let begun = e.prefill().unwrap().to_string();
+        let begun = e.prefill().unwrap();
         assert_eq!(
             begun,
             r#"{"kind": "tool_calls", "thought": "", "calls": [{"tool": "calculator", "arguments": {"expression": "2+2"}},"#
@@ -256,12 +262,30 @@ pub(super) mod tests {
         e.model_replied(&reply(&format!(
             r#"{begun} {{"tool": "calculator", "arguments": {{"expression": "3+3"}}}}]}}"#
         )));
-        assert_eq!(e.prefill(), None);
         let Step::CallTools { calls } = e.next_step() else {
             panic!("{:?}", e.drain_events());
         };
         let expressions: Vec<_> = calls.iter().map(|c| c.1["expression"].clone()).collect();
         assert_eq!(expressions, [json!("2+2"), json!("3+3")]);
+    }
+
+    /// Any other turn begins at its kind, where the model makes its first choice; with
+    /// the thought first, nothing is forced before the model's own words.
+    #[test]
+    fn a_turn_begins_at_its_kind_unless_its_thought_comes_first() {
+        let mut e = numbers_left("2+2");
+        assert_eq!(e.next_step(), Step::CallModel);
+        assert_eq!(e.prefill().as_deref(), Some(r#"{"kind": ""#));
+        let mut config = with_check("numbers-left");
+        config.decide = crate::turn::schema::Decide::Reason;
+        let mut reason = Engine::new(
+            vec![crate::message::Message::system("sys")],
+            "2+2",
+            vec![calc()],
+            config,
+        );
+        assert_eq!(reason.next_step(), Step::CallModel);
+        assert_eq!(reason.prefill(), None);
     }
 
     /// A repaired first turn is not the model's text: the list is asked for whole.
@@ -275,7 +299,8 @@ pub(super) mod tests {
         e.model_replied(&cut);
         assert_eq!(e.next_step(), Step::CallModel);
         assert!(e.schema().as_value().to_string().contains("minItems\":2"));
-        assert_eq!(e.prefill(), None);
+        // Only what the schema forces: no call is written for the model.
+        assert_eq!(e.prefill().as_deref(), Some(r#"{"kind": ""#));
     }
 
     #[test]

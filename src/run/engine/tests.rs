@@ -8,6 +8,7 @@ use serde_json::json;
 pub(super) fn reply(text: &str) -> ChatReply {
     ChatReply {
         text: text.into(),
+        given: 0,
         stop: StopReason::Finished,
         usage: Usage::default(),
         timings: Timings::default(),

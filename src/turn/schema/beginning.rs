@@ -67,6 +67,40 @@ impl CallSchema {
     }
 }
 
+impl CallSchema {
+    /// The beginning every turn under this schema shares, `{"kind": "`, when `kind` is
+    /// the first field of every variant (it is not under [`super::Decide::Reason`], where
+    /// the thought comes first). Laid out as the prompt's examples are.
+    ///
+    /// Given to a server that continues a reply ([`crate::backend::GenOptions::prefill`]),
+    /// it is read with the prompt in one batch, and the model's first token is the kind's
+    /// value: the four tokens before it are the grammar's, which the server otherwise
+    /// generates one at a time, each a whole step of the model (`BENCHMARKS.md`,
+    /// "A turn begun at its kind").
+    ///
+    /// ```
+    /// use toolloop::turn::schema::{CallSchema, Decide};
+    ///
+    /// let direct = CallSchema::answer_only_deciding(Decide::Probability);
+    /// assert_eq!(direct.beginning().as_deref(), Some(r#"{"kind": ""#));
+    /// assert_eq!(CallSchema::answer_only_deciding(Decide::Reason).beginning(), None);
+    /// ```
+    pub fn beginning(&self) -> Option<String> {
+        let value = self.as_value();
+        let variants: Vec<&Value> = match value["oneOf"].as_array() {
+            Some(all) => all.iter().collect(),
+            None => vec![value],
+        };
+        let kind_first = |v: &&Value| {
+            v["properties"]
+                .as_object()
+                .and_then(|p| p.keys().next())
+                .is_some_and(|k| k == "kind")
+        };
+        (!variants.is_empty() && variants.iter().all(kind_first)).then(|| r#"{"kind": ""#.into())
+    }
+}
+
 /// JSON laid out as the prompt's examples are: `", "` between items, `": "` after a key.
 struct Spaced;
 

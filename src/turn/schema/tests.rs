@@ -270,3 +270,36 @@ fn an_answer_that_is_the_prompts_placeholder_is_refused_with_what_to_write() {
         Ok(())
     );
 }
+
+/// Every layout that puts `kind` first begins every turn the same way, and that beginning
+/// parses as the start of each of its kinds: what the model writes after it is its own.
+#[test]
+fn every_layout_with_the_kind_first_begins_at_the_kind() {
+    let tools = [weather()];
+    let begun = Some(r#"{"kind": ""#.to_string());
+    for decide in [Decide::Direct, Decide::Probability] {
+        let layouts = [
+            CallSchema::deciding_calls(&tools, Narrowing::PerTool, decide, 4),
+            CallSchema::deciding(&tools, Narrowing::ToolNames, decide),
+            CallSchema::answer_only_deciding(decide),
+        ];
+        for schema in layouts {
+            assert_eq!(schema.beginning(), begun, "{decide:?}");
+        }
+        let more = CallSchema::deciding_calls(&tools, Narrowing::PerTool, decide, 4)
+            .at_least(2)
+            .unwrap();
+        assert_eq!(more.beginning(), begun);
+    }
+    assert_eq!(CallSchema::full().beginning(), begun);
+    let reason = CallSchema::deciding(&tools, Narrowing::PerTool, Decide::Reason);
+    assert_eq!(reason.beginning(), None, "the thought comes first");
+    let call =
+        r#"get_weather", "thought": "", "tool": "get_weather", "arguments": {"city": "Oslo"}}"#;
+    let answer = r#"final_answer", "content": "Sunny", "thought": ""}"#;
+    let schema = CallSchema::deciding(&tools, Narrowing::PerTool, Decide::Probability);
+    for rest in [call.replacen("get_weather", "tool_call", 1), answer.into()] {
+        let text = format!("{}{rest}", begun.as_deref().unwrap());
+        schema.check(&turn(&text)).unwrap();
+    }
+}
