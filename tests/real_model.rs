@@ -549,19 +549,7 @@ fn an_answer_ends_where_its_content_closes() {
             answer_end,
             ..GenOptions::default()
         };
-        let req = ChatRequest {
-            messages: &messages,
-            schema: Some(schema.as_value()),
-            options: &options,
-        };
-        let mut backend = OpenAi::new(&url(), "qwen", None);
-        let deadline = Deadline::after(Duration::from_secs(120));
-        backend.preflight(deadline).unwrap();
-        let reply = backend
-            .chat(&req, deadline, &mut toolloop::backend::keep_going)
-            .unwrap();
-        eprintln!("{}: {:?}", reply.text, reply.usage);
-        reply
+        one_reply(&messages, &schema, &options)
     };
     let whole = ask(None);
     let ended = ask(schema.answer_end());
@@ -606,19 +594,7 @@ fn a_turn_begun_at_its_kind_is_the_turn_written_whole() {
             prefill,
             ..GenOptions::default()
         };
-        let req = ChatRequest {
-            messages: &messages,
-            schema: Some(schema.as_value()),
-            options: &options,
-        };
-        let mut backend = OpenAi::new(&url(), "qwen", None);
-        let deadline = Deadline::after(Duration::from_secs(120));
-        backend.preflight(deadline).unwrap();
-        let reply = backend
-            .chat(&req, deadline, &mut toolloop::backend::keep_going)
-            .unwrap();
-        eprintln!("{}: {:?}", reply.text, reply.usage);
-        reply
+        one_reply(&messages, &schema, &options)
     };
     let whole = ask(None);
     let begun = ask(schema.beginning());
@@ -676,6 +652,28 @@ fn a_turn_asked_again_continues_from_the_calls_made() {
     assert!(given.contains(&expression), "{expression} not in {given}");
     let sums: Vec<_> = out.steps.iter().filter(|s| s.tool.is_some()).collect();
     assert!(sums.len() >= 2, "{:?}", out.steps);
+}
+
+/// One request of `messages` under `schema` to a fresh backend that has read whether
+/// the server is llama-server (its preflight), and the reply.
+fn one_reply(
+    messages: &[Message],
+    schema: &CallSchema,
+    options: &GenOptions,
+) -> toolloop::backend::ChatReply {
+    let req = ChatRequest {
+        messages,
+        schema: Some(schema.as_value()),
+        options,
+    };
+    let mut backend = OpenAi::new(&url(), "qwen", None);
+    let deadline = Deadline::after(Duration::from_secs(120));
+    backend.preflight(deadline).unwrap();
+    let reply = backend
+        .chat(&req, deadline, &mut toolloop::backend::keep_going)
+        .unwrap();
+    eprintln!("{}: {:?}", reply.text, reply.usage);
+    reply
 }
 
 /// llama-server's `/props`.
