@@ -424,23 +424,67 @@ fn a_question_aside_goes_to_the_last_slot_of_a_server_that_has_several() {
 /// the server says that slot is idle: another process's requests are not counted by this
 /// one, and questions that named a busy slot waited in line for it. A `/slots` that does
 /// not answer names no slot.
+///
+/// Where the aside slot holds the latest task of the idle slots (the run's turn, which
+/// llama-server put there because an earlier question aside left the same system prompt
+/// in it), the question goes to the idle slot used longest ago, so that the turn keeps
+/// its tokens.
 #[test]
-fn a_question_aside_names_its_slot_only_while_the_server_says_it_is_idle() {
+fn a_question_aside_names_an_idle_slot_that_does_not_hold_the_runs_turn() {
+    let slot = |id: u32, busy: bool, task: Option<u64>| match task {
+        Some(task) => json!({"id": id, "is_processing": busy, "id_task": task}),
+        None => json!({"id": id, "is_processing": busy}),
+    };
     for (slots, named) in [
         (
-            Some(json!([{"id": 0, "is_processing": true}, {"id": 1, "is_processing": false}])),
-            true,
+            Some(json!([slot(0, true, None), slot(1, false, None)])),
+            Some(1),
         ),
         (
-            Some(json!([{"id": 0, "is_processing": false}, {"id": 1, "is_processing": true}])),
-            false,
+            Some(json!([slot(0, false, None), slot(1, true, None)])),
+            None,
         ),
-        (None, false),
+        (None, None),
+        // The turn is in slot 0: the aside slot is the one to use.
+        (
+            Some(json!([slot(0, false, Some(9)), slot(1, false, Some(5))])),
+            Some(1),
+        ),
+        // The turn is in the aside slot: the question goes elsewhere.
+        (
+            Some(json!([slot(0, false, Some(5)), slot(1, false, Some(9))])),
+            Some(0),
+        ),
+        (
+            Some(json!([
+                slot(0, false, Some(5)),
+                slot(1, false, None),
+                slot(2, false, Some(9))
+            ])),
+            Some(1),
+        ),
+        // Another process's request is under way: the latest idle task is this run's.
+        (
+            Some(json!([slot(0, true, Some(12)), slot(1, false, Some(9))])),
+            None,
+        ),
+        (
+            Some(json!([
+                slot(0, true, Some(12)),
+                slot(1, false, Some(5)),
+                slot(2, false, Some(9))
+            ])),
+            Some(1),
+        ),
     ] {
         let mut server = mockito::Server::new();
+        let n = slots
+            .as_ref()
+            .and_then(|s| s.as_array().map(Vec::len))
+            .unwrap_or(2);
         let _props = server
             .mock("GET", "/props")
-            .with_body(json!({"total_slots": 2, "endpoint_slots": true}).to_string())
+            .with_body(json!({"total_slots": n, "endpoint_slots": true}).to_string())
             .create();
         let s = server.mock("GET", "/slots");
         let _s = match &slots {
@@ -451,10 +495,11 @@ fn a_question_aside_names_its_slot_only_while_the_server_says_it_is_idle() {
         let mut b = OpenAi::new(&format!("{}/v1", server.url()), "qwen", None);
         ask(&mut b, true);
         let body = bodies.lock().unwrap()[0].clone();
-        assert_eq!(body.get("id_slot").is_some(), named, "{slots:?}: {body}");
-        if named {
-            assert_eq!(body["id_slot"], 1);
-        }
+        assert_eq!(
+            body.get("id_slot").cloned(),
+            named.map(|n| json!(n)),
+            "{slots:?}: {body}"
+        );
         // A turn never asks whether the slot is free.
         ask(&mut b, false);
         _s.assert();

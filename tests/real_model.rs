@@ -449,7 +449,10 @@ fn a_later_ask_reads_the_tools_leaning_the_first_kept() {
 /// and the next turn gets back from the server's host-memory cache whichever saved prompt
 /// keeps the larger share of its own tokens: after a turn asked again (the same prompt
 /// without the reply its saved state ends in) that was once an earlier test's, and the
-/// run reused 246 tokens where it held 266.
+/// run reused 246 tokens where it held 266. On two, the server once put the turn in the
+/// slot questions aside go to (an earlier test's fit question had left the same system
+/// prompt there), and the fit question took it out the same way: the question now goes
+/// to another idle slot where `GET /slots` shows the aside slot holding the latest task.
 #[test]
 #[ignore = "needs a llama-server: see the module docs"]
 fn the_prompt_cache_holds_across_every_request_of_a_run() {

@@ -55,8 +55,9 @@ pub struct GenOptions {
     /// Ask for the log-probabilities of this many alternatives per generated token.
     pub top_logprobs: Option<u32>,
     /// A question beside the run's turns (the fit question), not a turn. A llama-server
-    /// with two slots or more answers it in its last slot, so the slot holding the turns
-    /// keeps them for the next turn's prompt cache. Never read from a configuration file.
+    /// with two slots or more answers it in its last slot (another idle slot where the turn
+    /// went to that one), so the slot holding the turns keeps them for the next turn's
+    /// prompt cache. Never read from a configuration file.
     #[serde(skip)]
     pub aside: bool,
     /// Stops the generation once the log-probabilities streamed so far satisfy this, and

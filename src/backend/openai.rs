@@ -115,12 +115,13 @@ impl OpenAi {
     /// The JSON body of `POST {base}/chat/completions`, as sent when a question aside
     /// may name its slot.
     pub fn request_body(&self, request: &ChatRequest<'_>) -> Value {
-        self.body(request, true)
+        let aside = self.props.get().and_then(|p| p.aside).map(|a| a.id);
+        self.body(request, aside)
     }
 
-    /// The body; `free`: a question aside may name its slot (no other request of this
+    /// The body; `slot`: the slot a question aside names (no other request of this
     /// process to the server is under way, and the server did not say the slot is busy).
-    fn body(&self, request: &ChatRequest<'_>, free: bool) -> Value {
+    fn body(&self, request: &ChatRequest<'_>, slot: Option<u32>) -> Value {
         let mut messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
         let given = self.continued(request);
         if let Some(prefill) = given {
@@ -145,8 +146,8 @@ impl OpenAi {
         }
         add_options(&mut body, request.options);
         let props = self.props.get().copied().unwrap_or_default();
-        if let (true, true, Some(slot)) = (request.options.aside, free, props.aside) {
-            body.insert("id_slot".into(), json!(slot.id));
+        if let (true, Some(slot)) = (request.options.aside, slot) {
+            body.insert("id_slot".into(), json!(slot));
         }
         if self.ends_answer(request).is_some() {
             // A reply stopped at its answer's end still says what the server evaluated:
@@ -461,9 +462,12 @@ impl OpenAi {
         }
         let given = self.continued(request);
         let (_flight, alone) = InFlight::enter(&self.base);
-        let free = request.options.aside && alone && self.aside_slot_free(agent, &deadline);
+        let slot = match request.options.aside && alone {
+            true => self.aside_slot(agent, &deadline),
+            false => None,
+        };
         let url = format!("{}/chat/completions", self.base);
-        let bytes = serde_json::to_vec(&self.body(request, free)).unwrap_or_default();
+        let bytes = serde_json::to_vec(&self.body(request, slot)).unwrap_or_default();
         let mut attempt = 0;
         let resp = loop {
             let Some(budget) = http::budget(&deadline, request.options.request_timeout) else {

@@ -64,32 +64,32 @@ impl OpenAi {
         });
     }
 
-    /// Whether a question aside may name its slot now, by the server's own `GET /slots`:
-    /// not while that slot is busy. Several toolloop processes on one server (a script
-    /// running `toolloop ask` four at once) each count only their own requests, so each
-    /// named the same slot: their questions waited in line for it, a median 15.5 s against
-    /// 5.6 s unnamed (`BENCHMARKS.md`, "Questions aside wait for a busy slot"). A server
-    /// without the endpoint keeps the process's own count alone; one whose answer does not
-    /// come or cannot be read gets no slot named, since a wait is the risk.
-    pub(super) fn aside_slot_free(&self, agent: &ureq::Agent, deadline: &Deadline) -> bool {
-        let Some(slot) = self.props.get().and_then(|p| p.aside) else {
-            return false;
-        };
+    /// The slot a question aside names now, if any, by the server's own `GET /slots`:
+    /// none while the aside slot is busy. Several toolloop processes on one server (a
+    /// script running `toolloop ask` four at once) each count only their own requests, so
+    /// each named the same slot: their questions waited in line for it, a median 15.5 s
+    /// against 5.6 s unnamed (`BENCHMARKS.md`, "Questions aside wait for a busy slot"). A
+    /// server without the endpoint gets the aside slot named on the process's own count
+    /// alone; one whose answer does not come or cannot be read gets no slot named, since a
+    /// wait is the risk.
+    ///
+    /// A turn names no slot, and llama-server puts it in the idle slot whose tokens share
+    /// the longest start with its prompt. That can be the aside slot, where an earlier
+    /// question aside with the same system prompt left its tokens: the fit question then
+    /// took the turn's tokens out, and the turn asked again after it reused 246 of the 271
+    /// tokens it sent (`tests/real_model.rs`,
+    /// `the_prompt_cache_holds_across_every_request_of_a_run`, on CI). So where the aside
+    /// slot holds the latest task of the idle slots, which with no other request of this
+    /// process under way is this run's turn, the question goes to the idle slot used
+    /// longest ago instead.
+    pub(super) fn aside_slot(&self, agent: &ureq::Agent, deadline: &Deadline) -> Option<u32> {
+        let slot = self.props.get().and_then(|p| p.aside)?;
         if !slot.seen {
-            return true;
+            return Some(slot.id);
         }
-        let busy = self
-            .server_json(agent, "slots", Duration::from_secs(1), deadline)
-            .and_then(|slots| {
-                slots
-                    .as_array()?
-                    .iter()
-                    .find(|s| s["id"].as_u64() == Some(u64::from(slot.id)))?["is_processing"]
-                    .as_bool()
-            });
-        busy == Some(false)
+        let slots = self.server_json(agent, "slots", Duration::from_secs(1), deadline)?;
+        aside_of(slots.as_array()?, slot.id)
     }
-
     /// `GET {root}/{path}` of llama-server's own API, read as JSON within `wait` and the
     /// deadline; `None` for any failure, which each caller takes as "not llama-server" or
     /// "do not name the slot".
@@ -114,6 +114,30 @@ impl OpenAi {
         let (body, _) = http::read_capped(resp.into_body().into_reader(), 1 << 20).ok()?;
         serde_json::from_slice(&body).ok()
     }
+}
+
+/// Where a question aside goes, from `GET /slots`: the aside slot `aside` while it is
+/// idle and does not hold the latest task of the idle slots; else the idle slot whose
+/// task is the oldest (one never used first); none while the aside slot is busy or no
+/// other slot is idle.
+fn aside_of(slots: &[Value], aside: u32) -> Option<u32> {
+    let idle: Vec<(u32, Option<u64>)> = slots
+        .iter()
+        .filter(|s| s["is_processing"].as_bool() == Some(false))
+        .filter_map(|s| {
+            let id = u32::try_from(s["id"].as_u64()?).ok()?;
+            Some((id, s["id_task"].as_u64()))
+        })
+        .collect();
+    let (_, task) = *idle.iter().find(|(id, _)| *id == aside)?;
+    let latest = idle.iter().filter_map(|(_, t)| *t).max();
+    if task.is_none() || task != latest {
+        return Some(aside);
+    }
+    idle.iter()
+        .filter(|(id, _)| *id != aside)
+        .min_by_key(|(_, t)| *t)
+        .map(|(id, _)| *id)
 }
 
 /// This process's requests under way, per server: one is counted from before it is sent
