@@ -683,6 +683,30 @@ fn a_beginning_the_server_refuses_is_asked_for_whole() {
     asked.assert();
 }
 
+/// A server's `/props` (llama-server with one slot, or, where `llama` is false, a 404 as
+/// another OpenAI-compatible server gives) and its model list; kept alive while the
+/// returned mocks are.
+fn served(server: &mut mockito::Server, llama: bool) -> [mockito::Mock; 2] {
+    let p = server.mock("GET", "/props");
+    let props = match llama {
+        true => p.with_body(json!({"total_slots": 1}).to_string()).create(),
+        false => p.with_status(404).create(),
+    };
+    let models = server
+        .mock("GET", "/v1/models")
+        .with_body(json!({"data": [{"id": "qwen"}]}).to_string())
+        .create();
+    [props, models]
+}
+
+/// A backend for `server` after its preflight, which reads whether it is llama-server.
+fn preflighted(server: &mockito::Server) -> OpenAi {
+    let mut b = OpenAi::new(&format!("{}/v1", server.url()), "qwen", None);
+    b.preflight(Deadline::after(Duration::from_secs(10)))
+        .unwrap();
+    b
+}
+
 /// An answer's reply ends where its content closes, on llama-server: what the schema
 /// forces after it (an empty thought, the object's close) is written by the client, not
 /// generated a token at a time, and the counts come from the timings the server was
@@ -692,11 +716,7 @@ fn an_answer_ends_where_its_content_closes_on_llama_server() {
     let whole = r#"{"kind": "final_answer", "content": "Paris", "thought": ""}"#;
     for llama in [true, false] {
         let mut server = mockito::Server::new();
-        let p = server.mock("GET", "/props");
-        let _p = match llama {
-            true => p.with_body(json!({"total_slots": 1}).to_string()).create(),
-            false => p.with_status(404).create(),
-        };
+        let _served = served(&mut server, llama);
         let timed = |text: &str, predicted: u64| {
             let mut c = chunk(text);
             c["timings"] = json!({"prompt_n": 5, "cache_n": 300, "predicted_n": predicted});
@@ -721,14 +741,7 @@ fn an_answer_ends_where_its_content_closes_on_llama_server() {
             .with_header("content-type", "text/event-stream")
             .with_body(&streamed)
             .create();
-        let _models = server
-            .mock("GET", "/v1/models")
-            .with_body(json!({"data": [{"id": "qwen"}]}).to_string())
-            .create();
-        let mut b = OpenAi::new(&format!("{}/v1", server.url()), "qwen", None);
-        // The preflight reads whether the server is llama-server.
-        b.preflight(Deadline::after(Duration::from_secs(10)))
-            .unwrap();
+        let mut b = preflighted(&server);
         let messages = vec![Message::user("The capital of France?")];
         let schema = toolloop::turn::schema::CallSchema::answer_only_deciding(
             toolloop::turn::schema::Decide::Probability,
@@ -768,10 +781,7 @@ fn an_answer_ends_where_its_content_closes_on_llama_server() {
 fn a_turn_begun_at_its_kind_reads_the_kind_at_the_first_token_generated() {
     let lp = |token: &str, top: serde_json::Value| json!({"token": token, "logprob": -0.1, "top_logprobs": top});
     let mut server = mockito::Server::new();
-    let _p = server
-        .mock("GET", "/props")
-        .with_body(json!({"total_slots": 1}).to_string())
-        .create();
+    let _served = served(&mut server, true);
     let begun = r#"{"kind": ""#;
     let _m = server
         .mock("POST", "/v1/chat/completions")
@@ -793,13 +803,7 @@ fn a_turn_begun_at_its_kind_reads_the_kind_at_the_first_token_generated() {
         ]))
         .expect(1)
         .create();
-    let _models = server
-        .mock("GET", "/v1/models")
-        .with_body(json!({"data": [{"id": "qwen"}]}).to_string())
-        .create();
-    let mut b = OpenAi::new(&format!("{}/v1", server.url()), "qwen", None);
-    b.preflight(Deadline::after(Duration::from_secs(10)))
-        .unwrap();
+    let mut b = preflighted(&server);
     let schema = toolloop::turn::schema::CallSchema::answer_only_deciding(
         toolloop::turn::schema::Decide::Probability,
     );
