@@ -90,6 +90,7 @@ impl OpenAi {
         let slots = self.server_json(agent, "slots", Duration::from_secs(1), deadline)?;
         aside_of(slots.as_array()?, slot.id)
     }
+
     /// `GET {root}/{path}` of llama-server's own API, read as JSON within `wait` and the
     /// deadline; `None` for any failure, which each caller takes as "not llama-server" or
     /// "do not name the slot".
