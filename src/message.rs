@@ -162,8 +162,9 @@ impl ChatReply {
         self.text.get(self.given..).unwrap_or_default()
     }
 
-    /// The reply's tokens from where its generated text begins ([`ChatReply::generated_text`]), for the readers that find a place
-    /// in the text by adding up token lengths (`checks::tool_probability`).
+    /// The reply's tokens from where its generated text begins
+    /// ([`ChatReply::generated_text`]), for the readers that find a place in the text by
+    /// adding up token lengths (`checks::tool_probability`).
     ///
     /// llama-server sometimes leaves out of the content a token the model sampled first,
     /// while `logprobs` still carry it: Qwen2.5-Coder 0.5B's backtick or code fence
