@@ -105,6 +105,42 @@ fn tool_call_over_http_then_answer_from_the_result() {
     assert_eq!(last.tool_name.as_deref(), Some("calculator"));
 }
 
+/// The budget says when the first call went off: after the model's first reply, before
+/// its answer; a run that calls nothing has no such time.
+#[test]
+fn the_budget_says_when_the_first_call_went_off() {
+    let s = server();
+    let model = Scripted::new([
+        call("calculator", json!({"expression": "12.5 * 4"})),
+        answer("12.5 * 4 = 50"),
+    ])
+    .with_delay(Duration::from_millis(200));
+    let mut o = builder(model, &s).build().unwrap();
+    let out = o.run("How much is 12.5 * 4?").unwrap();
+    let first = out.budget.first_call_ms.expect("a call was made");
+    assert_eq!(out.budget.first_calls, 1);
+    assert!(first >= 200, "after the first reply: {first} ms");
+    assert!(
+        first < out.budget.model_ms,
+        "before the answer: {:?}",
+        out.budget
+    );
+    assert!(
+        out.budget.line().contains("first call at 0."),
+        "{}",
+        out.budget.line()
+    );
+    let mut o = builder(Scripted::new([answer("Hello!")]), &s)
+        .build()
+        .unwrap();
+    let out = o.run("Say hello").unwrap();
+    assert_eq!(
+        (out.budget.first_call_ms, out.budget.first_calls),
+        (None, 0)
+    );
+    assert!(!out.budget.line().contains("first call"));
+}
+
 #[test]
 fn seed_scenario_max_iterations_carries_the_steps() {
     let s = server();

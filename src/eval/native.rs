@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::{Call, Case, CaseResult, NativeTarget};
 use crate::config::Config;
+use crate::run::budget::Budget;
 
 /// One case through the server's native tool calling: the functions as OpenAI `tools`,
 /// one request, the calls read from `message.tool_calls` as an OpenAI client reads them
@@ -43,11 +44,13 @@ pub fn native_case(target: &NativeTarget, case: &Case, config: &Config) -> CaseR
                 .map_err(|e| e.to_string())?;
             serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string())
         });
+    let ms = started.elapsed().as_millis() as u64;
+    let mut budget = Budget::default();
     let (calls, text, tokens, error) = match reply {
         Err(e) => (Vec::new(), String::new(), 0, Some(e)),
         Ok(v) => {
             let message = &v["choices"][0]["message"];
-            let calls = message["tool_calls"]
+            let calls: Vec<Call> = message["tool_calls"]
                 .as_array()
                 .map(|cs| {
                     cs.iter()
@@ -69,15 +72,33 @@ pub fn native_case(target: &NativeTarget, case: &Case, config: &Config) -> CaseR
             let text = message["content"].as_str().unwrap_or_default().to_string();
             let tokens = v["usage"]["completion_tokens"].as_u64().unwrap_or(0);
             let error = v["error"].is_object().then(|| v["error"].to_string());
+            // The one request, in the same terms as a run's budget. Its calls come with
+            // its reply: that is when they could first be sent off, whether the server
+            // parsed them or left them in the text as JSON with a "name" (Qwen2.5-Coder
+            // writes them so, fenced, and its server does not read them).
+            let called = !calls.is_empty() || text.contains("\"name\"");
+            let called = error.is_none() && called;
+            let reused = v["timings"]["cache_n"].as_u64();
+            let prompt = v["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+            budget = Budget {
+                model_requests: 1,
+                prompt_evaluated: prompt.saturating_sub(reused.unwrap_or(0)),
+                prompt_reused: reused,
+                model_ms: ms,
+                first_call_ms: called.then_some(ms),
+                first_calls: u32::from(called),
+                ..Budget::default()
+            };
             (calls, text, tokens, error)
         }
     };
     CaseResult {
         replies: 1,
         iterations: 1,
-        ms: started.elapsed().as_millis() as u64,
+        ms,
         tokens,
         texts: vec![text],
+        budget,
         ..CaseResult::scored(case, calls, error)
     }
 }

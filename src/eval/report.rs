@@ -203,7 +203,7 @@ pub fn table(summary: &[Summary]) -> String {
 /// Where each category's time went, per case: the second table `toolloop eval` prints.
 pub fn budget_table(summary: &[Summary]) -> String {
     let mut out = format!(
-        "{:<22} {:>8} {:>9} {:>7} {:>8} {:>10} {:>7} {:>10} {:>4} {:>8} {:>8} {:>9}\n",
+        "{:<22} {:>8} {:>9} {:>7} {:>8} {:>10} {:>7} {:>10} {:>4} {:>8} {:>8} {:>9} {:>11}\n",
         "per case",
         "requests",
         "evaluated",
@@ -215,7 +215,8 @@ pub fn budget_table(summary: &[Summary]) -> String {
         "fit",
         "model s",
         "tools s",
-        "toolloop s"
+        "toolloop s",
+        "1st call s"
     );
     for s in summary {
         let n = s.cases.max(1) as f64;
@@ -223,7 +224,7 @@ pub fn budget_table(summary: &[Summary]) -> String {
         let g = &b.generated;
         let per = |x: u64| x as f64 / n;
         out.push_str(&format!(
-            "{:<22} {:>8.2} {:>9.0} {:>7} {:>8.1} {:>10.1} {:>7.1} {:>10.1} {:>4.1} {:>8.2} {:>8.2} {:>9.3}\n",
+            "{:<22} {:>8.2} {:>9.0} {:>7} {:>8.1} {:>10.1} {:>7.1} {:>10.1} {:>4.1} {:>8.2} {:>8.2} {:>9.3} {:>11}\n",
             s.category,
             per(b.model_requests.into()),
             per(b.prompt_evaluated),
@@ -237,12 +238,15 @@ pub fn budget_table(summary: &[Summary]) -> String {
             per(b.model_ms) / 1000.0,
             per(b.tool_ms) / 1000.0,
             per(b.own_ms) / 1000.0,
+            b.first_call_s()
+                .map_or("-".to_string(), |s| format!("{s:.2}")),
         ));
     }
     out.push_str(
         "requests: to the model (turns, re-asks, fit questions); evaluated / reused: prompt \
          tokens the server computed / took from its cache; thought … fit: generated tokens by \
-         what they were spent on; model / tools / toolloop: seconds waiting for each.\n",
+         what they were spent on; model / tools / toolloop: seconds waiting for each; 1st call: \
+         seconds from a case's start to its first call sent off, over the cases that made one.\n",
     );
     out
 }
@@ -291,5 +295,31 @@ mod tests {
         );
         assert_eq!(cols[9], "3.00", "{table}");
         assert!(table.contains("requests: to the model"), "{table}");
+        // Neither made a call: no time to a first one.
+        assert_eq!(cols[12], "-", "{table}");
+    }
+
+    #[test]
+    fn the_first_call_is_timed_over_the_cases_that_made_one() {
+        let case = |id: &str, first_call_ms: Option<u64>| CaseResult {
+            id: id.into(),
+            category: "parallel".into(),
+            budget: Budget {
+                first_call_ms,
+                first_calls: u32::from(first_call_ms.is_some()),
+                ..Budget::default()
+            },
+            ..CaseResult::default()
+        };
+        let summary = summarize(&[
+            case("parallel_0", Some(4000)),
+            case("parallel_1", None),
+            case("parallel_2", Some(6000)),
+        ]);
+        let table = budget_table(&summary);
+        let row = table.lines().nth(1).unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[12], "5.00", "{table}");
+        assert!(table.contains("1st call: seconds"), "{table}");
     }
 }

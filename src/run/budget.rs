@@ -192,6 +192,15 @@ pub struct Budget {
     /// Milliseconds in toolloop itself: the rest of the run's wall time (building
     /// prompts, repairing and checking replies, the checks).
     pub own_ms: u64,
+    /// Milliseconds from the run's start to its first tool call sent off: how long a
+    /// person waits before anything happens. `None` when the run called no tool. Over
+    /// several runs ([`Budget::add`]) the sum, and [`Budget::first_calls`] how many runs
+    /// it sums.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_call_ms: Option<u64>,
+    /// How many runs [`Budget::first_call_ms`] sums: 1 for a run that called a tool.
+    #[serde(default)]
+    pub first_calls: u32,
 }
 
 impl Budget {
@@ -218,6 +227,25 @@ impl Budget {
         self.tool_ms += other.tool_ms;
         self.person_ms += other.person_ms;
         self.own_ms += other.own_ms;
+        if let Some(ms) = other.first_call_ms {
+            *self.first_call_ms.get_or_insert(0) += ms;
+        }
+        self.first_calls += other.first_calls;
+    }
+
+    /// Seconds to the first call, on average over the runs that made one.
+    ///
+    /// ```
+    /// use toolloop::Budget;
+    /// let mut total = Budget::default();
+    /// total.add(&Budget { first_call_ms: Some(3000), first_calls: 1, ..Budget::default() });
+    /// total.add(&Budget::default()); // a run that answered without a tool
+    /// total.add(&Budget { first_call_ms: Some(5000), first_calls: 1, ..Budget::default() });
+    /// assert_eq!(total.first_call_s(), Some(4.0));
+    /// ```
+    pub fn first_call_s(&self) -> Option<f64> {
+        let ms = self.first_call_ms?;
+        Some(ms as f64 / 1000.0 / f64::from(self.first_calls.max(1)))
     }
 
     /// One line in words, as `-v` and `eval` print it.
@@ -233,10 +261,14 @@ impl Budget {
             .prompt_reused
             .map(|r| format!(", {r} reused"))
             .unwrap_or_default();
+        let first = self
+            .first_call_s()
+            .map(|s| format!("; first call at {s:.1} s"))
+            .unwrap_or_default();
         format!(
             "{} model requests; prompt {} evaluated{reused}; generated {} (thought {}, arguments {}, \
              answer {}, structure {}, fit {}); model {:.1} s, tools {:.1} s, person {:.1} s, \
-             toolloop {:.2} s",
+             toolloop {:.2} s{first}",
             self.model_requests,
             self.prompt_evaluated,
             g.total(),

@@ -262,6 +262,7 @@ impl Orchestrator {
                 Step::CallTool { tool, arguments } => {
                     let call = [(tool, arguments)];
                     let called = Instant::now();
+                    waited.first_call.get_or_insert(started.elapsed());
                     let results = self.catalogue.call_all_or_stop(&call, deadline, &self.stop);
                     waited.tools += called.elapsed();
                     // Recorded even when the deadline passed during the call, so the
@@ -273,6 +274,7 @@ impl Orchestrator {
                 }
                 Step::CallTools { calls } => {
                     let called = Instant::now();
+                    waited.first_call.get_or_insert(started.elapsed());
                     let results = self
                         .catalogue
                         .call_all_or_stop(&calls, deadline, &self.stop);
@@ -404,6 +406,8 @@ struct Waited {
     model: Duration,
     tools: Duration,
     person: Duration,
+    /// When the first tool call was sent off, from the run's start.
+    first_call: Option<Duration>,
 }
 
 impl Waited {
@@ -414,6 +418,8 @@ impl Waited {
         let mut b = engine.budget();
         (b.model_ms, b.tool_ms, b.person_ms) = (ms(self.model), ms(self.tools), ms(self.person));
         b.own_ms = ms(elapsed.saturating_sub(self.model + self.tools + self.person));
+        b.first_call_ms = self.first_call.map(ms);
+        b.first_calls = u32::from(self.first_call.is_some());
         b
     }
 }
