@@ -280,7 +280,7 @@ mod tests {
     }
 
     use super::super::Step;
-    use super::super::tests::{CALL, engine, reply};
+    use super::super::tests::{CALL, engine, last_check_line, reply};
     use crate::message::Message;
     use crate::run::engine::Engine;
     use crate::tools::ToolResult;
@@ -409,20 +409,13 @@ mod tests {
 
     #[test]
     fn a_call_the_asking_added_that_uses_no_number_left_out_is_not_run() {
-        use crate::run::events::Event;
         let mut e = numbers_left("2+2 and 3+3");
         e.next_step();
         e.model_replied(&single("2+2"));
         assert_eq!(e.next_step(), Step::CallModel);
         e.model_replied(&list_of(&["2+2", "2*2"], 0.0));
-        let events = e.drain_events();
-        let line = events
-            .iter()
-            .filter_map(Event::check_line)
-            .next_back()
-            .unwrap();
         assert_eq!(
-            line,
+            last_check_line(&mut e),
             "numbers-left: calculator not run: it uses none of 3 that the calls before left out"
         );
         assert!(matches!(e.next_step(), Step::CallTool { .. }));
@@ -453,14 +446,8 @@ mod tests {
         assert_eq!(e.next_step(), Step::CallModel);
         // Asked for one more, the model adds a step on a value of its own.
         e.model_replied(&list_of(&["2+2", "17 * 3"], 0.0));
-        let events = e.drain_events();
-        let line = events
-            .iter()
-            .filter_map(Event::check_line)
-            .next_back()
-            .unwrap();
         assert_eq!(
-            line,
+            last_check_line(&mut e),
             "more-calls: calculator not run: expression given by nobody; it waits for the other calls' results"
         );
         assert!(matches!(e.next_step(), Step::CallTool { .. }));
