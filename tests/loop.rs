@@ -761,6 +761,56 @@ fn three_calls_of_a_slow_tool_run_side_by_side() {
     );
 }
 
+/// While the model writes a turn of several calls, each is shown once it is closed, in
+/// the order written and before any of them runs.
+#[test]
+fn each_call_of_a_turn_is_shown_as_soon_as_it_is_written() {
+    let model = Scripted::new([THREE_SLOW.to_string(), answer("1, 2 and 3.")]);
+    let (store, observer) = events();
+    let mut tools = FnTools::new();
+    tools.add(
+        ToolSpec::new(
+            "slow",
+            "answers",
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+        ),
+        |args| Ok(json!(args["n"])),
+    );
+    let mut o = Orchestrator::builder()
+        .backend(model)
+        .source(tools)
+        .max_calls_per_turn(3)
+        .observer(observer)
+        .build()
+        .unwrap();
+    o.run("Numbers 1, 2 and 3 please").unwrap();
+    let seen: Vec<String> = store
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            Event::CallWritten { tool, arguments } => Some(format!("written {tool} {arguments}")),
+            Event::ToolCall { .. } => Some("run".into()),
+            Event::ModelReply { .. } => Some("reply".into()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        seen[..7],
+        [
+            r#"written slow {"n":1}"#,
+            r#"written slow {"n":2}"#,
+            r#"written slow {"n":3}"#,
+            "reply",
+            "run",
+            "run",
+            "run"
+        ],
+        "{seen:?}"
+    );
+    assert_eq!(seen[7..], ["reply"], "the answer writes no call");
+}
+
 #[test]
 fn a_call_that_hangs_does_not_hold_the_run_past_its_deadline() {
     let model = Scripted::new([THREE_SLOW.to_string(), answer("never")]);

@@ -29,6 +29,8 @@ pub struct Progress {
     verbose: bool,
     terminal: bool,
     chars: usize,
+    /// The calls of the reply under way that the model has closed, by tool.
+    written: Vec<String>,
 }
 
 impl Progress {
@@ -40,6 +42,7 @@ impl Progress {
             verbose,
             terminal: std::io::stderr().is_terminal(),
             chars: 0,
+            written: Vec::new(),
         }
     }
 
@@ -80,6 +83,7 @@ impl Observer for Progress {
         match event {
             Event::ModelRequest { iteration, .. } => {
                 self.chars = 0;
+                self.written.clear();
                 if self.terminal {
                     let s = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
                     s.set_style(
@@ -94,9 +98,17 @@ impl Observer for Progress {
             Event::ModelText { text } => {
                 self.chars += text.chars().count();
                 if let Some(s) = &self.spinner {
-                    s.set_message(format!("model is writing ({} characters)", self.chars));
+                    let calls = match self.written.len() {
+                        0 => String::new(),
+                        _ => format!("; wrote {}", self.written.join(", ")),
+                    };
+                    s.set_message(format!(
+                        "model is writing ({} characters{calls})",
+                        self.chars
+                    ));
                 }
             }
+            Event::CallWritten { tool, .. } => self.written.push(tool.clone()),
             Event::ModelReply { .. } | Event::AnswerText { .. } => self.stop_spinner(),
             Event::AnswerRetracted { reason } if !self.verbose => {
                 self.line(self.paint(

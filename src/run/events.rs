@@ -47,6 +47,15 @@ pub enum Event {
         /// The text.
         text: String,
     },
+    /// One call of a turn of several, as soon as the model has closed it
+    /// ([`crate::turn::call_stream`]): the person sees what is being written. Nothing is
+    /// run yet; the turn is judged, and its calls run, when the reply ends.
+    CallWritten {
+        /// The tool it names, as written.
+        tool: String,
+        /// Its arguments, as written.
+        arguments: Value,
+    },
     /// The model's whole reply.
     ModelReply {
         /// The raw text.

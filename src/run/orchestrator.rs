@@ -24,6 +24,7 @@ pub use crate::run::outcome::Outcome;
 use crate::run::request::watched_chat;
 use crate::tools::{Catalogue, ToolSpec};
 use crate::turn::answer_stream::AnswerStream;
+use crate::turn::call_stream::CallStream;
 
 /// Room for the fit question's answer, `{"answer": "yes"}`: 6 to 14 tokens as servers space it.
 const FIT_TOKENS: u32 = 16;
@@ -167,6 +168,7 @@ impl Orchestrator {
                     };
                     let observers = &mut self.observers;
                     let mut answer = AnswerStream::default();
+                    let mut written = CallStream::default();
                     let mut shown = String::new();
                     let stream_answer = !self.guardrails.may_block_output();
                     let stop = &self.stop;
@@ -179,6 +181,12 @@ impl Orchestrator {
                             shown.push_str(&piece);
                             events.push(Event::AnswerText { text: piece });
                         }
+                        events.extend(written.feed(text).into_iter().map(|call| {
+                            Event::CallWritten {
+                                tool: CallStream::tool(&call).unwrap_or_default().to_string(),
+                                arguments: call.get("arguments").cloned().unwrap_or_default(),
+                            }
+                        }));
                         for e in &events {
                             observers.iter_mut().for_each(|o| o.event(e));
                         }

@@ -5,6 +5,7 @@
 //! Pure: imports no backend, tool, check or run; only the leaf modules.
 
 pub mod answer_stream;
+pub mod call_stream;
 pub mod prompt;
 pub mod repair;
 mod reply;

@@ -44,6 +44,12 @@ impl Trace {
                 "[LLM] iteration {iteration}: {messages} messages{}",
                 if *answer_only { ", answer only" } else { "" }
             ),
+            Event::CallWritten { tool, arguments } => {
+                format!(
+                    "[LLM] wrote a call: {tool} {}",
+                    short(&arguments.to_string())
+                )
+            }
             Event::ModelReply {
                 text,
                 stop,
