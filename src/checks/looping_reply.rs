@@ -77,6 +77,15 @@ pub const PERIOD: usize = 3;
 pub const CYCLE_MAX: usize = 16;
 /// How many times in a row a run of words must repeat exactly to count as a loop.
 pub const CYCLE_REPEATS: usize = 4;
+/// The most words a long loop repeats: a paragraph of five sentences. Qwen2.5-Coder 0.5B,
+/// given the weather of two cities, answered with five sentences about five (three of
+/// them made up) and wrote the same 66 words again and again to the token limit: 26 s.
+pub const LONG_CYCLE_MAX: usize = 96;
+/// How many times in a row a run of more than [`CYCLE_MAX`] words must repeat exactly to
+/// count as a loop. Fewer than a short run's: the same 17 words or more, word for word,
+/// three times over, is no sentence a person asked for (none of 389 replies recorded on
+/// Qwen did it but that one; `BENCHMARKS.md`, "A loop of a whole paragraph").
+pub const LONG_CYCLE_REPEATS: usize = 3;
 
 /// Watches a streamed reply for a loop.
 #[derive(Debug, Default)]
@@ -132,9 +141,10 @@ impl Repetition {
             }
         }
         self.scanned = end;
-        // Only the window is ever looked at again.
-        if self.words.len() > 4 * WINDOW {
-            self.words.drain(..self.words.len() - WINDOW);
+        // Only the window, and the long loop's, are ever looked at again.
+        let kept = WINDOW.max(LONG_CYCLE_MAX * LONG_CYCLE_REPEATS);
+        if self.words.len() > 2 * kept {
+            self.words.drain(..self.words.len() - kept);
         }
     }
 
@@ -156,22 +166,50 @@ impl Repetition {
                 phrase: format!("{a} {b}"),
                 keep: window[first + 1].end,
             })
-            .or_else(|| self.cycle(window, &words))
+            .or_else(|| self.cycle(window, &words, PERIOD + 1..=CYCLE_MAX, CYCLE_REPEATS))
+            .or_else(|| {
+                // Lower-cased only when the short rules found nothing and there are
+                // words enough for a long loop.
+                let from = self
+                    .words
+                    .len()
+                    .saturating_sub(LONG_CYCLE_MAX * LONG_CYCLE_REPEATS);
+                let long = &self.words[from..];
+                if long.len() < (CYCLE_MAX + 1) * LONG_CYCLE_REPEATS {
+                    return None;
+                }
+                let words: Vec<String> = long
+                    .iter()
+                    .map(|r| self.text[r.clone()].to_lowercase())
+                    .collect();
+                self.cycle(
+                    long,
+                    &words,
+                    CYCLE_MAX + 1..=LONG_CYCLE_MAX,
+                    LONG_CYCLE_REPEATS,
+                )
+            })
     }
 
-    /// A run of words the window ends with [`CYCLE_REPEATS`] times over, cut after its
-    /// first occurrence (traced back as far as the repetition goes, so that what came
-    /// before it, a first call with other values, is kept).
-    fn cycle(&self, window: &[Range<usize>], words: &[String]) -> Option<Loop> {
+    /// A run of words (of a length in `lengths`) the window ends with `times` times over,
+    /// cut after its first occurrence (traced back as far as the repetition goes, so that
+    /// what came before it, a first call with other values, is kept).
+    fn cycle(
+        &self,
+        window: &[Range<usize>],
+        words: &[String],
+        lengths: std::ops::RangeInclusive<usize>,
+        times: usize,
+    ) -> Option<Loop> {
         let n = words.len();
-        (PERIOD + 1..=CYCLE_MAX)
-            .take_while(|p| p * CYCLE_REPEATS <= n)
-            .find(|&p| (n - p * CYCLE_REPEATS..n - p).all(|i| words[i] == words[i + p]))
+        lengths
+            .take_while(|p| p * times <= n)
+            .find(|&p| (n - p * times..n - p).all(|i| words[i] == words[i + p]))
             .map(|p| {
                 // "heating systems heating systems" repeats a pair: cut after the pair.
                 let repeats = |d: usize| (n - p..n - d).all(|i| words[i] == words[i + d]);
                 let p = (1..p).find(|&d| p % d == 0 && repeats(d)).unwrap_or(p);
-                let mut start = n - p * CYCLE_REPEATS;
+                let mut start = n - p * times;
                 while start > 0 && words[start - 1] == words[start - 1 + p] {
                     start -= 1;
                 }
@@ -239,6 +277,56 @@ mod tests {
             kept.starts_with("My favourites are The Godfather"),
             "{kept}"
         );
+    }
+
+    /// Qwen2.5-Coder 0.5B's answer after the weather of Paris and Tokyo, as it streamed:
+    /// five sentences, then the same five to the token limit.
+    #[test]
+    fn a_paragraph_written_again_and_again_is_a_loop() {
+        let start = r#"{"kind": "final_answer", "content": "The weather in Tokyo is sunny with a temperature of 18 degrees Celsius and a humidity of 55%. "#;
+        let paragraph = "The temperature in Paris is 11 degrees Celsius and the humidity is \
+            82%. The temperature in New York is 20 degrees Celsius and the humidity is 45%. \
+            The temperature in Sydney is 22 degrees Celsius and the humidity is 50%. The \
+            temperature in Oslo is 21 degrees Celsius and the humidity is 45%. The \
+            temperature in Tokyo is 18 degrees Celsius and the humidity is 55%. ";
+        let text = format!("{start}{}", paragraph.repeat(8));
+        let pieces: Vec<&str> = text.split_inclusive(' ').collect();
+        let (l, kept) = run(&pieces).expect("a loop");
+        // Stopped on its third time, and cut after the first: what came before is kept.
+        assert!(kept.len() < start.len() + 2 * paragraph.len(), "{kept}");
+        assert!(kept.starts_with(start), "{kept}");
+        assert!(kept.contains("Oslo is 21 degrees"), "{kept}");
+        assert!(
+            !kept[start.len()..].contains("55%. The temperature in Paris"),
+            "{kept}"
+        );
+        assert!(l.phrase.split(' ').count() > CYCLE_MAX, "{}", l.phrase);
+        // The line a person reads names it by its beginning.
+        let line = crate::run::events::Event::Repetition {
+            check: "looping-reply".into(),
+            phrase: l.phrase,
+            kept: kept.len(),
+        }
+        .check_line()
+        .unwrap();
+        assert!(line.chars().count() < 220, "{line}");
+    }
+
+    #[test]
+    fn a_paragraph_said_twice_is_not_a_loop() {
+        // A person may be told the same thing twice; three times word for word is a loop.
+        let paragraph = "Your order A1234 left the warehouse in Leipzig on Monday and is \
+            expected at your door on Thursday between nine and twelve in the morning. ";
+        let text = format!(
+            "Here is the status. {}{}Anything else?",
+            paragraph, paragraph
+        );
+        assert_eq!(run(&text.split_inclusive(' ').collect::<Vec<_>>()), None);
+        // Nor a long list of calls with values of their own.
+        let calls = (0..40)
+            .map(|i| format!(r#"{{"tool": "get_weather", "arguments": {{"city": "City {i}", "unit": "celsius"}}}}, "#))
+            .collect::<String>();
+        assert_eq!(run(&[&calls]), None);
     }
 
     #[test]

@@ -316,7 +316,9 @@ impl Event {
                 phrase,
                 kept,
             } => format!(
-                "{check}: the reply kept repeating \"{phrase}\"; stopped, {kept} bytes kept"
+                "{check}: the reply kept repeating \"{}\"; stopped, {kept} bytes kept",
+                // A paragraph that loops is named by its beginning.
+                crate::http::shorten(phrase, 120)
             ),
             Event::Ungrounded {
                 check,

@@ -280,7 +280,7 @@ mod tests {
     }
 
     use super::super::Step;
-    use super::super::tests::{CALL, engine, last_check_line, reply};
+    use super::super::tests::{CALL, engine, reply};
     use crate::message::Message;
     use crate::run::engine::Engine;
     use crate::tools::ToolResult;
@@ -405,6 +405,16 @@ mod tests {
         e.next_step();
         e.model_replied(&single("2+2"));
         assert!(matches!(e.next_step(), Step::CallTool { .. }));
+    }
+
+    /// The line the last check that spoke printed, as a person sees it without `-v`.
+    fn last_check_line(e: &mut Engine) -> String {
+        let events = e.drain_events();
+        events
+            .iter()
+            .filter_map(crate::run::events::Event::check_line)
+            .next_back()
+            .expect("a check spoke")
     }
 
     #[test]

@@ -150,16 +150,6 @@ fn last_iteration_allows_only_an_answer() {
     assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
 }
 
-/// The line the last check that spoke printed, as a person sees it without `-v`.
-pub(super) fn last_check_line(e: &mut Engine) -> String {
-    let events = e.drain_events();
-    events
-        .iter()
-        .filter_map(Event::check_line)
-        .next_back()
-        .expect("a check spoke")
-}
-
 /// [`engine`] with `nothing-new` off: the engine's own rules for a turn that brought
 /// nothing, which stand when the check is off or a turn is only partly a repeat.
 pub(super) fn engine_without_nothing_new() -> Engine {
