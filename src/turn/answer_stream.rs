@@ -15,6 +15,8 @@
 //! (`crate::run::orchestrator`). Text that could still be the prompt's placeholder for
 //! an answer, which the schema refuses, is held until it is not.
 
+use crate::turn::placeholder::may_be_placeholder;
+#[cfg(doc)]
 use crate::turn::reply::ANSWER_PLACEHOLDER;
 
 /// Where the scanner is inside the JSON text.
@@ -120,7 +122,7 @@ impl AnswerStream {
         }
         if let Some(doubted) = &mut self.doubted {
             doubted.push_str(&std::mem::take(&mut out));
-            if !ANSWER_PLACEHOLDER.starts_with(doubted.trim_start()) {
+            if !may_be_placeholder(doubted) {
                 out = self.doubted.take().unwrap_or_default();
             }
         }
@@ -324,6 +326,15 @@ mod tests {
         every_cut(
             r#"{"kind": "final_answer", "content": "<the answer for the user>", "thought": "<brief reasoning>"}"#,
             "",
+        );
+        every_cut(
+            r#"{"kind": "final_answer", "content": "The answer for the user.", "thought": ""}"#,
+            "",
+        );
+        // Its words and more are an answer, shown whole.
+        every_cut(
+            r#"{"kind": "final_answer", "content": "The answer for the user is 50."}"#,
+            "The answer for the user is 50.",
         );
         // Text that only begins like it is shown once it parts from it, whole.
         every_cut(

@@ -6,6 +6,7 @@
 
 pub mod answer_stream;
 pub mod call_stream;
+mod placeholder;
 pub mod prompt;
 pub mod repair;
 mod reply;

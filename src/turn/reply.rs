@@ -13,12 +13,7 @@ use serde_json::{Map, Value};
 
 use crate::turn::repair::{self, Fix, Fixes, RepairError};
 
-/// What the prompt shows in place of an answer's text. A model too small to follow the
-/// kinds writes it back word for word as its answer (Gemma 3 270M, 92 of 93 answers
-/// recorded in `BENCHMARKS.md`); the schema refuses that turn
-/// ([`crate::turn::schema::Rejection::Placeholder`]) and the run ends on it, so it never
-/// passes for an answer.
-pub(crate) const ANSWER_PLACEHOLDER: &str = "<the answer for the user>";
+pub(crate) use super::placeholder::ANSWER_PLACEHOLDER;
 
 /// The longest `thought` the schema allows. Unbounded strings let a small model fill them
 /// with repetition until the token limit (measured with Gemma 3 270M, `docs/ARCHITECTURE.md`).

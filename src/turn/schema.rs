@@ -407,7 +407,7 @@ impl CallSchema {
     /// for the model: what is wrong and what is valid.
     pub fn check(&self, turn: &Turn) -> Result<(), Rejection> {
         if let Turn::FinalAnswer { content, .. } = turn
-            && content.trim() == ANSWER_PLACEHOLDER
+            && crate::turn::placeholder::is_placeholder(content)
         {
             return Err(Rejection::Placeholder);
         }
@@ -513,9 +513,10 @@ pub enum Rejection {
     },
     /// The turn breaks the schema: the first few problems, each with its path.
     Schema(String),
-    /// An answer whose text is the prompt's placeholder for one, copied word for word:
-    /// toolloop's own text, which no answer of the model's could be. It ends the run
-    /// (`Ending::InvalidReplies`) rather than go back to the model.
+    /// An answer whose text is the prompt's placeholder for one, written back with its
+    /// brackets or without, in either case: toolloop's own text, which no answer of the
+    /// model's could be. It ends the run (`Ending::InvalidReplies`) rather than go back to
+    /// the model.
     Placeholder,
 }
 
@@ -540,7 +541,7 @@ impl fmt::Display for Rejection {
             Rejection::Schema(problems) => f.write_str(problems),
             Rejection::Placeholder => write!(
                 f,
-                "the answer was \"{ANSWER_PLACEHOLDER}\", the prompt's placeholder copied word for word: this model does not follow toolloop's prompt; try a larger one"
+                "the answer was the prompt's placeholder, \"{ANSWER_PLACEHOLDER}\", written back: this model does not follow toolloop's prompt; try a larger one"
             ),
         }
     }

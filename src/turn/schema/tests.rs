@@ -264,11 +264,26 @@ fn an_answer_that_is_the_prompts_placeholder_is_refused_with_what_to_write() {
     let e = s.check(&answer(" <the answer for the user> ")).unwrap_err();
     assert_eq!(e, Rejection::Placeholder);
     assert!(e.to_string().contains("try a larger one"), "{e}");
-    // An answer that only mentions it is an answer.
-    assert_eq!(
-        s.check(&answer("It said <the answer for the user>.")),
-        Ok(())
-    );
+    // Without its brackets, capitalised, with a full stop: the same words back.
+    for copied in [
+        "the answer for the user",
+        "The answer for the user.",
+        "<the answer for the user>.",
+    ] {
+        assert_eq!(
+            s.check(&answer(copied)),
+            Err(Rejection::Placeholder),
+            "{copied}"
+        );
+    }
+    // An answer that only mentions it, or goes on past its words, is an answer.
+    for answer_text in [
+        "It said <the answer for the user>.",
+        "The answer for the user is 50.",
+        "the answer",
+    ] {
+        assert_eq!(s.check(&answer(answer_text)), Ok(()), "{answer_text}");
+    }
 }
 
 /// Every layout that puts `kind` first begins every turn the same way, and that beginning
