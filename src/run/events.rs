@@ -49,7 +49,9 @@ pub enum Event {
     },
     /// One call of a turn of several, as soon as the model has closed it
     /// ([`crate::turn::call_stream`]): the person sees what is being written. Nothing is
-    /// run yet; the turn is judged, and its calls run, when the reply ends.
+    /// run yet; the turn is judged, and its calls run, when the reply ends. A turn asked
+    /// again that continues from its calls streams them first, so they are named again
+    /// for that request.
     CallWritten {
         /// The tool it names, as written.
         tool: String,
