@@ -18,7 +18,8 @@
 //! same bill until the token limit), Qwen2.5-Coder 0.5B a list of five vegetables over
 //! and over, both models a sentence of an answer; 37 of the 1,372 replies recorded in
 //! this round's evaluations ran on that way, none of them a right call
-//! (`BENCHMARKS.md`, "Loops longer than a pair").
+//! (`BENCHMARKS.md`, "Loops longer than a pair"). A run of more words, up to a paragraph
+//! ([`LONG_CYCLE_MAX`]), counts when it comes [`LONG_CYCLE_REPEATS`] times in a row.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -84,7 +85,8 @@ pub const LONG_CYCLE_MAX: usize = 96;
 /// How many times in a row a run of more than [`CYCLE_MAX`] words must repeat exactly to
 /// count as a loop. Fewer than a short run's: the same 17 words or more, word for word,
 /// three times over, is no sentence a person asked for (none of 389 replies recorded on
-/// Qwen did it but that one; `BENCHMARKS.md`, "A loop of a whole paragraph").
+/// Qwen did it but that one; `BENCHMARKS.md`, "Each call named as it is written; a loop
+/// of a whole paragraph").
 pub const LONG_CYCLE_REPEATS: usize = 3;
 
 /// Watches a streamed reply for a loop.
@@ -149,12 +151,18 @@ impl Repetition {
     }
 
     fn check(&self) -> Option<Loop> {
-        let window = &self.words[self.words.len().saturating_sub(WINDOW)..];
-        // Lower-cased once for both rules: this runs on every piece of the stream.
-        let words: Vec<String> = window
+        // Lower-cased once for every rule: this runs on every piece of the stream. The
+        // long loop's words reach furthest back; the others read the last `WINDOW`.
+        let long = &self.words[self
+            .words
+            .len()
+            .saturating_sub(LONG_CYCLE_MAX * LONG_CYCLE_REPEATS)..];
+        let all: Vec<String> = long
             .iter()
             .map(|r| self.text[r.clone()].to_lowercase())
             .collect();
+        let from = long.len().saturating_sub(WINDOW);
+        let (window, words) = (&long[from..], &all[from..]);
         let mut at: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
         for (i, pair) in words.windows(2).enumerate() {
             at.entry((&pair[0], &pair[1])).or_default().push(i);
@@ -166,25 +174,11 @@ impl Repetition {
                 phrase: format!("{a} {b}"),
                 keep: window[first + 1].end,
             })
-            .or_else(|| self.cycle(window, &words, PERIOD + 1..=CYCLE_MAX, CYCLE_REPEATS))
+            .or_else(|| self.cycle(window, words, PERIOD + 1..=CYCLE_MAX, CYCLE_REPEATS))
             .or_else(|| {
-                // Lower-cased only when the short rules found nothing and there are
-                // words enough for a long loop.
-                let from = self
-                    .words
-                    .len()
-                    .saturating_sub(LONG_CYCLE_MAX * LONG_CYCLE_REPEATS);
-                let long = &self.words[from..];
-                if long.len() < (CYCLE_MAX + 1) * LONG_CYCLE_REPEATS {
-                    return None;
-                }
-                let words: Vec<String> = long
-                    .iter()
-                    .map(|r| self.text[r.clone()].to_lowercase())
-                    .collect();
                 self.cycle(
                     long,
-                    &words,
+                    &all,
                     CYCLE_MAX + 1..=LONG_CYCLE_MAX,
                     LONG_CYCLE_REPEATS,
                 )

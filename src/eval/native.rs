@@ -76,8 +76,7 @@ pub fn native_case(target: &NativeTarget, case: &Case, config: &Config) -> CaseR
             // its reply: that is when they could first be sent off, whether the server
             // parsed them or left them in the text as JSON with a "name" (Qwen2.5-Coder
             // writes them so, fenced, and its server does not read them).
-            let called = !calls.is_empty() || text.contains("\"name\"");
-            let called = error.is_none() && called;
+            let called = error.is_none() && (!calls.is_empty() || text.contains("\"name\""));
             let reused = v["timings"]["cache_n"].as_u64();
             let prompt = v["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
             budget = Budget {

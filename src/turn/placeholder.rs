@@ -27,12 +27,10 @@ pub(crate) fn may_be_placeholder(text: &str) -> bool {
     let t = text.trim_start();
     let t = t.strip_prefix('<').unwrap_or(t);
     let words = placeholder_words();
-    match t.get(..words.len().min(t.len())) {
-        Some(head) if t.len() <= words.len() => words
-            .get(..head.len())
-            .is_some_and(|w| w.eq_ignore_ascii_case(head)),
-        Some(head) => head.eq_ignore_ascii_case(words) && is_placeholder(text),
-        None => false,
+    match words.get(..t.len()) {
+        Some(head) => head.eq_ignore_ascii_case(t),
+        // Past its words: only what may close it can follow.
+        None => is_placeholder(text),
     }
 }
 
