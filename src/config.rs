@@ -123,6 +123,11 @@ pub struct Config {
     pub max_tool_failures: u32,
     /// The cap on a tool result as text for the model, in characters (default 4000).
     pub result_cap: usize,
+    /// Start a call of a tool that only reads ([`crate::tools::ToolSpec::read_only`]) as
+    /// soon as the model has written it, while the rest of its turn is written and
+    /// judged (default on). The turn is judged as before: a call it does not make is let
+    /// go, and said so; one it makes takes the result already under way.
+    pub early_calls: bool,
 }
 
 impl Default for Config {
@@ -175,6 +180,7 @@ impl Default for Config {
             max_calls_per_turn: 8,
             max_tool_failures: 3,
             result_cap: 4000,
+            early_calls: true,
         }
     }
 }

@@ -33,6 +33,48 @@ pub struct ToolSpec {
     /// examples tends to copy their values into its calls).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<String>,
+    /// The tool only reads: calling it changes nothing, so it may be called as soon as
+    /// the model has written the call, before its turn is judged, and a result the turn
+    /// then does not use is let go (`crate::run::orchestrator`'s early calls). Read from
+    /// MCP's `annotations.readOnlyHint` (the HTTP tool API's listing takes the same
+    /// field); false unless a tool says so.
+    #[serde(
+        rename = "annotations",
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        with = "read_only_hint"
+    )]
+    pub read_only: bool,
+}
+
+/// `read_only` as MCP writes it: `"annotations": {"readOnlyHint": true}`. The other hints
+/// (`destructiveHint`, `idempotentHint`, `openWorldHint`, `title`) are not read.
+mod read_only_hint {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Default, Serialize, Deserialize)]
+    struct Annotations {
+        #[serde(rename = "readOnlyHint", default)]
+        read_only_hint: Option<bool>,
+    }
+
+    pub fn serialize<S: Serializer>(read_only: &bool, s: S) -> Result<S::Ok, S::Error> {
+        Annotations {
+            read_only_hint: Some(*read_only),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        // A server that sends `"annotations": null`, or hints of another shape, says
+        // nothing about reading only.
+        let a = Option::<serde_json::Value>::deserialize(d)?;
+        Ok(
+            a.and_then(|v| serde_json::from_value::<Annotations>(v).ok())
+                .and_then(|a| a.read_only_hint)
+                .unwrap_or(false),
+        )
+    }
 }
 
 fn empty_object_schema() -> Value {
@@ -51,7 +93,26 @@ impl ToolSpec {
             description: description.into(),
             input_schema,
             examples: Vec::new(),
+            read_only: false,
         }
+    }
+
+    /// The same tool, marked as one that only reads ([`ToolSpec::read_only`]): it may be
+    /// called as soon as its call is written.
+    ///
+    /// ```
+    /// use toolloop::tools::ToolSpec;
+    ///
+    /// let spec: ToolSpec = serde_json::from_str(
+    ///     r#"{"name": "get_weather", "annotations": {"readOnlyHint": true}}"#,
+    /// ).unwrap();
+    /// assert!(spec.read_only);
+    /// assert_eq!(spec, ToolSpec::new("get_weather", "", serde_json::json!({"type": "object"})).reading_only());
+    /// assert!(!serde_json::from_str::<ToolSpec>(r#"{"name": "send_mail"}"#).unwrap().read_only);
+    /// ```
+    pub fn reading_only(mut self) -> Self {
+        self.read_only = true;
+        self
     }
 
     /// The same tool with questions a person might ask of it ([`ToolSpec::examples`]).

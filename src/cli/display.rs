@@ -156,6 +156,16 @@ impl Observer for Progress {
                 let line = Trace::line(event).unwrap_or_default();
                 self.line(self.paint("2", line.trim_start_matches("[OBSERVE] ")));
             }
+            // The tool ran for a call the model then did not make: said, -v or not.
+            Event::EarlyCallUnused { tool, arguments } if !self.verbose => {
+                let args = short(&Value::Object(arguments.clone()).to_string(), 200);
+                self.line(self.paint(
+                    "2",
+                    &format!(
+                        "[Early call: {tool}] {args} ran while the turn was written; the turn did not make it, so its result is let go"
+                    ),
+                ));
+            }
             Event::Warning { message } if !self.verbose => {
                 self.line(self.paint("33", &format!("[Warning] {message}")));
             }

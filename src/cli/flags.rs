@@ -260,6 +260,11 @@ pub struct ModelArgs {
     #[arg(long, value_name = "N", default_value_t = Config::default().max_calls_per_turn,
           value_parser = clap::value_parser!(u32).range(1..=8))]
     pub max_calls_per_turn: u32,
+    /// Do not start a call of a read-only tool (the built-in tools, an MCP tool with
+    /// readOnlyHint) while its turn is still being written and judged: wait for the
+    /// whole turn, as tools that change things always do.
+    #[arg(long)]
+    pub no_early_calls: bool,
 }
 
 /// `--decide`.

@@ -146,6 +146,7 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
         calibration: model.calibration.clone().or(defaults.calibration.clone()),
         leanings: crate::calibration::leanings_path(),
         max_calls_per_turn: model.max_calls_per_turn,
+        early_calls: !model.no_early_calls,
         ..defaults
     };
     config.options.temperature = Some(model.temperature);

@@ -167,16 +167,16 @@ pub struct EvalSettings {
     pub constraint: Constraint,
 }
 
-/// The case's functions as a tool source that never runs them: a call is recorded and
-/// the run stopped, so the first turn that calls is the prediction.
+/// The case's functions as a tool source that never runs them: a call is recorded, and
+/// the run is stopped once its first calls have come back (`run_case`'s observer), so the
+/// first turn that calls is the prediction. Recording changes nothing, so the functions
+/// are offered as tools that only read: a call may start while its turn is written
+/// ([`crate::Config::early_calls`]), as it would with a person's read-only tools, and the
+/// eval measures when it went off. An early call its turn did not make is taken off the
+/// record again.
 struct Recorder {
     specs: Vec<ToolSpec>,
     calls: Arc<Mutex<Vec<Call>>>,
-    /// The calls as the model wrote them, from their `tool_call` events (which come
-    /// before the calls run): the run stops once as many are recorded. Stopping at the
-    /// first would race the others of a several-call turn, which run side by side.
-    written: Arc<Mutex<Vec<Call>>>,
-    stop: StopHandle,
 }
 
 impl ToolSource for Recorder {
@@ -194,16 +194,11 @@ impl ToolSource for Recorder {
         arguments: &Map<String, Value>,
         _deadline: Deadline,
     ) -> Result<ToolResult, ToolError> {
-        let recorded = self.calls.lock().map_or(usize::MAX, |mut calls| {
+        if let Ok(mut calls) = self.calls.lock() {
             calls.push(Call {
                 name: name.to_string(),
                 arguments: arguments.clone(),
             });
-            calls.len()
-        });
-        let expected = self.written.lock().map_or(0, |w| w.len());
-        if recorded >= expected {
-            self.stop.stop();
         }
         Ok(ToolResult::ok("recorded"))
     }
@@ -306,16 +301,22 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
     // The calls in the order the model wrote them (their events come before they run).
     let written = Arc::new(Mutex::new(Vec::new()));
     let write = Arc::clone(&written);
+    // Early calls the turn did not make.
+    let unused = Arc::new(Mutex::new(Vec::new()));
+    let unuse = Arc::clone(&unused);
     let built = Orchestrator::builder()
         .settings(config)
         .backend(backend.clone())
         .preflight(false)
         .stop_handle(stop.clone())
         .source(Recorder {
-            specs: case.tools.clone(),
+            specs: case
+                .tools
+                .iter()
+                .cloned()
+                .map(ToolSpec::reading_only)
+                .collect(),
             calls: Arc::clone(&calls),
-            written: Arc::clone(&written),
-            stop,
         })
         .observer(move |e: &Event| {
             let Ok(mut t) = seen.lock() else { return };
@@ -325,6 +326,16 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
                 } => {
                     if let Ok(mut w) = write.lock() {
                         w.push(Call {
+                            name: tool.clone(),
+                            arguments: arguments.clone(),
+                        });
+                    }
+                }
+                // The first calls came back: they are the prediction.
+                Event::ToolResult { .. } => stop.stop(),
+                Event::EarlyCallUnused { tool, arguments } => {
+                    if let Ok(mut u) = unuse.lock() {
+                        u.push(Call {
                             name: tool.clone(),
                             arguments: arguments.clone(),
                         });
@@ -371,7 +382,12 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         ),
         Err(e) => (Some(e.to_string()), 0, 0, Default::default()),
     };
-    let calls = std::mem::take(&mut *calls.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut calls = std::mem::take(&mut *calls.lock().unwrap_or_else(|e| e.into_inner()));
+    for u in std::mem::take(&mut *unused.lock().unwrap_or_else(|e| e.into_inner())) {
+        if let Some(i) = calls.iter().position(|c| *c == u) {
+            calls.remove(i);
+        }
+    }
     let written = std::mem::take(&mut *written.lock().unwrap_or_else(|e| e.into_inner()));
     let calls = in_written_order(calls, &written);
     let t = std::mem::take(&mut *tally.lock().unwrap_or_else(|e| e.into_inner()));

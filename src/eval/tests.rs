@@ -289,3 +289,71 @@ fn calls_that_finished_out_of_order_are_scored_in_the_order_the_model_wrote_them
     let got = in_written_order(vec![stray.clone(), written[0].clone()], &written[..1]);
     assert_eq!(got, vec![written[0].clone(), stray]);
 }
+
+/// A `parallel` case of the weather in two cities, and the eval's prediction for it from
+/// the model's scripted `replies`.
+fn predicted(replies: Vec<crate::backend::ScriptedReply>) -> CaseResult {
+    let weather = json!({"name": "get_weather", "parameters": {"type": "dict",
+        "properties": {"city": {"type": "string"}}, "required": ["city"]}});
+    let case = Case {
+        id: "parallel_0".into(),
+        category: "parallel".into(),
+        question: "The weather in Paris and in Rome?".into(),
+        tools: vec![ToolSpec::new(
+            "get_weather",
+            "Weather for a city",
+            json!({"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}),
+        )],
+        functions: vec![weather],
+        ground_truth: vec![
+            json!({"get_weather": {"city": ["Paris"]}}),
+            json!({"get_weather": {"city": ["Rome"]}}),
+        ],
+    };
+    let model = crate::backend::Scripted::from_replies(replies);
+    let mut results = run_all(
+        vec![Box::new(model)],
+        &[case],
+        &EvalSettings::default(),
+        |_| {},
+    );
+    results.remove(0)
+}
+
+/// The calls of the first turn that calls are the prediction, in the order written; the
+/// run stops there (the answer after them is never asked for), and its first call is
+/// timed.
+#[test]
+fn a_case_is_the_calls_of_its_first_calling_turn() {
+    use crate::backend::ScriptedReply;
+    let r = predicted(vec![
+        ScriptedReply::text(
+            r#"{"kind": "tool_calls", "thought": "", "calls": [{"tool": "get_weather", "arguments": {"city": "Paris"}}, {"tool": "get_weather", "arguments": {"city": "Rome"}}]}"#,
+        ),
+        ScriptedReply::text(r#"{"kind": "final_answer", "thought": "", "content": "Sunny."}"#),
+    ]);
+    let cities: Vec<&Value> = r.calls.iter().map(|c| &c.arguments["city"]).collect();
+    assert_eq!(cities, ["Paris", "Rome"], "{r:?}");
+    assert!(r.pass, "{r:?}");
+    assert_eq!(r.replies, 1, "stopped at the first calls");
+    assert!(r.budget.first_call_ms.is_some());
+}
+
+/// A call started early that its turn did not make is not part of the prediction: the
+/// reply cut at the token limit after Paris, asked again, calls Rome only.
+#[test]
+fn an_early_call_the_turn_did_not_make_is_not_predicted() {
+    use crate::backend::ScriptedReply;
+    let r = predicted(vec![
+        ScriptedReply::truncated(
+            r#"{"kind": "tool_calls", "thought": "", "calls": [{"tool": "get_weather", "arguments": {"city": "Paris"}}, {"tool": "get_weather", "arguments": {"city"#,
+        ),
+        ScriptedReply::text(
+            r#"{"kind": "tool_calls", "thought": "", "calls": [{"tool": "get_weather", "arguments": {"city": "Rome"}}]}"#,
+        ),
+    ]);
+    let cities: Vec<&Value> = r.calls.iter().map(|c| &c.arguments["city"]).collect();
+    assert_eq!(cities, ["Rome"], "{r:?}");
+    assert!(!r.pass);
+}

@@ -58,6 +58,24 @@ pub enum Event {
         /// Its arguments, as written.
         arguments: Value,
     },
+    /// A call of a tool that only reads, started as soon as the model wrote it
+    /// ([`crate::Config::early_calls`]), before its turn is judged. When the turn makes
+    /// the same call, its [`Event::ToolCall`] and [`Event::ToolResult`] follow as for any
+    /// call, with the result already under way; otherwise [`Event::EarlyCallUnused`].
+    CallSentEarly {
+        /// The tool.
+        tool: String,
+        /// The arguments, as written.
+        arguments: Map<String, Value>,
+    },
+    /// A call started early that its turn did not make (the turn was declined, asked
+    /// again, or its call changed): the tool ran, and its result is let go.
+    EarlyCallUnused {
+        /// The tool.
+        tool: String,
+        /// The arguments it ran with.
+        arguments: Map<String, Value>,
+    },
     /// The model's whole reply.
     ModelReply {
         /// The raw text.

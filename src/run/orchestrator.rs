@@ -144,6 +144,11 @@ impl Orchestrator {
         let limit = deadline.span().unwrap_or(self.config.timeout);
         // The seconds of the run's budget; the engine counts the requests and tokens.
         let mut waited = Waited::default();
+        let mut early = EarlyCalls::default();
+        let most_early = match self.config.early_calls {
+            true => self.config.max_calls_per_turn as usize,
+            false => 0,
+        };
         loop {
             if self.stop.is_stopped() {
                 engine.cancelled();
@@ -172,6 +177,7 @@ impl Orchestrator {
                     let mut shown = String::new();
                     let stream_answer = !self.guardrails.may_block_output();
                     let stop = &self.stop;
+                    let catalogue = &self.catalogue;
                     let sink = |text: &str| {
                         let mut events = vec![Event::ModelText {
                             text: text.to_string(),
@@ -181,12 +187,14 @@ impl Orchestrator {
                             shown.push_str(&piece);
                             events.push(Event::AnswerText { text: piece });
                         }
-                        events.extend(written.feed(text).into_iter().map(|call| {
-                            Event::CallWritten {
+                        for call in written.feed(text) {
+                            events.push(Event::CallWritten {
                                 tool: CallStream::tool(&call).unwrap_or_default().to_string(),
                                 arguments: call.get("arguments").cloned().unwrap_or_default(),
-                            }
-                        }));
+                            });
+                            let at = started.elapsed();
+                            events.extend(early.offer(catalogue, &call, most_early, deadline, at));
+                        }
                         for e in &events {
                             observers.iter_mut().for_each(|o| o.event(e));
                         }
@@ -218,6 +226,9 @@ impl Orchestrator {
                         Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
                         Err(e) => {
                             self.flush(&mut engine);
+                            for e in early.let_go(true) {
+                                self.emit(&e);
+                            }
                             let error = OrchestratorError::backend(e, engine.steps().to_vec());
                             self.emit(&Event::Failed {
                                 error: error.to_string(),
@@ -267,31 +278,24 @@ impl Orchestrator {
                         }
                     }
                 }
+                // One call is a list of one here: it may have been started early too.
                 Step::CallTool { tool, arguments } => {
-                    let call = [(tool, arguments)];
-                    let called = Instant::now();
-                    waited.first_call.get_or_insert(started.elapsed());
-                    let results = self.catalogue.call_all_or_stop(&call, deadline, &self.stop);
-                    waited.tools += called.elapsed();
-                    // Recorded even when the deadline passed during the call, so the
-                    // step shows how long it took and why it failed.
-                    engine.tools_returned(results);
-                    if deadline.is_expired() {
-                        engine.timed_out(limit);
-                    }
+                    let calls = vec![(tool, arguments)];
+                    self.call_tools(
+                        calls,
+                        &mut engine,
+                        (&mut early, &mut waited),
+                        deadline,
+                        started,
+                    )
                 }
-                Step::CallTools { calls } => {
-                    let called = Instant::now();
-                    waited.first_call.get_or_insert(started.elapsed());
-                    let results = self
-                        .catalogue
-                        .call_all_or_stop(&calls, deadline, &self.stop);
-                    waited.tools += called.elapsed();
-                    engine.tools_returned(results);
-                    if deadline.is_expired() {
-                        engine.timed_out(limit);
-                    }
-                }
+                Step::CallTools { calls } => self.call_tools(
+                    calls,
+                    &mut engine,
+                    (&mut early, &mut waited),
+                    deadline,
+                    started,
+                ),
                 Step::AskUser {
                     question,
                     missing_params,
@@ -310,7 +314,44 @@ impl Orchestrator {
                 }
             }
         }
+        for e in early.let_go(true) {
+            self.emit(&e);
+        }
         Ok(self.finish(engine, started, &waited))
+    }
+
+    /// Runs a turn's calls side by side, taking those already started early.
+    fn call_tools(
+        &mut self,
+        calls: Vec<(String, serde_json::Map<String, serde_json::Value>)>,
+        engine: &mut Engine,
+        (early, waited): (&mut EarlyCalls, &mut Waited),
+        deadline: Deadline,
+        started: Instant,
+    ) {
+        let called = Instant::now();
+        let (taken, sent) = early.take(&calls);
+        for e in early.let_go(false) {
+            self.emit(&e);
+        }
+        // A call taken from early on went off when it was started.
+        let now = started.elapsed();
+        waited
+            .first_call
+            .get_or_insert(sent.map_or(now, |s| s.min(now)));
+        let results = self
+            .catalogue
+            .call_all_given(&calls, taken, deadline, &self.stop);
+        waited.tools += called.elapsed();
+        // Recorded even when the deadline passed during the call, so the step shows how
+        // long it took and why it failed.
+        engine.tools_returned(results);
+        if deadline.is_expired() {
+            engine.timed_out(deadline.span().unwrap_or(self.config.timeout));
+        }
+        // The results are shown before the next step is chosen, so an observer that
+        // stops the run on them (the eval's) stops it before another request is sent.
+        self.flush(engine);
     }
 
     fn emit(&mut self, event: &Event) {
@@ -434,5 +475,7 @@ impl Waited {
 
 mod builder;
 mod conversation;
+mod early;
 pub use builder::{ClarifyHandler, OrchestratorBuilder, run_loop};
 pub use conversation::Conversation;
+use early::EarlyCalls;

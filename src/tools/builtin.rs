@@ -148,7 +148,8 @@ impl Builtin {
                 .with_examples(["What is the weather in Paris?"]),
             );
         }
-        specs
+        // Every built-in tool only reads (`sql_query` opens its database read-only).
+        specs.into_iter().map(ToolSpec::reading_only).collect()
     }
 
     /// Runs one tool. Every failure is a result the model reads.

@@ -93,6 +93,13 @@ impl FnTool {
         self
     }
 
+    /// The same tool, marked as one that only reads ([`ToolSpec::read_only`]): a call of
+    /// it may start as soon as the model has written it, before its turn is judged.
+    pub fn reading_only(mut self) -> Self {
+        self.spec = self.spec.reading_only();
+        self
+    }
+
     /// What the model is told about the tool.
     pub fn spec(&self) -> &ToolSpec {
         &self.spec

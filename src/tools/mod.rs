@@ -19,21 +19,23 @@ pub(crate) mod closure;
 pub(crate) mod docs;
 pub(crate) mod http;
 pub(crate) mod mcp;
+mod running;
 pub(crate) mod sql;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::deadline::{Deadline, StopHandle};
+use crate::deadline::Deadline;
 pub use crate::tool_spec::ToolSpec;
 pub use builtin::{Builtin, BuiltinConfig, DEMO_WEATHER};
 pub use closure::{FnTool, FnTools};
 pub use http::HttpTools;
 pub use mcp::McpTools;
+pub use running::Started;
 
 /// What a tool call gave: its content, or the error the model reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -415,105 +417,6 @@ impl Catalogue {
             });
         }
         self.sources[source].call(name, args, deadline)
-    }
-
-    /// Calls several tools side by side, each on a thread of its own and each bounded by
-    /// `deadline`: a slow call delays only itself, and a call still running when the
-    /// deadline passes is reported as timed out (its thread is left to finish; a Rust
-    /// closure cannot be stopped from outside). The results come back in the order of
-    /// `calls`, each with the time it took.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use serde_json::{Map, json};
-    /// use toolloop::Deadline;
-    /// use toolloop::tools::{Catalogue, ToolSpec};
-    /// use toolloop::tools::FnTools;
-    ///
-    /// let mut f = FnTools::new();
-    /// f.add(ToolSpec::new("echo", "echoes", json!({"type": "object"})), |a| Ok(json!(a)));
-    /// let c = Arc::new(Catalogue::load(vec![Box::new(f)], Deadline::none())?);
-    /// let calls = vec![("echo".to_string(), Map::new()), ("nope".to_string(), Map::new())];
-    /// let results = c.call_all(&calls, Deadline::none());
-    /// assert!(results[0].0.is_ok() && results[1].0.is_err());
-    /// # Ok::<(), toolloop::tools::ToolError>(())
-    /// ```
-    pub fn call_all(
-        self: &Arc<Self>,
-        calls: &[(String, Map<String, Value>)],
-        deadline: Deadline,
-    ) -> Vec<(Result<ToolResult, ToolError>, Duration)> {
-        self.call_all_or_stop(calls, deadline, &StopHandle::default())
-    }
-
-    /// [`Catalogue::call_all`], given up when `stop` is pulled: calls still running are
-    /// reported as not answered (their threads finish on their own).
-    pub fn call_all_or_stop(
-        self: &Arc<Self>,
-        calls: &[(String, Map<String, Value>)],
-        deadline: Deadline,
-        stop: &StopHandle,
-    ) -> Vec<(Result<ToolResult, ToolError>, Duration)> {
-        let started = Instant::now();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let mut out: Vec<Option<(Result<ToolResult, ToolError>, Duration)>> =
-            (0..calls.len()).map(|_| None).collect();
-        for (i, (tool, args)) in calls.iter().enumerate() {
-            let (me, tx) = (Arc::clone(self), tx.clone());
-            let (tool, args) = (tool.clone(), args.clone());
-            let spawned = std::thread::Builder::new()
-                .name(format!("toolloop-call-{tool}"))
-                .spawn(move || {
-                    let t = Instant::now();
-                    let result = me.call(&tool, &args, deadline);
-                    // Let go of the catalogue before saying so: whoever gets the result
-                    // may be the last owner, whose drop ends the MCP servers.
-                    drop(me);
-                    let _ = tx.send((i, result, t.elapsed()));
-                });
-            if let Err(e) = spawned {
-                out[i] = Some((
-                    Err(ToolError::Config(format!("cannot start the call: {e}"))),
-                    Duration::ZERO,
-                ));
-            }
-        }
-        drop(tx);
-        while out.iter().any(Option::is_none) && !stop.is_stopped() {
-            let wait = deadline.cap(StopHandle::POLL);
-            match rx.recv_timeout(wait) {
-                Ok((i, result, took)) => out[i] = Some((result, took)),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !deadline.is_expired() => {}
-                Err(_) => break,
-            }
-        }
-        // The calls share the deadline, so at its end they give up too: a moment for them
-        // to say so lets go of the catalogue they hold. Otherwise a program that exits
-        // right after the run (`ask`) ends before the catalogue is dropped, and a stdio
-        // MCP server that hung is never ended (it outlived toolloop).
-        if deadline.is_expired() {
-            let grace = Instant::now() + CALL_GRACE;
-            while out.iter().any(Option::is_none) {
-                let left = grace.saturating_duration_since(Instant::now());
-                match rx.recv_timeout(left) {
-                    Ok((i, result, took)) => out[i] = Some((result, took)),
-                    Err(_) => break,
-                }
-            }
-        }
-        out.into_iter()
-            .zip(calls)
-            .map(|(r, (tool, _))| {
-                r.unwrap_or_else(|| {
-                    let source_name = self
-                        .entries
-                        .get(tool)
-                        .map(|e| self.sources[e.source].label())
-                        .unwrap_or_default();
-                    (Err(ToolError::Timeout { source_name }), started.elapsed())
-                })
-            })
-            .collect()
     }
 
     /// Shuts every source down (MCP server processes end). Also done on drop.

@@ -50,6 +50,14 @@ impl Trace {
                     short(&arguments.to_string())
                 )
             }
+            Event::CallSentEarly { tool, arguments } => format!(
+                "[TOOL] sent early, the tool only reads: {tool} {}",
+                short(&Value::Object(arguments.clone()).to_string())
+            ),
+            Event::EarlyCallUnused { tool, arguments } => format!(
+                "[TOOL] an early call its turn did not make, result let go: {tool} {}",
+                short(&Value::Object(arguments.clone()).to_string())
+            ),
             Event::ModelReply {
                 text,
                 stop,

@@ -1,0 +1,121 @@
+//! Calls started as soon as the model has written them ([`crate::Config::early_calls`]).
+//!
+//! A turn is judged whole, once its reply has ended: the decision, `nothing-new` and the
+//! calls a turn asked again adds all read every call of it. Which calls run is left to
+//! that judgement, unchanged. What changes is when a call of a tool that only reads
+//! ([`crate::tools::ToolSpec::read_only`]) begins: as soon as its object closes in the
+//! stream ([`crate::turn::call_stream`]), while the model writes the rest. When the turn
+//! then makes that call (the same tool, the same arguments, after the checks), the result
+//! already under way is taken; otherwise it is let go, and the person is told. A tool that
+//! reads only changes nothing by running, so a call the turn did not make costs its time
+//! and no more. Tools that change things are never started early.
+//!
+//! Measured in `BENCHMARKS.md`, "Calls sent as they are written".
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::deadline::Deadline;
+use crate::run::events::Event;
+use crate::tools::{Catalogue, Started};
+use crate::turn::call_stream::CallStream;
+
+/// How long a call let go at the end of a run is waited for, so that its thread lets go
+/// of the catalogue before a program that ends with the run drops it (an MCP server's
+/// process is ended by that drop).
+const LET_GO_WAIT: Duration = Duration::from_millis(500);
+
+/// The calls of a run started early and not yet taken by a turn.
+#[derive(Default)]
+pub(super) struct EarlyCalls {
+    sent: Vec<Sent>,
+}
+
+struct Sent {
+    tool: String,
+    arguments: Map<String, Value>,
+    /// From the run's start.
+    at: Duration,
+    started: Started,
+}
+
+impl EarlyCalls {
+    /// Starts the call `written` (an element of a turn's `calls`, as
+    /// [`CallStream::feed`] gives it) when its tool only reads, its arguments meet the
+    /// tool's schema, the same call is not under way already, and fewer than `most` are.
+    /// The event that says so, when it started.
+    pub(super) fn offer(
+        &mut self,
+        catalogue: &Arc<Catalogue>,
+        written: &Value,
+        most: usize,
+        deadline: Deadline,
+        at: Duration,
+    ) -> Option<Event> {
+        let tool = CallStream::tool(written)?;
+        let arguments = written.get("arguments")?.as_object()?;
+        let reads_only = catalogue.get(tool).is_ok_and(|s| s.read_only);
+        let under_way = |s: &Sent| s.tool == tool && &s.arguments == arguments;
+        if !reads_only
+            || self.sent.len() >= most
+            || self.sent.iter().any(under_way)
+            || catalogue.check_arguments(tool, arguments).is_err()
+            || deadline.is_expired()
+        {
+            return None;
+        }
+        self.sent.push(Sent {
+            tool: tool.to_string(),
+            arguments: arguments.clone(),
+            at,
+            started: catalogue.start(tool, arguments, deadline),
+        });
+        Some(Event::CallSentEarly {
+            tool: tool.to_string(),
+            arguments: arguments.clone(),
+        })
+    }
+
+    /// For each of `calls`, the early call of the same tool and arguments, taken (each
+    /// serves one call); with when the first of those taken was sent.
+    pub(super) fn take(
+        &mut self,
+        calls: &[(String, Map<String, Value>)],
+    ) -> (Vec<Option<Started>>, Option<Duration>) {
+        let mut first: Option<Duration> = None;
+        let taken = calls
+            .iter()
+            .map(|(tool, arguments)| {
+                let i = self
+                    .sent
+                    .iter()
+                    .position(|s| &s.tool == tool && &s.arguments == arguments)?;
+                let sent = self.sent.remove(i);
+                first = Some(first.map_or(sent.at, |f| f.min(sent.at)));
+                Some(sent.started)
+            })
+            .collect();
+        (taken, first)
+    }
+
+    /// The calls no turn took: each let go, with the event that says so. At the end of
+    /// a run (`settle`), each is given a moment to end first.
+    pub(super) fn let_go(&mut self, settle: bool) -> Vec<Event> {
+        let until = std::time::Instant::now() + LET_GO_WAIT;
+        std::mem::take(&mut self.sent)
+            .into_iter()
+            .map(|s| {
+                if settle {
+                    s.started
+                        .settle(until.saturating_duration_since(std::time::Instant::now()));
+                }
+                Event::EarlyCallUnused {
+                    tool: s.tool,
+                    arguments: s.arguments,
+                }
+            })
+            .collect()
+    }
+}
