@@ -341,6 +341,35 @@ mod ask {
         assert_eq!(text(&out.stdout), "Paris.\n");
     }
 
+    /// The same copied example written in the list form: the calculator only reads, so
+    /// the call starts as soon as it is written; the turn then declines it, and stderr
+    /// says the early call's result is let go. `--no-early-calls` runs nothing.
+    #[test]
+    fn an_early_call_its_turn_declines_is_said_without_verbose() {
+        let listed = r#"{"kind":"tool_calls","thought":"exact","calls":[{"tool":"calculator","arguments":{"expression":"12.5 * 4"}}]}"#;
+        let paris = r#"{"kind":"final_answer","thought":"","content":"Paris."}"#;
+        let question = "What is the capital of France?";
+        for (extra, said) in [(None, true), (Some("--no-early-calls"), false)] {
+            let fake = fake_ollama(&[listed, paris]);
+            let mut args = vec!["ask", question, "--ollama-host", &fake.url, "--builtin"];
+            args.extend(extra);
+            let out = toolloop(&args, b"");
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{err}");
+            assert!(
+                err.contains("[Check] example-copy: declined calculator"),
+                "{err}"
+            );
+            assert_eq!(
+                err.contains(r#"[Early call: calculator] {"expression":"12.5 * 4"} ran while the turn was written; the turn did not make it, so its result is let go"#),
+                said,
+                "{err}"
+            );
+            assert!(!err.contains("[Tool Call: calculator]"), "{err}");
+            assert_eq!(text(&out.stdout), "Paris.\n");
+        }
+    }
+
     /// After a result, the same call again is declined unrun (`nothing-new`), and the
     /// person is told without -v; with the check off, the engine's own rule answers it
     /// from memory and ends the calling, said the same way.

@@ -38,13 +38,12 @@ fn lists_and_calls_the_builtin_server() {
     let server = builtin_server();
     let mut client = HttpTools::new(server.url());
     client.health(soon()).unwrap();
-    let names: Vec<String> = client
-        .list(soon())
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let listed = client.list(soon()).unwrap();
+    let names: Vec<&str> = listed.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["calculator", "current_time", "get_weather"]);
+    // The built-in tools only read, and the listing says so (`readOnlyHint`), so a
+    // toolloop using this server may start their calls early.
+    assert!(listed.iter().all(|t| t.read_only), "{listed:?}");
     let r = client
         .call(
             "calculator",

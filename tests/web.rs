@@ -118,7 +118,8 @@ fn start_with(
             FnTool::new("get_weather", "Current weather for a city", |c: City| {
                 Ok(json!({"city": c.city, "sky": "sunny", "temperature_c": 21}))
             })
-            .with_examples(["What is the weather in Paris?"]),
+            .with_examples(["What is the weather in Paris?"])
+            .reading_only(),
         )
         .push(FnTool::new(
             "weather_report",
@@ -641,7 +642,7 @@ fn tools_and_conversations_are_listed_and_forgotten() {
 #[test]
 #[ignore = "needs Chromium, Node and playwright-core: run scripts/test-all.sh"]
 fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
-    // The five runs of `tests/web/e2e.cjs scripted`, once at a desktop's size and once
+    // The six runs of `tests/web/e2e.cjs scripted`, once at a desktop's size and once
     // at a phone's.
     let runs = || {
         vec![
@@ -664,6 +665,12 @@ fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
                 ),
                 "I cannot write that as JSON".to_string(),
                 answer("Sunny at 75001."),
+            ],
+            // Two calls of a tool that only reads: each is named as it is written, and
+            // started before the turn ends.
+            vec![
+                r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"get_weather","arguments":{"city":"Paris"}},{"tool":"get_weather","arguments":{"city":"Rome"}}]}"#.to_string(),
+                answer("Sunny in Paris and in Rome."),
             ],
         ]
     };

@@ -160,6 +160,27 @@ function handle(view, run, e) {
       view.thinking = { li, timer };
       break;
     }
+    case "call_written": {
+      // Each call of a turn named once the model has closed it, while it writes on.
+      const t = view.thinking;
+      if (!t) break;
+      if (!t.wrote) {
+        t.wrote = el("span", "wrote", "");
+        t.li.insertBefore(t.wrote, t.li.lastChild);
+        t.calls = [];
+      }
+      t.calls.push(e.tool);
+      t.wrote.textContent = "wrote " + t.calls.join(", ");
+      break;
+    }
+    case "call_sent_early": {
+      const li = step(view, "call early", "Started early", `${e.tool}: it only reads, so it runs while the model writes the rest of its turn`);
+      li.appendChild(block(JSON.stringify(e.arguments, null, 2)));
+      break;
+    }
+    case "early_call_unused":
+      step(view, "repair", "Early call let go", `${e.tool} ${JSON.stringify(e.arguments)}: the turn did not make this call, so its result is not used`);
+      break;
     case "model_reply":
       view.tokens.prompt += e.usage.prompt_tokens || 0;
       view.tokens.completion += e.usage.completion_tokens || 0;

@@ -1,8 +1,8 @@
 // The page in a real headless Chromium (Debian's), driven by playwright-core.
 //   node tests/web/e2e.cjs scripted[:phone]|real URL
 // `scripted` expects tests/web.rs's scripted server: a hostile tool result and answer,
-// a clarify, a run that hangs in a tool, one whose model never answers, and one a check
-// asks again; at a
+// a clarify, a run that hangs in a tool, one whose model never answers, one a check
+// asks again, and two calls started early; at a
 // desktop's size, or a phone's (390×844) with `:phone`. `real` asks a real model one
 // question.
 // TOOLLOOP_SCREENSHOTS=DIR saves the page at a desktop's and a phone's width.
@@ -183,6 +183,20 @@ async function scripted(page) {
   check(kept >= 0 && call5 > kept, "then the call runs: " + labels5.join(", "));
   const answer5 = await page.textContent(".exchange:nth-of-type(1) .answer");
   check(answer5.includes("Sunny at 75001."), "and the answer follows");
+
+  // 6. Two calls of a tool that only reads: the thinking step names each as it is
+  // written, each is started early, and then the turn's calls and results follow.
+  await ask(page, "What is the weather in Paris and in Rome?");
+  await page.waitForSelector(".exchange:nth-of-type(2) .footer:not(:empty)", { timeout: 10000 });
+  const wrote = await page.textContent(".exchange:nth-of-type(2) .step.thinking .wrote");
+  check(wrote === "wrote get_weather, get_weather", "the calls are named as they are written: " + wrote);
+  const labels6 = await page.$$eval(".exchange:nth-of-type(2) .step .label", (ls) => ls.map((l) => l.textContent));
+  const early = labels6.filter((l) => l === "Started early").length;
+  const firstCall = labels6.indexOf("Tool call");
+  check(early === 2 && labels6.lastIndexOf("Started early") < firstCall,
+    "both calls are started early, before the turn's calls: " + labels6.join(", "));
+  const answer6 = await page.textContent(".exchange:nth-of-type(2) .answer");
+  check(answer6.includes("Sunny in Paris and in Rome."), "and the answer follows");
 }
 
 async function real(page) {
