@@ -836,6 +836,30 @@ mod usage {
 mod checked_first {
     use super::*;
 
+    /// `ask`'s --replay and --transcript do not apply to an eval's cases: refused as
+    /// usage errors before any model is asked, not ignored (an eval that passed over
+    /// --replay asked the live server instead).
+    #[test]
+    fn eval_refuses_replay_and_transcript_before_calling_the_model() {
+        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/bfcl");
+        for (flag, hint) in [("--replay", "--rescore"), ("--transcript", "--json")] {
+            let out = toolloop(
+                &[
+                    "eval",
+                    data,
+                    "--ollama-host",
+                    &common::dead_url(),
+                    flag,
+                    "x.jsonl",
+                ],
+                b"",
+            );
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{err}");
+            assert!(err.contains(flag) && err.contains(hint), "{err}");
+        }
+    }
+
     #[test]
     fn eval_on_a_folder_without_data_says_where_to_get_it_before_calling_the_model() {
         let empty = std::env::temp_dir().join(format!("toolloop-no-bfcl-{}", std::process::id()));

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use super::flags::{ModelArgs, ToolArgs, with_flags};
-use super::{config, fail, output_status, print_stdout};
+use super::{config, fail, output_status, print_stdout, usage};
 use crate::Deadline;
 use crate::eval;
 use crate::run::ending::EXIT_RUNTIME;
@@ -42,6 +42,19 @@ pub(super) fn run_eval(
     jobs: usize,
     json: bool,
 ) -> ExitCode {
+    // Flags of `ask` that a case's run does not take are refused, not passed over: an
+    // eval that ignored `--replay` asked the live server instead.
+    if model.replay.is_some() {
+        return usage(
+            "eval takes no --replay: `toolloop eval DATA --rescore REPORT` judges the replies \
+             an eval recorded (--json) again, without a model",
+        );
+    }
+    if model.transcript.is_some() {
+        return usage(
+            "eval takes no --transcript: --json gives each case's calls, replies and budget",
+        );
+    }
     // The data is checked before the model is contacted.
     let hint = "fetch BFCL data with scripts/bfcl-data.sh";
     let cases = match eval::load(path)

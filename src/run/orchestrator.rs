@@ -279,16 +279,13 @@ impl Orchestrator {
                     }
                 }
                 // One call is a list of one here: it may have been started early too.
-                Step::CallTool { tool, arguments } => {
-                    let calls = vec![(tool, arguments)];
-                    self.call_tools(
-                        calls,
-                        &mut engine,
-                        (&mut early, &mut waited),
-                        deadline,
-                        started,
-                    )
-                }
+                Step::CallTool { tool, arguments } => self.call_tools(
+                    vec![(tool, arguments)],
+                    &mut engine,
+                    (&mut early, &mut waited),
+                    deadline,
+                    started,
+                ),
                 Step::CallTools { calls } => self.call_tools(
                     calls,
                     &mut engine,
