@@ -162,6 +162,12 @@ mod tools {
                 .collect::<Vec<_>>(),
             ["calculator", "current_time"]
         );
+        // Built-in tools only read, so their calls may start early: the list says so.
+        let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            listed.lines().all(|l| l.ends_with("  [reads only]")),
+            "{listed}"
+        );
     }
 
     #[test]

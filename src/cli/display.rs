@@ -259,7 +259,15 @@ pub fn print_tools(specs: &[crate::tools::ToolSpec], json: bool) -> std::io::Res
                 .as_object()
                 .map(|p| p.keys().cloned().collect())
                 .unwrap_or_default();
-            writeln!(out, "{}({})  {}", s.name, params.join(", "), s.description)?;
+            // Said, because such a tool's calls start while the model is still writing.
+            let reads = if s.read_only { "  [reads only]" } else { "" };
+            writeln!(
+                out,
+                "{}({})  {}{reads}",
+                s.name,
+                params.join(", "),
+                s.description
+            )?;
         }
     }
     out.flush()
