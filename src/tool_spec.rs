@@ -52,7 +52,7 @@ pub struct ToolSpec {
 mod read_only_hint {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    #[derive(Default, Serialize, Deserialize)]
+    #[derive(Serialize, Deserialize)]
     struct Annotations {
         #[serde(rename = "readOnlyHint", default)]
         read_only_hint: Option<bool>,

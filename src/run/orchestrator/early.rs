@@ -41,6 +41,13 @@ struct Sent {
     started: Started,
 }
 
+impl Sent {
+    /// Whether this is the call of `tool` with `arguments`.
+    fn is(&self, tool: &str, arguments: &Map<String, Value>) -> bool {
+        self.tool == tool && &self.arguments == arguments
+    }
+}
+
 impl EarlyCalls {
     /// Starts the call `written` (an element of a turn's `calls`, as
     /// [`CallStream::feed`] gives it) when its tool only reads, its arguments meet the
@@ -57,10 +64,9 @@ impl EarlyCalls {
         let tool = CallStream::tool(written)?;
         let arguments = written.get("arguments")?.as_object()?;
         let reads_only = catalogue.get(tool).is_ok_and(|s| s.read_only);
-        let under_way = |s: &Sent| s.tool == tool && &s.arguments == arguments;
         if !reads_only
             || self.sent.len() >= most
-            || self.sent.iter().any(under_way)
+            || self.sent.iter().any(|s| s.is(tool, arguments))
             || catalogue.check_arguments(tool, arguments).is_err()
             || deadline.is_expired()
         {
@@ -88,10 +94,7 @@ impl EarlyCalls {
         let taken = calls
             .iter()
             .map(|(tool, arguments)| {
-                let i = self
-                    .sent
-                    .iter()
-                    .position(|s| &s.tool == tool && &s.arguments == arguments)?;
+                let i = self.sent.iter().position(|s| s.is(tool, arguments))?;
                 let sent = self.sent.remove(i);
                 first = Some(first.map_or(sent.at, |f| f.min(sent.at)));
                 Some(sent.started)
