@@ -156,7 +156,7 @@ impl Builtin {
     pub fn run(&self, name: &str, args: &Map<String, Value>) -> ToolResult {
         let text = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
         match name {
-            "calculator" => match calculator::evaluate(text("expression")) {
+            "calculator" => match calculator::evaluate_read(text("expression")) {
                 Ok(v) => ToolResult::ok(v.to_string()),
                 Err(e) => ToolResult::err(e.to_string()),
             },
@@ -352,5 +352,17 @@ mod tests {
         let e = weather("Atlantis");
         assert!(!e.ok);
         assert!(e.error.unwrap().contains("Tokyo"));
+    }
+
+    #[test]
+    fn the_calculator_says_how_it_read_a_percent_and_thousands() {
+        let tools = Builtin::new(&BuiltinConfig::default()).unwrap();
+        let args = |e: &str| json!({"expression": e}).as_object().unwrap().clone();
+        let r = tools.run("calculator", &args("17% of 2,340"));
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.content, "397.8 (read 17% as 0.17, 2,340 as 2340)");
+        assert_eq!(tools.run("calculator", &args("2^20")).content, "1048576");
+        let r = tools.run("calculator", &args("100 + 10%"));
+        assert!(!r.ok);
     }
 }

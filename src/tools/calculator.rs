@@ -5,6 +5,18 @@
 //! **`, parentheses and unary minus are understood: a name, a call or any other character
 //! is an error (there is no call or attribute access to refuse: nothing but arithmetic
 //! exists).
+//!
+//! The operators are Python's, and so is every value of an expression Python reads
+//! (`tests/calculator_reference.rs`). The way people write arithmetic is read too, where
+//! Python would refuse it and a person's meaning is plain: `2^20` is a power, `×` `÷`
+//! `−` are `*` `/` `-`, `2,340` is 2340 and `17% * 2,340` takes 17/100. A model copies
+//! these from the request: "What is 17% of 2,340?" and "What's 2 to the power of 20?"
+//! came to the calculator as `17% * 2,340` and `2^20`, were refused, and were written
+//! the same way again after the error, so the run ended on the error instead of the
+//! value (`BENCHMARKS.md`, "The calculator reads what people write"). Where a reading
+//! could be another (a comma that groups thousands, a percent), it comes with the value
+//! ([`Evaluated::read`]); where it is a guess (`100 + 10%`: a tenth of a unit, or ten
+//! percent more?), the expression is refused with what to write instead.
 
 use std::fmt;
 
@@ -164,20 +176,66 @@ impl fmt::Display for Rational {
 /// assert!(evaluate("__import__('os')").is_err());
 /// ```
 pub fn evaluate(expr: &str) -> Result<Rational, CalcError> {
+    evaluate_read(expr).map(|e| e.value)
+}
+
+/// An expression's value, and how its written forms that Python would not read were read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluated {
+    /// The exact value.
+    pub value: Rational,
+    /// Each number written with thousands separators or a percent sign, as it was read
+    /// (`2,340 as 2340`, `17% as 0.17`), in the order written.
+    pub read: Vec<String>,
+}
+
+impl fmt::Display for Evaluated {
+    /// The value, then how it was read where that could be questioned:
+    /// `397.8 (read 17% as 0.17, 2,340 as 2340)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.value)?;
+        if !self.read.is_empty() {
+            write!(f, " (read {})", self.read.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// [`evaluate`], with how the written forms people use were read.
+///
+/// ```
+/// use toolloop::tools::calculator::evaluate_read;
+///
+/// let e = evaluate_read("17% * 2,340").unwrap();
+/// assert_eq!(e.to_string(), "397.8 (read 17% as 0.17, 2,340 as 2340)");
+/// assert_eq!(evaluate_read("2^20").unwrap().to_string(), "1048576");
+/// assert!(evaluate_read("100 + 10%").is_err());
+/// ```
+pub fn evaluate_read(expr: &str) -> Result<Evaluated, CalcError> {
     if expr.len() > 2000 {
         return Err(CalcError::Syntax(
             "expression longer than 2000 characters".into(),
         ));
     }
-    let tokens = tokenize(expr)?;
-    let mut p = Parser { tokens, pos: 0 };
-    let v = p.expr(0)?;
-    match p.tokens.get(p.pos) {
-        None => Ok(v),
-        Some(t) => Err(CalcError::Syntax(format!(
+    let (tokens, grouped) = tokenize(expr)?;
+    let mut p = Parser {
+        src: expr,
+        tokens,
+        pos: 0,
+        read: Vec::new(),
+    };
+    let value = p.expr(0)?.0;
+    if let Some(t) = p.peek() {
+        return Err(CalcError::Syntax(format!(
             "unexpected {t} after a complete expression"
-        ))),
+        )));
     }
+    let mut read: Vec<(usize, String)> = grouped.into_iter().chain(p.read).collect();
+    read.sort_by_key(|(at, _)| *at);
+    Ok(Evaluated {
+        value,
+        read: read.into_iter().map(|(_, r)| r).collect(),
+    })
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -199,20 +257,54 @@ impl fmt::Display for Tok {
     }
 }
 
-fn tokenize(s: &str) -> Result<Vec<Tok>, CalcError> {
+/// The tokens of `s`, each with where it starts and ends, and each number written with
+/// thousands separators as it was read, with where it starts.
+type Tokens = (Vec<(Tok, (usize, usize))>, Vec<(usize, String)>);
+
+fn tokenize(s: &str) -> Result<Tokens, CalcError> {
     let b = s.as_bytes();
     let mut i = 0;
     let mut out = Vec::new();
+    let mut grouped = Vec::new();
     while i < b.len() {
         let c = b[i];
-        match c {
-            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+        let start = i;
+        let tok = match c {
+            b' ' | b'\t' | b'\n' | b'\r' => {
+                i += 1;
+                continue;
+            }
             b'0'..=b'9' | b'.' => {
-                let start = i;
                 while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.' || b[i] == b'_') {
                     i += 1;
                 }
-                let mantissa_end = i;
+                let mut text = s[start..i].to_string();
+                // Thousands grouped with commas, as English writes them: one to three
+                // digits, then groups of exactly three. There is no call or list here for
+                // a comma to separate, and a decimal comma (`3,2`) stays an error, since
+                // it does not have that shape.
+                if (1..=3).contains(&text.len()) && text.bytes().all(|d| d.is_ascii_digit()) {
+                    let group = |at: usize| {
+                        b.get(at) == Some(&b',')
+                            && (1..=3).all(|k| b.get(at + k).is_some_and(u8::is_ascii_digit))
+                            && !b.get(at + 4).is_some_and(u8::is_ascii_digit)
+                    };
+                    while group(i) {
+                        text.push_str(&s[i + 1..i + 4]);
+                        i += 4;
+                    }
+                    if i > start + text.len() {
+                        if b.get(i) == Some(&b'.') {
+                            let frac = i;
+                            i += 1;
+                            while i < b.len() && b[i].is_ascii_digit() {
+                                i += 1;
+                            }
+                            text.push_str(&s[frac..i]);
+                        }
+                        grouped.push((start, format!("{} as {text}", &s[start..i])));
+                    }
+                }
                 let mut exp = 0i32;
                 if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
                     let mut j = i + 1;
@@ -230,61 +322,59 @@ fn tokenize(s: &str) -> Result<Vec<Tok>, CalcError> {
                         i = j;
                     }
                 }
-                out.push(Tok::Num(number(&s[start..mantissa_end], exp)?));
-            }
-            b'+' => {
-                out.push(Tok::Op("+"));
-                i += 1;
-            }
-            b'-' => {
-                out.push(Tok::Op("-"));
-                i += 1;
+                Tok::Num(number(&text, exp)?)
             }
             b'*' if b.get(i + 1) == Some(&b'*') => {
-                out.push(Tok::Op("**"));
                 i += 2;
-            }
-            b'*' => {
-                out.push(Tok::Op("*"));
-                i += 1;
+                Tok::Op("**")
             }
             b'/' if b.get(i + 1) == Some(&b'/') => {
-                out.push(Tok::Op("//"));
                 i += 2;
+                Tok::Op("//")
             }
-            b'/' => {
-                out.push(Tok::Op("/"));
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'^' | b'(' | b')' => {
                 i += 1;
+                match c {
+                    b'+' => Tok::Op("+"),
+                    b'-' => Tok::Op("-"),
+                    b'*' => Tok::Op("*"),
+                    b'/' => Tok::Op("/"),
+                    b'%' => Tok::Op("%"),
+                    // A power, as every calculator but Python's reads it (Python's is
+                    // exclusive or, which is not arithmetic).
+                    b'^' => Tok::Op("**"),
+                    b'(' => Tok::Open,
+                    _ => Tok::Close,
+                }
             }
-            b'%' => {
-                out.push(Tok::Op("%"));
-                i += 1;
-            }
-            b'(' => {
-                out.push(Tok::Open);
-                i += 1;
-            }
-            b')' => {
-                out.push(Tok::Close);
-                i += 1;
-            }
-            b'^' => {
-                return Err(CalcError::Syntax(
-                    "'^' is not supported: write powers with **".into(),
-                ));
+            // "17% of 2,340": read only after a percent (`Parser::term`).
+            b'o' if s[i..].starts_with("of")
+                && !b.get(i + 2).is_some_and(u8::is_ascii_alphanumeric) =>
+            {
+                i += 2;
+                Tok::Op("of")
             }
             _ => {
                 let ch = s[i..].chars().next().unwrap_or('?');
-                return Err(CalcError::Syntax(format!(
-                    "only numbers, + - * / // % ** and parentheses are allowed, not {ch:?}"
-                )));
+                i += ch.len_utf8();
+                match ch {
+                    '×' => Tok::Op("*"),
+                    '÷' => Tok::Op("/"),
+                    '−' => Tok::Op("-"),
+                    _ => {
+                        return Err(CalcError::Syntax(format!(
+                            "only numbers, + - * / // % ** and parentheses are allowed, not {ch:?}"
+                        )));
+                    }
+                }
             }
-        }
+        };
+        out.push((tok, (start, i)));
     }
     if out.is_empty() {
         return Err(CalcError::Syntax("empty expression".into()));
     }
-    Ok(out)
+    Ok((out, grouped))
 }
 
 fn number(text: &str, exp: i32) -> Result<Rational, CalcError> {
@@ -305,42 +395,69 @@ fn number(text: &str, exp: i32) -> Result<Rational, CalcError> {
     }
 }
 
-struct Parser {
-    tokens: Vec<Tok>,
+struct Parser<'a> {
+    src: &'a str,
+    tokens: Vec<(Tok, (usize, usize))>,
     pos: usize,
+    /// Each percent as it was read, with where it starts.
+    read: Vec<(usize, String)>,
 }
 
 const MAX_NESTING: usize = 64;
 
-impl Parser {
+/// A value, and whether it is a percent alone (`10%`, `-10%`): added to or taken from
+/// something else, a percent could mean a share of a unit or of what it is added to.
+type Term = (Rational, bool);
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&Tok> {
+        self.tokens.get(self.pos).map(|(t, _)| t)
+    }
+
     fn peek_op(&self) -> Option<&'static str> {
-        match self.tokens.get(self.pos) {
+        match self.peek() {
             Some(Tok::Op(o)) => Some(o),
             _ => None,
         }
     }
 
-    fn expr(&mut self, depth: usize) -> Result<Rational, CalcError> {
-        let mut v = self.term(depth)?;
+    fn expr(&mut self, depth: usize) -> Result<Term, CalcError> {
+        let (mut v, mut percent) = self.term(depth)?;
+        let mut terms = 1;
         while let Some(op @ ("+" | "-")) = self.peek_op() {
             self.pos += 1;
-            let r = self.term(depth)?;
+            let (r, p) = self.term(depth)?;
+            terms += 1;
+            percent |= p;
             v = if op == "+" {
                 v.add(r)?
             } else {
                 v.add(r.neg()?)?
             };
         }
-        Ok(v)
+        if percent && terms > 1 {
+            return Err(CalcError::Syntax(
+                "a percent added or taken away is ambiguous (100 + 10% could be 100.1 or \
+                 110): write the share it is of, as 100 + 10% * 100 or 100 * 110 / 100"
+                    .into(),
+            ));
+        }
+        Ok((v, percent && terms == 1))
     }
 
-    fn term(&mut self, depth: usize) -> Result<Rational, CalcError> {
-        let mut v = self.unary(depth)?;
-        while let Some(op @ ("*" | "/" | "//" | "%")) = self.peek_op() {
+    fn term(&mut self, depth: usize) -> Result<Term, CalcError> {
+        let (mut v, mut percent) = self.unary(depth)?;
+        while let Some(op @ ("*" | "/" | "//" | "%" | "of")) = self.peek_op() {
+            if op == "of" && !percent {
+                return Err(CalcError::Syntax(
+                    "'of' is read only after a percent, as in 17% of 2340".into(),
+                ));
+            }
             self.pos += 1;
-            let r = self.unary(depth)?;
+            let r = self.unary(depth)?.0;
+            percent = false;
             v = match op {
-                "*" => v.mul(r)?,
+                "*" | "of" => v.mul(r)?,
                 "/" => v.mul(r.recip()?)?,
                 "//" => v.mul(r.recip()?)?.floor(),
                 _ => {
@@ -350,17 +467,18 @@ impl Parser {
                 }
             };
         }
-        Ok(v)
+        Ok((v, percent))
     }
 
-    fn unary(&mut self, depth: usize) -> Result<Rational, CalcError> {
+    fn unary(&mut self, depth: usize) -> Result<Term, CalcError> {
         if depth > MAX_NESTING {
             return Err(CalcError::Syntax("expression nested too deeply".into()));
         }
         match self.peek_op() {
             Some("-") => {
                 self.pos += 1;
-                self.unary(depth + 1)?.neg()
+                let (v, percent) = self.unary(depth + 1)?;
+                Ok((v.neg()?, percent))
             }
             Some("+") => {
                 self.pos += 1;
@@ -370,26 +488,49 @@ impl Parser {
         }
     }
 
-    fn power(&mut self, depth: usize) -> Result<Rational, CalcError> {
-        let base = self.atom(depth)?;
+    fn power(&mut self, depth: usize) -> Result<Term, CalcError> {
+        let first = self.pos;
+        let mut base = self.atom(depth)?;
+        let percent = self.percent_follows();
+        if percent {
+            let (from, to) = (self.tokens[first].1.0, self.tokens[self.pos].1.1);
+            self.pos += 1;
+            base = base.mul(Rational::int(100).recip()?)?;
+            let written = &self.src[from..to];
+            self.read.push((from, format!("{written} as {base}")));
+        }
         if self.peek_op() == Some("**") {
             self.pos += 1;
-            let exp = self.unary(depth + 1)?;
-            return base.pow(exp);
+            let exp = self.unary(depth + 1)?.0;
+            return Ok((base.pow(exp)?, false));
         }
-        Ok(base)
+        Ok((base, percent))
+    }
+
+    /// Whether the `%` next is a percent: nothing that could be its right-hand side
+    /// follows it (the end, `)`, or an operator other than a sign). `7 % 3` and `7 % -3`
+    /// stay Python's modulo; `17% * 2340`, which Python refuses, takes 17/100.
+    fn percent_follows(&self) -> bool {
+        if self.peek_op() != Some("%") {
+            return false;
+        }
+        match self.tokens.get(self.pos + 1).map(|(t, _)| t) {
+            None | Some(Tok::Close) => true,
+            Some(Tok::Op(o)) => !matches!(*o, "+" | "-"),
+            _ => false,
+        }
     }
 
     fn atom(&mut self, depth: usize) -> Result<Rational, CalcError> {
-        match self.tokens.get(self.pos).cloned() {
+        match self.peek().cloned() {
             Some(Tok::Num(n)) => {
                 self.pos += 1;
                 Ok(n)
             }
             Some(Tok::Open) => {
                 self.pos += 1;
-                let v = self.expr(depth + 1)?;
-                if self.tokens.get(self.pos) != Some(&Tok::Close) {
+                let v = self.expr(depth + 1)?.0;
+                if self.peek() != Some(&Tok::Close) {
                     return Err(CalcError::Syntax("missing ')'".into()));
                 }
                 self.pos += 1;
@@ -449,15 +590,69 @@ mod tests {
             ev("9 ** 9 ** 9"),
             "error: result too large for exact arithmetic"
         );
-        assert_eq!(
-            ev("2 ^ 3"),
-            "error: '^' is not supported: write powers with **"
-        );
         assert!(ev("abs(1)").starts_with("error: only numbers"));
         assert!(ev("().__class__").starts_with("error:"));
         assert!(ev("1 +").starts_with("error: the expression ends too early"));
         assert!(ev("(1").starts_with("error: missing ')'"));
         assert!(ev("").starts_with("error: empty expression"));
         assert!(ev(&"(".repeat(500)).starts_with("error: expression nested too deeply"));
+    }
+
+    fn read(s: &str) -> String {
+        evaluate_read(s)
+            .map(|v| v.to_string())
+            .unwrap_or_else(|e| format!("error: {e}"))
+    }
+
+    #[test]
+    fn the_forms_people_write_are_read_and_the_doubtful_ones_said() {
+        // Powers and the signs of typeset arithmetic: one meaning each.
+        assert_eq!(read("2^20"), "1048576");
+        assert_eq!(read("2 ^ 3 ^ 2"), "512");
+        assert_eq!(read("-2^2"), "-4");
+        assert_eq!(read("3.5^2"), "12.25");
+        assert_eq!(read("12 × 3 ÷ 4 − 1"), "8");
+        // Thousands separators, and the percent, come with how they were read.
+        assert_eq!(
+            read("17% * 2,340"),
+            "397.8 (read 17% as 0.17, 2,340 as 2340)"
+        );
+        assert_eq!(
+            read("17% of 2,340"),
+            "397.8 (read 17% as 0.17, 2,340 as 2340)"
+        );
+        assert_eq!(
+            read("1,234,567.5 / 2"),
+            "617283.75 (read 1,234,567.5 as 1234567.5)"
+        );
+        assert_eq!(read("18%"), "0.18 (read 18% as 0.18)");
+        assert_eq!(read("84 * (18)%"), "15.12 (read (18)% as 0.18)");
+        assert_eq!(read("12.5% * 80"), "10 (read 12.5% as 0.125)");
+    }
+
+    #[test]
+    fn what_python_reads_keeps_its_value_and_a_guess_is_refused() {
+        // `%` with a right-hand side is Python's modulo, as before.
+        assert_eq!(read("7 % 3"), "1");
+        assert_eq!(read("7 % -3"), "-2");
+        assert_eq!(read("7 % (3)"), "1");
+        assert_eq!(read("1_000 + 1"), "1001");
+        // A decimal comma, or groups that are not of three, are not thousands.
+        assert!(
+            read("3,2 * 10").starts_with("error: only numbers"),
+            "{}",
+            read("3,2")
+        );
+        assert!(read("1,25 * 4").starts_with("error: only numbers"));
+        assert!(read("1,2345").starts_with("error: only numbers"));
+        assert!(read("1234,567").starts_with("error: only numbers"));
+        // A percent added or taken away could mean two things.
+        assert!(read("100 + 10%").starts_with("error: a percent added or taken away is ambiguous"));
+        assert!(read("(100 - 10%) * 2").starts_with("error: a percent added"));
+        assert_eq!(read("100 + 10% * 100"), "110 (read 10% as 0.1)");
+        // Words stay refused, but for "of" after a percent.
+        assert!(read("5 of 3").starts_with("error: 'of' is read only after a percent"));
+        assert!(read("2 to the power of 20").starts_with("error: only numbers"));
+        assert!(read("17% off 100").starts_with("error: only numbers"));
     }
 }
