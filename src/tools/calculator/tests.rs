@@ -1,10 +1,14 @@
 //! The calculator's own cases; `tests/calculator_reference.rs` holds it to Python's.
 use super::*;
 
-fn ev(s: &str) -> String {
-    evaluate(s)
-        .map(|v| v.to_string())
+/// The value, or the error, as the model reads it.
+fn shown(r: Result<impl std::fmt::Display, CalcError>) -> String {
+    r.map(|v| v.to_string())
         .unwrap_or_else(|e| format!("error: {e}"))
+}
+
+fn ev(s: &str) -> String {
+    shown(evaluate(s))
 }
 
 #[test]
@@ -53,10 +57,9 @@ fn errors() {
     assert!(ev(&"(".repeat(500)).starts_with("error: expression nested too deeply"));
 }
 
+/// With how the forms people write were read.
 fn read(s: &str) -> String {
-    evaluate_read(s)
-        .map(|v| v.to_string())
-        .unwrap_or_else(|e| format!("error: {e}"))
+    shown(evaluate_read(s))
 }
 
 #[test]
