@@ -1,10 +1,10 @@
 //! The `calculator` tool: exact arithmetic, and nothing else.
 //!
 //! Small models are bad at arithmetic and good at writing `12.5 * 4`; this evaluates it
-//! exactly, with rational numbers, so `0.1 + 0.2` is `0.3`. Only numbers, `+ - * / // %
-//! **`, parentheses and unary minus are understood: a name, a call or any other character
-//! is an error (there is no call or attribute access to refuse: nothing but arithmetic
-//! exists).
+//! exactly, with rational numbers, so `0.1 + 0.2` is `0.3`. Only numbers, arithmetic's
+//! operators, parentheses and unary minus are understood: a name, a call or any other
+//! character is an error (there is no call or attribute access to refuse: nothing but
+//! arithmetic exists).
 //!
 //! The operators are Python's, and so is every value of an expression Python reads
 //! (`tests/calculator_reference.rs`). The way people write arithmetic is read too, where
