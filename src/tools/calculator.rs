@@ -217,7 +217,7 @@ pub fn evaluate_read(expr: &str) -> Result<Evaluated, CalcError> {
             "expression longer than 2000 characters".into(),
         ));
     }
-    let (tokens, grouped) = tokenize(expr)?;
+    let tokens = tokenize(expr)?;
     let mut p = Parser {
         src: expr,
         tokens,
@@ -230,11 +230,9 @@ pub fn evaluate_read(expr: &str) -> Result<Evaluated, CalcError> {
             "unexpected {t} after a complete expression"
         )));
     }
-    let mut read: Vec<(usize, String)> = grouped.into_iter().chain(p.read).collect();
-    read.sort_by_key(|(at, _)| *at);
     Ok(Evaluated {
         value,
-        read: read.into_iter().map(|(_, r)| r).collect(),
+        read: p.read,
     })
 }
 
@@ -257,15 +255,14 @@ impl fmt::Display for Tok {
     }
 }
 
-/// The tokens of `s`, each with where it starts and ends, and each number written with
-/// thousands separators as it was read, with where it starts.
-type Tokens = (Vec<(Tok, (usize, usize))>, Vec<(usize, String)>);
+/// A token, and where it starts and ends in the expression.
+type Spanned = (Tok, (usize, usize));
 
-fn tokenize(s: &str) -> Result<Tokens, CalcError> {
+/// The tokens of `s`.
+fn tokenize(s: &str) -> Result<Vec<Spanned>, CalcError> {
     let b = s.as_bytes();
     let mut i = 0;
     let mut out = Vec::new();
-    let mut grouped = Vec::new();
     while i < b.len() {
         let c = b[i];
         let start = i;
@@ -289,20 +286,18 @@ fn tokenize(s: &str) -> Result<Tokens, CalcError> {
                             && (1..=3).all(|k| b.get(at + k).is_some_and(u8::is_ascii_digit))
                             && !b.get(at + 4).is_some_and(u8::is_ascii_digit)
                     };
+                    let ungrouped = i;
                     while group(i) {
                         text.push_str(&s[i + 1..i + 4]);
                         i += 4;
                     }
-                    if i > start + text.len() {
-                        if b.get(i) == Some(&b'.') {
-                            let frac = i;
+                    if i > ungrouped && b.get(i) == Some(&b'.') {
+                        let frac = i;
+                        i += 1;
+                        while i < b.len() && b[i].is_ascii_digit() {
                             i += 1;
-                            while i < b.len() && b[i].is_ascii_digit() {
-                                i += 1;
-                            }
-                            text.push_str(&s[frac..i]);
                         }
-                        grouped.push((start, format!("{} as {text}", &s[start..i])));
+                        text.push_str(&s[frac..i]);
                     }
                 }
                 let mut exp = 0i32;
@@ -374,7 +369,7 @@ fn tokenize(s: &str) -> Result<Tokens, CalcError> {
     if out.is_empty() {
         return Err(CalcError::Syntax("empty expression".into()));
     }
-    Ok((out, grouped))
+    Ok(out)
 }
 
 fn number(text: &str, exp: i32) -> Result<Rational, CalcError> {
@@ -397,10 +392,11 @@ fn number(text: &str, exp: i32) -> Result<Rational, CalcError> {
 
 struct Parser<'a> {
     src: &'a str,
-    tokens: Vec<(Tok, (usize, usize))>,
+    tokens: Vec<Spanned>,
     pos: usize,
-    /// Each percent as it was read, with where it starts.
-    read: Vec<(usize, String)>,
+    /// Each number with thousands separators and each percent as it was read, in the
+    /// order written ([`Evaluated::read`]).
+    read: Vec<String>,
 }
 
 const MAX_NESTING: usize = 64;
@@ -490,14 +486,13 @@ impl Parser<'_> {
 
     fn power(&mut self, depth: usize) -> Result<Term, CalcError> {
         let first = self.pos;
-        let mut base = self.atom(depth)?;
-        let percent = self.percent_follows();
-        if percent {
+        let (mut base, mut percent) = self.atom(depth)?;
+        if self.percent_follows() {
             let (from, to) = (self.tokens[first].1.0, self.tokens[self.pos].1.1);
             self.pos += 1;
             base = base.mul(Rational::int(100).recip()?)?;
-            let written = &self.src[from..to];
-            self.read.push((from, format!("{written} as {base}")));
+            self.read.push(format!("{} as {base}", &self.src[from..to]));
+            percent = true;
         }
         if self.peek_op() == Some("**") {
             self.pos += 1;
@@ -521,22 +516,29 @@ impl Parser<'_> {
         }
     }
 
-    fn atom(&mut self, depth: usize) -> Result<Rational, CalcError> {
-        match self.peek().cloned() {
-            Some(Tok::Num(n)) => {
+    /// A number, or an expression in parentheses (a percent alone when its inside is:
+    /// `(10%) + 5` is as doubtful as `10% + 5`).
+    fn atom(&mut self, depth: usize) -> Result<Term, CalcError> {
+        match self.tokens.get(self.pos).cloned() {
+            Some((Tok::Num(n), (from, to))) => {
                 self.pos += 1;
-                Ok(n)
+                let written = &self.src[from..to];
+                if written.contains(',') {
+                    self.read
+                        .push(format!("{written} as {}", written.replace(',', "")));
+                }
+                Ok((n, false))
             }
-            Some(Tok::Open) => {
+            Some((Tok::Open, _)) => {
                 self.pos += 1;
-                let v = self.expr(depth + 1)?.0;
+                let v = self.expr(depth + 1)?;
                 if self.peek() != Some(&Tok::Close) {
                     return Err(CalcError::Syntax("missing ')'".into()));
                 }
                 self.pos += 1;
                 Ok(v)
             }
-            Some(t) => Err(CalcError::Syntax(format!("expected a number, got {t}"))),
+            Some((t, _)) => Err(CalcError::Syntax(format!("expected a number, got {t}"))),
             None => Err(CalcError::Syntax("the expression ends too early".into())),
         }
     }

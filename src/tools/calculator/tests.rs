@@ -107,6 +107,7 @@ fn what_python_reads_keeps_its_value_and_a_guess_is_refused() {
     // A percent added or taken away could mean two things.
     assert!(read("100 + 10%").starts_with("error: a percent added or taken away is ambiguous"));
     assert!(read("(100 - 10%) * 2").starts_with("error: a percent added"));
+    assert!(read("(10%) + 5").starts_with("error: a percent added"));
     assert_eq!(read("100 + 10% * 100"), "110 (read 10% as 0.1)");
     // Words stay refused, but for "of" after a percent.
     assert!(read("5 of 3").starts_with("error: 'of' is read only after a percent"));
