@@ -5,7 +5,7 @@
 //! Five things differ from splitting at spaces, each from a right call that was taken
 //! for a value nobody said (`BENCHMARKS.md`, "Values in other scripts" and "Eight more
 //! languages"):
-//! - a script written without spaces (kana, Han, Hangul) has no word ends to cut at, so a
+//! - a script written without spaces (kana, Han, Hangul, Thai) has no word ends to cut at, so a
 //!   run of it is one word and a value is looked for inside it ([`spaceless`]);
 //! - accents are left out ([`unaccented`]), so "z Krakowa" says "Kraków";
 //! - each letter's script is kept ([`script`]), so that a value in a script the person
@@ -19,6 +19,7 @@ use std::sync::LazyLock;
 
 use text2num::{Language, replace_numbers_in_text};
 use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::char::is_combining_mark;
 use unicode_script::{Script, UnicodeScript};
 
 use crate::checks::numbers;
@@ -133,7 +134,10 @@ pub(crate) fn words(text: &str) -> Vec<String> {
         let in_number = c == '.'
             && cur.chars().last().is_some_and(|p| p.is_ascii_digit())
             && chars.get(i + 1).is_some_and(|n| n.is_ascii_digit());
-        if c.is_alphanumeric() || in_number {
+        // A mark that is not a letter (Thai's tone marks, Devanagari's virama) is part of
+        // the word it sits on: "เชียงใหม่" and "दिल्ली" are one word each, not cut at it.
+        let mark = !cur.is_empty() && is_combining_mark(c);
+        if c.is_alphanumeric() || in_number || mark {
             if !cur.is_empty() && spaceless(c) != spaceless_run {
                 out.push(std::mem::take(&mut cur));
             }
@@ -184,9 +188,14 @@ pub(crate) fn script(c: char) -> Option<Script> {
 }
 
 /// Whether `c` belongs to a script written without spaces between words: kana, Han
-/// ideographs, Hangul syllables.
+/// ideographs, Hangul syllables, and Thai, Lao, Khmer and Myanmar, which mark no word's
+/// end ("ในเชียงใหม่" is "in Chiang Mai").
 pub(crate) fn spaceless(c: char) -> bool {
     matches!(c, '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{9fff}' | '\u{f900}'..='\u{faff}' | '\u{ac00}'..='\u{d7af}' | '\u{ff66}'..='\u{ff9f}')
+        || matches!(
+            c.script(),
+            Script::Thai | Script::Lao | Script::Khmer | Script::Myanmar
+        )
 }
 
 #[cfg(test)]
@@ -200,6 +209,15 @@ mod tests {
             ["注文", "a1234", "は発送済み"]
         );
         assert_eq!(words("서울에서 부산까지"), ["서울에서", "부산까지"]);
+        assert_eq!(words("ร้านในเชียงใหม่"), ["ร้านในเชียงใหม่"]);
+    }
+
+    #[test]
+    fn a_mark_that_is_no_letter_stays_in_its_word() {
+        assert_eq!(words("เชียงใหม่ 30 นาที"), ["เชียงใหม่", "30", "นาที"]);
+        assert_eq!(words("दिल्ली से"), ["दिल्ली", "से"]);
+        // Latin accents are still left out, written apart or not.
+        assert_eq!(words("Brne\u{30c} Brně"), ["brne", "brne"]);
     }
 
     #[test]
