@@ -11,10 +11,21 @@
 //! the request: that is the evidence, not a guess from words. A request that says it
 //! ("What is 12.5 times 4?") makes it the person's, and the call goes ahead.
 //!
-//! The examples tool descriptions give ("The artist or band, e.g. Queen", which Gemma
+//! Qwen2.5-Coder 0.5B copies less whole: it takes the example's `12.5` as an amount
+//! (`convert_currency(amount: 12.5)` for "Is there a chemist open right now in Leeds?",
+//! `calculate_tip(bill_amount: 12.5)` for "Is tipping customary in Japan?"), and a tool
+//! description's own example as an id (`get_order_status(order_id: "A1234")` from "The
+//! order id, e.g. A1234." for "Who wrote Romeo and Juliet?", in all five languages of
+//! `tests/data/languages`). Both come from text the person did not write, so both count:
+//! the example's number with a fraction ([`is_example_number`]) and a description's
+//! example with a digit in a required argument ([`described`]).
+//!
+//! Other examples tool descriptions give ("The artist or band, e.g. Queen", which Gemma
 //! played for a timer and a train) are not counted: a right call often carries them as
 //! the person said them another way (`"USD"` for "$250", `"km"` for "キロメートル"), and
-//! the invariant lost such calls when they were.
+//! the invariant lost such calls when they were. Nor are whole numbers (a right call's 4
+//! is often four aces) or optional values (often the tool's default written out): the
+//! invariant, over every form of a right call BFCL accepts, lost calls on each.
 
 use serde_json::{Map, Value};
 
@@ -26,8 +37,8 @@ pub static INFO: CheckInfo = CheckInfo {
     name: "example-copy",
     default_on: true,
     effect: Effect::Declines,
-    what: "declines a turn whose every call carries the prompt's own example value, where the person never said it",
-    why: "a very small model copies the example it was shown into calls the request never asked for",
+    what: "declines a turn whose every call carries the prompt's own example value or its number 12.5, or the example a tool's description gives for a required id or amount, where the person never said it",
+    why: "a very small model copies the examples it was shown into calls the request never asked for",
     example: "\"Wie spät ist es in Tokio?\" with a calculator among the tools: calculator(expression: \"12.5 * 4\") is the prompt's example: declined, the model answers",
     safety: "It acts only on a value equal to the example toolloop's own prompt shows, and only where the person's words do not ground it; it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
     measured: "Invariant: every right call of BFCL (1,000), the everyday, language and scripts sets passes unchanged. Gemma 3 270M, validation halves, off -> on (live): five-language no-tool requests answered without a tool 1 -> 15 of 15, everyday ones 0 -> 7 of 15, right calls unchanged. Qwen 0.5B: nothing moved (it copied the example in 3 of 70 first replies, which tool-fit declined already). BENCHMARKS.md, \"Examples copied\".",
@@ -54,8 +65,17 @@ impl Check for ExampleCopy {
         let why: Option<Vec<String>> = calls
             .iter()
             .map(|(tool, arguments)| {
-                copied(arguments, ctx.said)
-                    .map(|name| format!("{tool}'s {name} is the prompt's example"))
+                let schema = ctx
+                    .specs
+                    .iter()
+                    .find(|s| s.name == *tool)
+                    .map(|s| &s.input_schema);
+                if let Some(name) = copied(arguments, ctx.said) {
+                    return Some(format!("{tool}'s {name} is the prompt's example"));
+                }
+                described(arguments, schema?, ctx.said).map(|(name, example)| {
+                    format!("{tool}'s {name} is its description's example ({example})")
+                })
             })
             .collect();
         if let Some(why) = why {
@@ -65,12 +85,87 @@ impl Check for ExampleCopy {
     }
 }
 
-/// The first argument whose value is the prompt's example and not said by the person.
+/// The first argument whose value is the prompt's example, or one of the example's
+/// numbers, and not said by the person.
 fn copied(arguments: &Map<String, Value>, said: &super::Evidence) -> Option<String> {
     arguments
         .iter()
-        .find(|(_, v)| v.as_str().is_some_and(|s| same(s, EXAMPLE_VALUE)) && !said.grounds(v))
+        .find(|(_, v)| (is_example(v) || is_example_number(v)) && !said.grounds(v))
         .map(|(name, _)| name.clone())
+}
+
+fn is_example(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| same(s, EXAMPLE_VALUE))
+}
+
+/// A value that is one of the numbers the example writes with a fraction, as a number
+/// or as its text: `amount: 12.5` for a pharmacy, `bill_amount: 12.5` for "Is tipping
+/// customary in Japan?". A whole number is no sign of a copy: right calls carry a 4
+/// the person meant without writing it (four aces in a deck, "fyra" in Swedish), and
+/// the invariant lost six such calls when it counted.
+fn is_example_number(v: &Value) -> bool {
+    let n = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    n.is_some_and(|n| {
+        EXAMPLE_VALUE
+            .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter_map(|w| w.parse::<f64>().ok())
+            .any(|e| e == n && e.fract() != 0.0)
+    })
+}
+
+/// The first required argument whose value is the example its own description gives,
+/// where that example holds a digit, and which the person never said: `order_id:
+/// "A1234"` for "Who wrote Romeo and Juliet?" from "The order id, e.g. A1234." An id or
+/// an amount the tool requires is what only the person can give. An example without a
+/// digit is left alone: a currency code or a unit is the tool's word for what the person
+/// said another way (`"USD"` for "US dollars"). So is an optional one, which is often
+/// the tool's default written out (`time_signature: "4/4"`, BFCL multiple_82).
+fn described(
+    arguments: &Map<String, Value>,
+    schema: &Value,
+    said: &super::Evidence,
+) -> Option<(String, String)> {
+    let required = |name: &str| {
+        schema["required"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|n| n == name))
+    };
+    arguments.iter().find_map(|(name, v)| {
+        if !required(name) {
+            return None;
+        }
+        let example = described_example(&schema["properties"][name])?;
+        let copy = v.as_str().is_some_and(|s| same(s, &example)) && !said.grounds(v);
+        copy.then(|| (name.clone(), example))
+    })
+}
+
+/// The example a parameter's description gives after "e.g." or "for example", up to the
+/// end of its sentence, when it holds a digit.
+fn described_example(param: &Value) -> Option<String> {
+    let text = param["description"].as_str()?;
+    let lower = text.to_lowercase();
+    let at = ["e.g.", "for example"]
+        .iter()
+        .find_map(|m| lower.find(m).map(|i| i + m.len()))?;
+    let rest = text.get(at..)?.trim_start_matches([',', ':', ' ']);
+    let end = [". ", ";", ")", "\n"]
+        .iter()
+        .filter_map(|e| rest.find(e))
+        .min()
+        .unwrap_or(rest.len());
+    let example = rest[..end]
+        .trim()
+        .trim_end_matches('.')
+        .trim_matches(['\'', '"', '`']);
+    example
+        .chars()
+        .any(|c| c.is_ascii_digit())
+        .then(|| example.to_string())
 }
 
 /// The same value, whatever the case and the spaces: "12.5*4" is "12.5 * 4".
@@ -110,5 +205,60 @@ mod tests {
             copied(&args(json!({"expression": "12.5 * 40"})), &said),
             None
         );
+    }
+
+    #[test]
+    fn a_description_example_with_a_digit_the_person_never_said_is_found() {
+        let schema = json!({"properties": {
+            "order_id": {"type": "string", "description": "The order id, e.g. A1234."},
+            "currency": {"type": "string", "description": "Three letters, e.g. USD."},
+            "expression": {"type": "string", "description": "The expression, e.g. 12.5 * 4."},
+            "time_signature": {"type": "string", "description": "e.g., 4/4. Default '4/4'"}
+        }, "required": ["order_id", "currency", "expression"]});
+        let said = Evidence::of(["Who wrote Romeo and Juliet?"]);
+        let found = described(&args(json!({"order_id": "a1234"})), &schema, &said);
+        assert_eq!(found, Some(("order_id".into(), "A1234".into())));
+        let found = described(&args(json!({"expression": "12.5*4"})), &schema, &said);
+        assert_eq!(found.map(|f| f.1), Some("12.5 * 4".into()));
+        // No digit: the tool's word for what the person said another way.
+        assert_eq!(
+            described(&args(json!({"currency": "USD"})), &schema, &said),
+            None
+        );
+        let theirs = Evidence::of(["Where is my order A1234?"]);
+        assert_eq!(
+            described(&args(json!({"order_id": "A1234"})), &schema, &theirs),
+            None
+        );
+        assert_eq!(
+            described(&args(json!({"order_id": "B7"})), &schema, &said),
+            None
+        );
+        // An optional value: the tool's default written out as often as a copy.
+        assert_eq!(
+            described(&args(json!({"time_signature": "4/4"})), &schema, &said),
+            None
+        );
+    }
+
+    #[test]
+    fn a_number_of_the_example_the_person_never_said_is_found_and_theirs_is_not() {
+        let pharmacy = Evidence::of(["Is there a chemist open right now in Leeds?"]);
+        let call = json!({"amount": 12.5, "from_currency": "USD", "to_currency": "GBP"});
+        assert_eq!(copied(&args(call), &pharmacy), Some("amount".into()));
+        assert_eq!(
+            copied(
+                &args(json!({"from_city": "12.5", "to_city": "Bonn"})),
+                &pharmacy
+            ),
+            Some("from_city".into())
+        );
+        let theirs = Evidence::of(["Convert 12.5 dollars to euros"]);
+        let call = json!({"amount": 12.5, "from_currency": "USD", "to_currency": "EUR"});
+        assert_eq!(copied(&args(call), &theirs), None);
+        // Another number the person did not say is no copy of the example, nor is its
+        // whole number.
+        assert_eq!(copied(&args(json!({"amount": 12.0})), &pharmacy), None);
+        assert_eq!(copied(&args(json!({"seats": 4})), &pharmacy), None);
     }
 }

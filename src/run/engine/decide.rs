@@ -405,7 +405,7 @@ mod tests {
 
     #[test]
     fn a_call_with_a_value_nobody_said_is_questioned_though_its_tool_shares_words() {
-        let invented = r#"{"kind":"tool_call","thought":"","tool":"calculate_tip","arguments":{"bill_amount":12.5}}"#;
+        let invented = r#"{"kind":"tool_call","thought":"","tool":"calculate_tip","arguments":{"bill_amount":30}}"#;
         let mut e = tip_turn(
             "Is a tip on a restaurant bill customary in Japan?",
             invented,
