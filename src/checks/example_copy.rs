@@ -41,7 +41,7 @@ pub static INFO: CheckInfo = CheckInfo {
     why: "a very small model copies the examples it was shown into calls the request never asked for",
     example: "\"Wie spät ist es in Tokio?\" with a calculator among the tools: calculator(expression: \"12.5 * 4\") is the prompt's example: declined, the model answers",
     safety: "It acts only on a value equal to the example toolloop's own prompt shows, and only where the person's words do not ground it; it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
-    measured: "Invariant: every right call of BFCL (1,000), the everyday, language and scripts sets passes unchanged. Gemma 3 270M, validation halves, off -> on (live): five-language no-tool requests answered without a tool 1 -> 15 of 15, everyday ones 0 -> 7 of 15, right calls unchanged. Qwen 0.5B: nothing moved (it copied the example in 3 of 70 first replies, which tool-fit declined already). BENCHMARKS.md, \"Examples copied\".",
+    measured: "Invariant: every right call of BFCL (1,000), the everyday, language and scripts sets passes unchanged. Gemma 3 270M, validation halves, off -> on (live): five-language no-tool requests answered without a tool 1 -> 15 of 15, everyday ones 0 -> 7 of 15, right calls unchanged. Qwen 0.5B: nothing moved (it copied the example in 3 of 70 first replies, which tool-fit declined already). The example's 12.5 and a description's example id (eighteenth pass), Qwen 0.5B calibrated, one at a time: no-tool requests answered without a call, held-back errands 6 -> 9 of 14, five languages 20 -> 23 of 25, everyday 19 -> 21 of 30; no right call lost. BENCHMARKS.md, \"Examples copied\" and \"Examples copied, again\".",
 };
 
 /// The `example-copy` check.
@@ -85,8 +85,8 @@ impl Check for ExampleCopy {
     }
 }
 
-/// The first argument whose value is the prompt's example, or one of the example's
-/// numbers, and not said by the person.
+/// The first argument whose value is the prompt's example, or its number with a fraction
+/// ([`is_example_number`]), and not said by the person.
 fn copied(arguments: &Map<String, Value>, said: &super::Evidence) -> Option<String> {
     arguments
         .iter()

@@ -5,8 +5,10 @@
 //! Five things differ from splitting at spaces, each from a right call that was taken
 //! for a value nobody said (`BENCHMARKS.md`, "Values in other scripts" and "Eight more
 //! languages"):
-//! - a script written without spaces (kana, Han, Hangul, Thai) has no word ends to cut at, so a
-//!   run of it is one word and a value is looked for inside it ([`spaceless`]);
+//! - a script written without spaces (kana, Han, Hangul, Thai) has no word ends to cut
+//!   at, so a run of it is one word and a value is looked for inside it ([`spaceless`]),
+//!   and a mark that is no letter (a Thai tone mark, a Devanagari virama) stays in its
+//!   word;
 //! - accents are left out ([`unaccented`]), so "z Krakowa" says "Kraków";
 //! - each letter's script is kept ([`script`]), so that a value in a script the person
 //!   did not write is known to be one words cannot judge;
