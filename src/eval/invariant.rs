@@ -204,6 +204,16 @@ fn bfcl_dir() -> PathBuf {
     )
 }
 
+/// BFCL's non-live categories that have a right call, fetched by `scripts/bfcl-data.sh`.
+fn bfcl_with_answers() -> Vec<Case> {
+    let dir = bfcl_dir();
+    let mut cases = Vec::new();
+    for category in ["simple_python", "multiple", "parallel", "parallel_multiple"] {
+        cases.extend(load(&dir.join(format!("BFCL_v4_{category}.json"))).unwrap());
+    }
+    cases
+}
+
 fn report(broken: &[(String, String)], of: usize) -> String {
     let mut s = format!(
         "{} of {of} right calls did not reach the tool as written:\n",
@@ -253,11 +263,7 @@ fn every_right_call_of_the_everyday_set_reaches_the_tool_unchanged() {
 #[test]
 #[ignore = "needs BFCL data: run scripts/bfcl-data.sh (or set TOOLLOOP_BFCL)"]
 fn every_right_call_of_bfcl_reaches_the_tool_unchanged() {
-    let dir = bfcl_dir();
-    let mut cases = Vec::new();
-    for category in ["simple_python", "multiple", "parallel", "parallel_multiple"] {
-        cases.extend(load(&dir.join(format!("BFCL_v4_{category}.json"))).unwrap());
-    }
+    let mut cases = bfcl_with_answers();
     cases.retain(|c| !BFCL_EXCEPTIONS.iter().any(|(id, _)| c.id == *id));
     assert_eq!(cases.len(), 1000 - BFCL_EXCEPTIONS.len());
     let broken = broken(&cases, &Config::default());
@@ -315,12 +321,7 @@ fn every_accepted_form_of_a_right_call_of_the_shipped_sets_reaches_the_tool_unch
 #[test]
 #[ignore = "needs BFCL data: run scripts/bfcl-data.sh (or set TOOLLOOP_BFCL)"]
 fn every_accepted_form_of_a_right_call_of_bfcl_reaches_the_tool_unchanged() {
-    let dir = bfcl_dir();
-    let mut cases = Vec::new();
-    for category in ["simple_python", "multiple", "parallel", "parallel_multiple"] {
-        cases.extend(load(&dir.join(format!("BFCL_v4_{category}.json"))).unwrap());
-    }
-    let (tried, broken) = broken_forms(&cases, &Config::default());
+    let (tried, broken) = broken_forms(&bfcl_with_answers(), &Config::default());
     assert!(tried >= 1500, "{tried}");
     assert!(broken.is_empty(), "{}", report(&broken, tried));
 }
