@@ -148,11 +148,14 @@ fn described(
 /// end of its sentence, when it holds a digit.
 fn described_example(param: &Value) -> Option<String> {
     let text = param["description"].as_str()?;
-    let lower = text.to_lowercase();
+    // ASCII lower case keeps every byte where it was, so a place found in it is one in
+    // `text` (full lower case moves them: "İ" becomes two characters).
+    let lower = text.to_ascii_lowercase();
     let at = ["e.g.", "for example"]
         .iter()
-        .find_map(|m| lower.find(m).map(|i| i + m.len()))?;
-    let rest = text.get(at..)?.trim_start_matches([',', ':', ' ']);
+        .filter_map(|m| lower.find(m).map(|i| i + m.len()))
+        .min()?;
+    let rest = text[at..].trim_start_matches([',', ':', ' ']);
     let end = [". ", ";", ")", "\n"]
         .iter()
         .filter_map(|e| rest.find(e))
@@ -234,6 +237,9 @@ mod tests {
             described(&args(json!({"order_id": "B7"})), &schema, &said),
             None
         );
+        // The first example the description gives, whichever words bring it.
+        let two = json!({"description": "An id. For example, Z9; e.g. A1234."});
+        assert_eq!(described_example(&two), Some("Z9".into()));
         // An optional value: the tool's default written out as often as a copy.
         assert_eq!(
             described(&args(json!({"time_signature": "4/4"})), &schema, &said),
