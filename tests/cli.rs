@@ -347,6 +347,35 @@ mod ask {
         assert_eq!(text(&out.stdout), "Paris.\n");
     }
 
+    /// An answer that writes the prompt's example, to a request that never gave it, is
+    /// refused (`example-copy`), said without -v, never shown, and the model is asked
+    /// again without the example in its prompt; its next answer is the one printed.
+    #[test]
+    fn an_answer_that_copies_the_prompts_example_is_refused_unshown_and_said() {
+        let copy = r#"{"kind":"final_answer","thought":"","content":"12.5 * 4 = 50"}"#;
+        let welcome = r#"{"kind":"final_answer","thought":"","content":"You're welcome!"}"#;
+        let fake = fake_ollama(&[copy, welcome]);
+        let out = toolloop(
+            &[
+                "ask",
+                "Thanks, that's all I needed.",
+                "--ollama-host",
+                &fake.url,
+                "--builtin",
+            ],
+            b"",
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(
+            err.contains(
+                "[Check] example-copy: the answer was refused: it writes the prompt's example 12.5 * 4, which nobody in the conversation gave; asked again without the example"
+            ),
+            "{err}"
+        );
+        assert_eq!(text(&out.stdout), "You're welcome!\n");
+    }
+
     /// The same copied example written in the list form: the calculator only reads, so
     /// the call starts as soon as it is written; the turn then declines it, and stderr
     /// says the early call's result is let go. `--no-early-calls` runs nothing.
@@ -556,7 +585,7 @@ mod ask {
     fn env_fallbacks_for_host_and_model() {
         let fake = fake_ollama(&[FIFTY]);
         let out = Command::new(env!("CARGO_BIN_EXE_toolloop"))
-            .args(["ask", "q", "--builtin"])
+            .args(["ask", "What is 12.5 * 4?", "--builtin"])
             .env("OLLAMA_HOST", fake.url.trim_start_matches("http://"))
             .env("TOOLLOOP_MODEL", "qwen2.5:0.5b")
             .stdin(Stdio::null())

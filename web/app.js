@@ -247,6 +247,9 @@ function handle(view, run, e) {
     case "not_yet":
       step(view, "repair", `Not run (${e.check})`, `${e.tool}: ${e.why}`);
       break;
+    case "answer_refused":
+      step(view, "repair", `Answer refused (${e.check})`, `${e.why}; asked again without the example`);
+      break;
     case "nothing_new":
       step(view, "repair", "Nothing new", `${e.tools.join(", ")}: results already shown; the model is asked to answer`);
       break;

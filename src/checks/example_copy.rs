@@ -26,10 +26,24 @@
 //! the invariant lost such calls when they were. Nor are whole numbers (a right call's 4
 //! is often four aces) or optional values (often the tool's default written out): the
 //! invariant, over every form of a right call BFCL accepts, lost calls on each.
+//!
+//! An answer can copy the example too. Qwen2.5-Coder 0.5B answered "Thanks, that's all
+//! I needed.", "Dobré ráno!" and a Hindi request for a song with "12.5 * 4 = 50", and a
+//! Finnish question for a pharmacy with "Tampereessa on 12.5 * 4 = 50": 7 of the 305
+//! replies recorded on the everyday, errands and scripts sets (`BENCHMARKS.md`, "An
+//! answer that is the prompt's example"). An answer that writes the example's
+//! expression ([`example_in`]) where neither the person nor a tool ever gave its
+//! fractional number is refused, and the model is asked for its answer again with the
+//! example out of its prompt (`run/engine/retry.rs`). A question that says 12.5 (or a
+//! result of 12.5) makes the expression theirs: "50 / 4 = 12.5, and 12.5 * 4 = 50" stands.
 
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde_json::{Map, Value};
 
-use super::{Check, CheckInfo, Effect, Judgement, TurnContext};
+use super::{Check, CheckInfo, Effect, Evidence, Judgement, TurnContext};
 use crate::turn::prompt::EXAMPLE_VALUE;
 
 /// The check's declaration.
@@ -37,7 +51,7 @@ pub static INFO: CheckInfo = CheckInfo {
     name: "example-copy",
     default_on: true,
     effect: Effect::Declines,
-    what: "declines a turn whose every call carries the prompt's own example value or its number 12.5, or the example a tool's description gives for a required id or amount, where the person never said it",
+    what: "declines a turn whose every call carries the prompt's own example value or its number 12.5, or the example a tool's description gives for a required id or amount, where the person never said it; refuses an answer that writes the example (12.5 * 4) where nobody gave 12.5, and asks again",
     why: "a very small model copies the examples it was shown into calls the request never asked for",
     example: "\"Wie spät ist es in Tokio?\" with a calculator among the tools: calculator(expression: \"12.5 * 4\") is the prompt's example: declined, the model answers",
     safety: "It acts only on a value equal to the example toolloop's own prompt shows, and only where the person's words do not ground it; it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
@@ -83,6 +97,51 @@ impl Check for ExampleCopy {
             judgement.decline_on_record(INFO.name, reason);
         }
     }
+
+    fn judge_answer(&self, said: &Evidence, content: &str) -> Option<String> {
+        let at = example_in(content)?;
+        let unsaid = example_numbers()
+            .filter(|n| n.fract() != 0.0)
+            .all(|n| !said.grounds(&Value::from(n)));
+        unsaid.then(|| {
+            format!(
+                "it writes the prompt's example {}, which nobody in the conversation gave",
+                &content[at]
+            )
+        })
+    }
+}
+
+/// The numbers the prompt's example writes: 12.5 and 4.
+fn example_numbers() -> impl Iterator<Item = f64> {
+    EXAMPLE_VALUE
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|w| w.parse::<f64>().ok())
+}
+
+/// Where `text` writes the prompt's example expression (`12.5 * 4`, with spaces or
+/// none, `×` for `*`), not as a part of longer numbers (`112.5 * 45`): its byte range.
+pub(crate) fn example_in(text: &str) -> Option<Range<usize>> {
+    // Two numbers about a product sign, read from each place a number starts; whether
+    // they are the example's is read from their values, so that a longer number is never
+    // taken for one of them.
+    static PRODUCT: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^[0-9][0-9.]*\s*[*×]\s*[0-9][0-9.]*").expect("a valid regex")
+    });
+    let wanted: Vec<f64> = example_numbers().collect();
+    let mut starts = text.char_indices().filter(|&(i, c)| {
+        c.is_ascii_digit() && !text[..i].ends_with(|p: char| p.is_ascii_digit() || p == '.')
+    });
+    starts.find_map(|(i, _)| {
+        let m = PRODUCT.find(&text[i..])?;
+        let mut numbers = m
+            .as_str()
+            .split(['*', '×'])
+            .map(|n| n.trim().trim_end_matches('.').parse::<f64>().ok());
+        let (a, b) = (numbers.next()??, numbers.next()??);
+        let end = i + m.as_str().trim_end_matches('.').len();
+        (wanted == [a, b]).then_some(i..end)
+    })
 }
 
 /// The first argument whose value is the prompt's example, or its number with a fraction
@@ -109,12 +168,7 @@ fn is_example_number(v: &Value) -> bool {
         Value::String(s) => s.trim().parse::<f64>().ok(),
         _ => None,
     };
-    n.is_some_and(|n| {
-        EXAMPLE_VALUE
-            .split(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .filter_map(|w| w.parse::<f64>().ok())
-            .any(|e| e == n && e.fract() != 0.0)
-    })
+    n.is_some_and(|n| example_numbers().any(|e| e == n && e.fract() != 0.0))
 }
 
 /// The first required argument whose value is the example its own description gives,
@@ -266,5 +320,47 @@ mod tests {
         // whole number.
         assert_eq!(copied(&args(json!({"amount": 12.0})), &pharmacy), None);
         assert_eq!(copied(&args(json!({"seats": 4})), &pharmacy), None);
+    }
+
+    #[test]
+    fn an_answer_that_writes_the_example_nobody_gave_is_refused_and_one_that_was_given_is_not() {
+        let refuses = |said: &[&str], answer: &str| {
+            ExampleCopy
+                .judge_answer(&Evidence::of(said.iter().copied()), answer)
+                .is_some()
+        };
+        for answer in [
+            "12.5 * 4 = 50",
+            "Tampereessa on 12.5 * 4 = 50",
+            "12.5*4",
+            "It is 12.5 × 4.",
+            "3 * (12.5 * 4) = 150",
+        ] {
+            assert!(
+                refuses(&["Thanks, that's all I needed."], answer),
+                "{answer}"
+            );
+        }
+        // Other numbers, and the example's inside longer ones, are not the example.
+        for answer in [
+            "112.5 * 4 = 450",
+            "12.5 * 45",
+            "12.5 * 4.5",
+            "12.5",
+            "50",
+            "4 * 12.5",
+        ] {
+            assert!(!refuses(&["Dobré ráno!"], answer), "{answer}");
+        }
+        // A question or a result that gave 12.5 makes the expression theirs.
+        assert!(!refuses(&["What is 12,5 times 4?"], "12.5 * 4 = 50"));
+        assert!(!refuses(
+            &["What's 50 / 4?", "12.5"],
+            "50 / 4 = 12.5, and 12.5 * 4 = 50"
+        ));
+        let why = ExampleCopy
+            .judge_answer(&Evidence::of(["Dobré ráno!"]), "Sure: 12.5 * 4. = 50")
+            .unwrap();
+        assert!(why.contains("example 12.5 * 4,"), "{why}");
     }
 }

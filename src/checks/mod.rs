@@ -12,7 +12,8 @@
 //!    are in), then `tool-probability`, `tool-fit` (which may first have the engine put
 //!    its question to the model), `tool-relevance`, then `more-calls`;
 //! 3. on each call, in the order of the calls: `date-layout`, `percent-fraction`,
-//!    `size-word-zeros`, `repeated-value`, `ungrounded-optional`, `invented-required`.
+//!    `size-word-zeros`, `repeated-value`, `ungrounded-optional`, `invented-required`;
+//! 4. on a final answer: `example-copy` (an answer that writes the prompt's example).
 //!
 //! Pure: imports no backend, tool or run; only `turn/` and the leaf modules.
 
@@ -20,6 +21,7 @@ pub(crate) mod date_layout;
 pub(crate) mod example_copy;
 pub(crate) mod grounding;
 pub(crate) mod invented_required;
+mod levels;
 pub(crate) mod looping_reply;
 pub(crate) mod more_calls;
 pub(crate) mod nothing_new;
@@ -37,7 +39,7 @@ pub(crate) mod words;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
@@ -46,6 +48,7 @@ use crate::message::ChatReply;
 use crate::tool_spec::ToolSpec;
 use crate::turn::tool_schema::SELF_CONSTRAINING;
 pub(crate) use grounding::Evidence;
+pub use levels::{CheckLevels, all};
 pub(crate) use looping_reply::{Loop, StreamWatch};
 pub(crate) use nothing_new::Earlier;
 pub use tool_probability::tool_share;
@@ -101,69 +104,6 @@ pub struct CheckInfo {
     /// What it did, measured: on the invariant's right calls and on the validation
     /// halves of the real-model runs (`BENCHMARKS.md`), against the same run with it off.
     pub measured: &'static str,
-}
-
-/// Which checks are on: each check's default unless set here by name.
-///
-/// ```
-/// use toolloop::checks::CheckLevels;
-///
-/// let mut levels = CheckLevels::default();
-/// levels.set("date-layout", false).unwrap();
-/// assert!(!levels.is_on("date-layout"));
-/// assert!(levels.is_on("tool-probability"));
-/// assert!(levels.set("no-such-check", true).is_err());
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CheckLevels {
-    set: BTreeMap<&'static str, bool>,
-}
-
-impl CheckLevels {
-    /// Turns the check called `name` on or off; an unknown name is an error that lists
-    /// the known ones.
-    pub fn set(&mut self, name: &str, on: bool) -> Result<(), String> {
-        match ALL.iter().find(|c| c.info().name == name) {
-            Some(c) => {
-                self.set.insert(c.info().name, on);
-                Ok(())
-            }
-            None => Err(format!(
-                "no check is called '{name}'; the checks are: {}",
-                ALL.iter()
-                    .map(|c| c.info().name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-        }
-    }
-
-    /// Whether the check called `name` runs.
-    pub fn is_on(&self, name: &str) -> bool {
-        match self.set.get(name) {
-            Some(on) => *on,
-            None => ALL
-                .iter()
-                .any(|c| c.info().name == name && c.info().default_on),
-        }
-    }
-
-    /// Turns every check on or off.
-    pub fn set_all(&mut self, on: bool) {
-        for c in ALL {
-            self.set.insert(c.info().name, on);
-        }
-    }
-}
-
-/// Every check's declaration, in the order the checks run.
-///
-/// ```
-/// let names: Vec<_> = toolloop::checks::all().map(|c| c.name).collect();
-/// assert!(names.contains(&"tool-probability"));
-/// ```
-pub fn all() -> impl Iterator<Item = &'static CheckInfo> {
-    ALL.iter().map(|c| c.info())
 }
 
 /// What the checks see of a turn.
@@ -389,6 +329,12 @@ pub(crate) trait Check: Sync {
     /// Judges a turn that calls `tool` (the turn's first call stands for all of them).
     fn judge_turn(&self, _ctx: &TurnContext<'_>, _tool: &str, _judgement: &mut Judgement) {}
 
+    /// Judges a final answer, given what the person and the tools said: why it is
+    /// refused (the model is told so and asked again), or `None`.
+    fn judge_answer(&self, _said: &Evidence, _content: &str) -> Option<String> {
+        None
+    }
+
     /// Judges one call: may rewrite or drop its arguments (each change a finding), or
     /// return the arguments to ask the person for.
     fn judge_call(
@@ -448,6 +394,23 @@ impl Checks {
     /// The watchers for a streaming reply.
     pub fn watchers(&self) -> Vec<Box<dyn StreamWatch>> {
         self.on.iter().filter_map(|c| c.watch()).collect()
+    }
+
+    /// The first check on that refuses the final answer `content`, and why.
+    pub fn judge_answer(&self, said: &Evidence, content: &str) -> Option<(&'static str, String)> {
+        self.on.iter().find_map(|c| {
+            c.judge_answer(said, content)
+                .map(|why| (c.info().name, why))
+        })
+    }
+
+    /// Whether a check on judges answers, so that their text is held while it streams
+    /// where it could turn out to be what such a check refuses
+    /// ([`crate::turn::answer_stream::AnswerStream::holding_example`]).
+    pub fn judges_answers(&self) -> bool {
+        self.on
+            .iter()
+            .any(|c| c.info().name == example_copy::INFO.name)
     }
 
     /// What the checks that judge a turn by all of its calls found: a judgement that

@@ -360,8 +360,8 @@ impl Engine {
         self.accept(reply, parsed.turn, !parsed.fixes.is_empty());
     }
 
-    /// A turn that passed the schema: the checks judge its calls ([`crate::checks`]);
-    /// then it goes into the history and is carried out.
+    /// A turn that passed the schema: the checks judge its calls or its answer
+    /// ([`crate::checks`]); then it goes into the history and is carried out.
     fn accept(&mut self, reply: &ChatReply, mut turn: Turn, repaired: bool) {
         let mut calls: Vec<Call> = match &turn {
             Turn::ToolCall {
@@ -371,6 +371,7 @@ impl Engine {
                 .iter()
                 .map(|c| (c.tool.clone(), c.arguments.clone()))
                 .collect(),
+            _ if self.refuse_answer(&turn) => return,
             _ => Vec::new(),
         };
         let mut verdict = Verdict::Go;

@@ -273,6 +273,15 @@ pub enum Event {
         #[serde(default)]
         why: String,
     },
+    /// A check refused the model's final answer (`example-copy`: it writes the prompt's
+    /// example, which nobody in the conversation gave); the model is asked again, without
+    /// the example in its prompt.
+    AnswerRefused {
+        /// The check.
+        check: String,
+        /// Why, in the check's words.
+        why: String,
+    },
     /// Every call of a turn brought a result the model was already shown (a repeat, or the
     /// same text again): the next turn may only answer.
     NothingNew {
@@ -367,6 +376,9 @@ impl Event {
             Event::NotYet {
                 check, tool, why, ..
             } => format!("{check}: {tool} not run: {why}"),
+            Event::AnswerRefused { check, why } => {
+                format!("{check}: the answer was refused: {why}; asked again without the example")
+            }
             Event::MoreCalls {
                 check,
                 made,

@@ -172,7 +172,10 @@ impl Orchestrator {
                         options: &options,
                     };
                     let observers = &mut self.observers;
-                    let mut answer = AnswerStream::default();
+                    let mut answer = match self.checks.judges_answers() {
+                        true => AnswerStream::holding_example(),
+                        false => AnswerStream::default(),
+                    };
                     let mut written = CallStream::default();
                     let mut shown = String::new();
                     let stream_answer = !self.guardrails.may_block_output();

@@ -13,9 +13,12 @@
 //! valid turn is decided afterwards by the repairer and the schema, as for any reply; the
 //! caller compares what was shown with the answer that results
 //! (`crate::run::orchestrator`). Text that could still be the prompt's placeholder for
-//! an answer, which the schema refuses, is held until it is not.
+//! an answer, which the schema refuses, is held until it is not; so, where `example-copy`
+//! is on ([`AnswerStream::holding_example`]), is text that could be turning into the
+//! prompt's example expression, which that check refuses as an answer.
 
 use crate::turn::placeholder::may_be_placeholder;
+use crate::turn::prompt::EXAMPLE_VALUE;
 #[cfg(doc)]
 use crate::turn::reply::ANSWER_PLACEHOLDER;
 
@@ -79,6 +82,12 @@ pub struct AnswerStream {
     /// ([`ANSWER_PLACEHOLDER`]), which the schema refuses as an answer; `None` once it
     /// cannot be.
     doubted: Option<String>,
+    /// Answer text held while it could be turning into the prompt's example expression
+    /// ([`AnswerStream::holding_example`]); `None` when such text is not held.
+    example: Option<String>,
+    /// The example was written whole: the rest of the answer is held too, until the
+    /// reply is judged.
+    example_whole: bool,
     /// Bytes of the reply read so far.
     read: usize,
     /// Where the answer's content string closed: the byte just after its quote.
@@ -100,6 +109,8 @@ impl Default for AnswerStream {
             is_answer: None,
             shown: 0,
             doubted: Some(String::new()),
+            example: None,
+            example_whole: false,
             read: 0,
             ended: None,
         }
@@ -110,6 +121,29 @@ impl Default for AnswerStream {
 const SHORT: usize = 32;
 
 impl AnswerStream {
+    /// A stream that also holds answer text while it could be turning into the prompt's
+    /// example expression (`12.5 * 4`), and from there on once it is written whole:
+    /// `example-copy` refuses such an answer where nobody gave 12.5, and a refused answer
+    /// is withdrawn, so it is better never shown. Held text an accepted answer keeps is
+    /// given with the rest once the reply is judged (`crate::run::orchestrator`).
+    ///
+    /// ```
+    /// use toolloop::turn::answer_stream::AnswerStream;
+    ///
+    /// let mut s = AnswerStream::holding_example();
+    /// let shown: String = [r#"{"kind": "final_answer", "content": "Sure: 12."#, r#"5 * 4 = 50"}"#]
+    ///     .iter()
+    ///     .map(|p| s.feed(p))
+    ///     .collect();
+    /// assert_eq!(shown, "Sure: ");
+    /// ```
+    pub fn holding_example() -> Self {
+        AnswerStream {
+            example: Some(String::new()),
+            ..AnswerStream::default()
+        }
+    }
+
     /// Takes the next piece of the reply; the answer text it completes (often empty).
     pub fn feed(&mut self, piece: &str) -> String {
         let mut out = String::new();
@@ -124,6 +158,16 @@ impl AnswerStream {
             doubted.push_str(&std::mem::take(&mut out));
             if !may_be_placeholder(doubted) {
                 out = self.doubted.take().unwrap_or_default();
+            }
+        }
+        if let Some(pending) = &mut self.example {
+            pending.push_str(&std::mem::take(&mut out));
+            if !self.example_whole {
+                out = release(pending, &mut self.example_whole);
+            }
+            // Once the content has closed, what was held cannot grow into the example.
+            if self.ended.is_some() && !self.example_whole {
+                out.push_str(&std::mem::take(pending));
             }
         }
         self.shown += out.len();
@@ -293,6 +337,38 @@ pub fn content_end(text: &str) -> Option<usize> {
     s.ended()
 }
 
+/// Of `pending` answer text, what may be shown now: all of it but the tail from a number
+/// that could still grow into the prompt's example expression (`12.`, `12.5 *`), or from
+/// where the example is written whole (then `whole` is set). Spaces are read as the
+/// check reads them, not at all, and `×` as `*`; a number right after a digit or a point
+/// is a part of a longer one, which the example cannot be.
+fn release(pending: &mut String, whole: &mut bool) -> String {
+    let example: String = EXAMPLE_VALUE.split_whitespace().collect();
+    let at = pending.char_indices().find_map(|(i, c)| {
+        let starts =
+            c.is_ascii_digit() && !pending[..i].ends_with(|p: char| p.is_ascii_digit() || p == '.');
+        if !starts {
+            return None;
+        }
+        let rest: String = pending[i..]
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .map(|c| if c == '×' { '*' } else { c })
+            .collect();
+        if rest.starts_with(&example) {
+            *whole = true;
+        }
+        (*whole || example.starts_with(&rest)).then_some(i)
+    });
+    match at {
+        Some(i) => {
+            let kept = pending.split_off(i);
+            std::mem::replace(pending, kept)
+        }
+        None => std::mem::take(pending),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,6 +421,35 @@ mod tests {
             r#"{"kind": "final_answer", "content": "<b>4</b>"}"#,
             "<b>4</b>",
         );
+    }
+
+    #[test]
+    fn the_prompts_example_is_held_from_where_it_could_begin() {
+        let shown = |reply: &str| -> Vec<String> {
+            let chars: Vec<(usize, char)> = reply.char_indices().collect();
+            let mut cuts = Vec::new();
+            for (i, _) in chars {
+                let mut s = AnswerStream::holding_example();
+                cuts.push(s.feed(&reply[..i]) + &s.feed(&reply[i..]));
+            }
+            cuts.dedup();
+            cuts
+        };
+        // However the reply is cut, nothing from the example on is shown.
+        let copy = r#"{"kind": "final_answer", "content": "Tampereessa on 12.5 × 4 = 50"}"#;
+        assert_eq!(shown(copy), ["Tampereessa on "]);
+        // Text that only begins like it is shown once it parts from it.
+        for answer in [
+            "It is 12.50 euros",
+            "112.5 * 4 = 450",
+            "Sure, 12 eggs",
+            "Take 4 * 12",
+        ] {
+            let reply = format!(r#"{{"kind": "final_answer", "content": "{answer}"}}"#);
+            assert_eq!(shown(&reply), [answer], "{answer}");
+        }
+        // A stream that does not hold it shows it as written.
+        assert_eq!(all(&[copy]), "Tampereessa on 12.5 × 4 = 50");
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! Change this text only with a measurement before and after (`toolloop eval`).
 //!
 //! The prompt is built once per run and never changes, so the server's prompt cache is
-//! reused from one iteration to the next.
+//! reused from one iteration to the next; the one exception is an answer that copies the
+//! example, after which the run goes on without it (`without_example`).
 
 use serde_json::Value;
 
@@ -125,7 +126,8 @@ fn reasoned(tools: &[ToolSpec], extra: Option<&str>) -> String {
          Shakespeare.\"}\n",
     );
     if !tools.iter().any(|t| t.name == "calculator") {
-        p.push_str("(calculator is only an example: call the tools listed above.)\n");
+        p.push_str(ONLY_AN_EXAMPLE);
+        p.push('\n');
     }
     push_extra(&mut p, extra);
     p
@@ -224,6 +226,26 @@ fn type_name(s: &Value) -> String {
 /// carries it, unsaid, copied from here (`checks/example_copy.rs`).
 pub(crate) const EXAMPLE_VALUE: &str = "12.5 * 4";
 
+/// A system prompt with the example call's lines taken out, or `None` when it has none
+/// (a person's own prompt). A model that answered chit-chat with the example ("12.5 * 4 =
+/// 50" for "Thanks, that's all I needed.") wrote it again when told not to, 3 times of
+/// 3, and answered in its own words without it (`checks/example_copy.rs`).
+pub(crate) fn without_example(system: &str) -> Option<String> {
+    let asked = format!("How much is {EXAMPLE_VALUE}?");
+    let example = |line: &str| line.contains(&asked) || line.starts_with(ONLY_AN_EXAMPLE);
+    if !system.lines().any(example) {
+        return None;
+    }
+    let kept: Vec<&str> = system
+        .split_inclusive('\n')
+        .filter(|l| !example(l))
+        .collect();
+    Some(kept.concat())
+}
+
+/// The note under the example of a catalogue without a calculator.
+const ONLY_AN_EXAMPLE: &str = "(calculator is only an example: call the tools listed above.)";
+
 /// One example call, always the measured calculator one. For a catalogue without a
 /// calculator it is marked as only an example: an example built from a real tool's schema
 /// had its made-up values copied into real calls ("some species", Gemma 3 270M on BFCL).
@@ -234,7 +256,7 @@ fn example(tools: &[ToolSpec]) -> String {
     if tools.iter().any(|t| t.name == "calculator") {
         return calc.to_string();
     }
-    format!("{calc}(calculator is only an example: call the tools listed above.)\n")
+    format!("{calc}{ONLY_AN_EXAMPLE}\n")
 }
 
 #[cfg(test)]
@@ -257,6 +279,33 @@ mod tests {
             let quoted = format!("\"expression\": \"{EXAMPLE_VALUE}\"");
             assert!(example(tools).contains(&quoted));
         }
+    }
+
+    #[test]
+    fn without_example_takes_out_the_example_and_nothing_else_in_every_form() {
+        let calc = calculator();
+        let other = [ToolSpec::new(
+            "get_weather",
+            "Weather",
+            json!({"type": "object"}),
+        )];
+        for tools in [&calc[..], &other[..]] {
+            for decide in [Decide::Direct, Decide::Reason] {
+                for max_calls in [1, 8] {
+                    let prompt = system_prompt(tools, Some("Be brief."), decide, max_calls);
+                    let without = without_example(&prompt).unwrap();
+                    assert!(!without.contains(EXAMPLE_VALUE), "{without}");
+                    assert!(!without.contains(ONLY_AN_EXAMPLE), "{without}");
+                    let kept: Vec<&str> = prompt
+                        .lines()
+                        .filter(|l| !l.contains(EXAMPLE_VALUE) && !l.starts_with('('))
+                        .collect();
+                    assert_eq!(without.lines().collect::<Vec<_>>(), kept);
+                    assert_eq!(without_example(&without), None);
+                }
+            }
+        }
+        assert_eq!(without_example("A person's own prompt."), None);
     }
 
     #[test]

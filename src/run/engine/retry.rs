@@ -4,13 +4,14 @@
 //! when that reply is not a valid turn the first one is carried out as it was. The asking
 //! was the engine's idea, so its failure must not cost the calls the model already made
 //! right: on Gemma 3 270M six runs of twenty ended with no call at all that way
-//! (`BENCHMARKS.md`, "Numbers a single call left out"). A part of
+//! (`BENCHMARKS.md`, "Numbers a single call left out"). An answer a check refuses
+//! (`example-copy`) is asked for again without the example it copied. A part of
 //! [`crate::run::engine`] in a file of its own so that the state machine reads in one
 //! sitting.
 
 use super::{Call, Engine, State};
 use crate::checks::Verdict;
-use crate::message::{ChatReply, StopReason};
+use crate::message::{ChatReply, Role, StopReason};
 use crate::run::ending::Ending;
 use crate::run::events::Event;
 use crate::run::feedback;
@@ -36,6 +37,37 @@ pub(super) struct AskedAgain {
 }
 
 impl Engine {
+    /// A final answer a check refuses (`example-copy`: it writes the prompt's example) is
+    /// asked for again on the history as it was, with the example out of the system prompt
+    /// for the rest of the run, and only an answer allowed: the model chose to answer. Told
+    /// why instead, with its copy in the history, Qwen2.5-Coder 0.5B wrote it again 3
+    /// times of 3; without the example it answered in its own words (`BENCHMARKS.md`, "An
+    /// answer that is the prompt's example"). Only where the prompt holds the example, the
+    /// evidence that the answer copied it, and so once a run at most; `true` when the
+    /// answer was refused.
+    pub(super) fn refuse_answer(&mut self, turn: &Turn) -> bool {
+        let Turn::FinalAnswer { content, .. } = turn else {
+            return false;
+        };
+        let Some(system) = self.history.first_mut().filter(|m| m.role == Role::System) else {
+            return false;
+        };
+        let Some(without) = crate::turn::prompt::without_example(&system.content) else {
+            return false;
+        };
+        let said = feedback::evidence(&self.history);
+        let Some((check, why)) = self.checks.judge_answer(&said, content) else {
+            return false;
+        };
+        self.history[0].content = without;
+        self.forced_answer = true;
+        self.events.push(Event::AnswerRefused {
+            check: check.to_string(),
+            why,
+        });
+        true
+    }
+
     /// A call whose reply stopped at the token limit inside a value (a path, a SQL
     /// statement cut part-way) is never run: repaired, it would be a call nobody wrote.
     /// The model is asked again with twice the room once; a second cut ends the run.
@@ -351,5 +383,50 @@ pub(super) mod tests {
         );
         assert_eq!(e.next_step(), Step::CallModel);
         assert!(e.messages().len() > 2);
+    }
+
+    #[test]
+    fn an_answer_that_is_the_prompts_example_is_asked_again_without_the_example() {
+        let engine = |config| {
+            let system = crate::turn::prompt::build_system_prompt(&[calc()], None);
+            Engine::new(
+                vec![crate::message::Message::system(&system)],
+                "Thanks, that's all I needed.",
+                vec![calc()],
+                config,
+            )
+        };
+        let copy = r#"{"kind":"final_answer","content":"12.5 * 4 = 50","thought":""}"#;
+        let mut e = engine(crate::config::Config::default());
+        e.next_step();
+        let before = e.messages().to_vec();
+        e.model_replied(&reply(copy));
+        let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
+        assert_eq!(
+            line,
+            "example-copy: the answer was refused: it writes the prompt's example 12.5 * 4, which nobody in the conversation gave; asked again without the example"
+        );
+        // The same history, but for the example; only an answer allowed.
+        assert_eq!(e.next_step(), Step::CallModel);
+        assert_eq!(e.messages().len(), before.len());
+        assert!(before[0].content.contains("12.5 * 4"));
+        assert!(!e.messages()[0].content.contains("12.5 * 4"));
+        assert_eq!(e.messages()[1..], before[1..]);
+        assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+        // Without the example in the prompt, the same text is the model's own.
+        e.model_replied(&reply(copy));
+        assert_eq!(e.next_step(), Step::Done);
+        assert_eq!(e.ending().unwrap().answer(), Some("12.5 * 4 = 50"));
+        // With the check off, the copy is the answer.
+        let mut levels = crate::checks::CheckLevels::default();
+        levels.set("example-copy", false).unwrap();
+        let mut off = engine(crate::config::Config {
+            checks: levels,
+            ..Default::default()
+        });
+        off.next_step();
+        off.model_replied(&reply(copy));
+        assert_eq!(off.next_step(), Step::Done);
+        assert_eq!(off.ending().unwrap().answer(), Some("12.5 * 4 = 50"));
     }
 }

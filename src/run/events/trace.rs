@@ -129,6 +129,7 @@ impl Trace {
             | Event::MoreCalls { .. }
             | Event::AskedAgainFailed { .. }
             | Event::NotYet { .. }
+            | Event::AnswerRefused { .. }
             | Event::Decision { .. } => format!("[CHECK] {}", event.check_line()?),
             Event::Repeat { tool, count } => {
                 format!("[OBSERVE] {tool}: repeated call #{count}, earlier result reused")
