@@ -29,9 +29,9 @@
 //!
 //! An answer can copy the example too. Qwen2.5-Coder 0.5B answered "Thanks, that's all
 //! I needed.", "Dobré ráno!" and a Hindi request for a song with "12.5 * 4 = 50", and a
-//! Finnish question for a pharmacy with "Tampereessa on 12.5 * 4 = 50": 7 of the 305
-//! replies recorded on the everyday, errands and scripts sets (`BENCHMARKS.md`, "An
-//! answer that is the prompt's example"). An answer that writes the example's
+//! Finnish question for a pharmacy with "Tampereessa on 12.5 * 4 = 50": 7 of the 156
+//! runs on the everyday, errands and scripts sets ended on such an answer
+//! (`BENCHMARKS.md`, "An answer that is the prompt's example"). An answer that writes the example's
 //! expression ([`example_in`]) where neither the person nor a tool ever gave its
 //! fractional number is refused, and the model is asked for its answer again with the
 //! example out of its prompt (`run/engine/retry.rs`). A question that says 12.5 (or a
@@ -55,7 +55,7 @@ pub static INFO: CheckInfo = CheckInfo {
     why: "a very small model copies the examples it was shown into calls the request never asked for",
     example: "\"Wie spät ist es in Tokio?\" with a calculator among the tools: calculator(expression: \"12.5 * 4\") is the prompt's example: declined, the model answers",
     safety: "It acts only on a value equal to the example toolloop's own prompt shows, and only where the person's words do not ground it; it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
-    measured: "Invariant: every right call of BFCL (1,000), the everyday, language and scripts sets passes unchanged. Gemma 3 270M, validation halves, off -> on (live): five-language no-tool requests answered without a tool 1 -> 15 of 15, everyday ones 0 -> 7 of 15, right calls unchanged. Qwen 0.5B: nothing moved (it copied the example in 3 of 70 first replies, which tool-fit declined already). The example's 12.5 and a description's example id (eighteenth pass), Qwen 0.5B calibrated, one at a time: no-tool requests answered without a call, held-back errands 6 -> 9 of 14, five languages 20 -> 23 of 25, everyday 19 -> 21 of 30; no right call lost. BENCHMARKS.md, \"Examples copied\" and \"Examples copied, again\".",
+    measured: "Invariant: every right call of BFCL (1,000), the everyday, language and scripts sets passes unchanged. Gemma 3 270M, validation halves, off -> on (live): five-language no-tool requests answered without a tool 1 -> 15 of 15, everyday ones 0 -> 7 of 15, right calls unchanged. Qwen 0.5B: nothing moved (it copied the example in 3 of 70 first replies, which tool-fit declined already). The example's 12.5 and a description's example id (eighteenth pass), Qwen 0.5B calibrated, one at a time: no-tool requests answered without a call, held-back errands 6 -> 9 of 14, five languages 20 -> 23 of 25, everyday 19 -> 21 of 30; no right call lost. Answers that write the example (nineteenth pass), Qwen 0.5B: 7 of 226 runs ended on one -> 0, every score the same. BENCHMARKS.md, \"Examples copied\", \"Examples copied, again\" and \"An answer that is the prompt's example\".",
 };
 
 /// The `example-copy` check.
