@@ -22,9 +22,10 @@
 //! ([`LONG_CYCLE_MAX`]), counts when it comes [`LONG_CYCLE_REPEATS`] times in a row.
 //!
 //! A loop inside one word has no pairs: "Tampereessa on 1000000…" to the token limit
-//! (Qwen, 242 zeros, 12 s), `"expression": "12.5 * 4.0000…"` (Gemma). The same
-//! character [`CHAR_RUN`] times in a row counts too; 6 of 2,325 replies recorded in this
-//! round's evaluations did it, every one a run of zeros that ended at the token limit.
+//! (Qwen, 242 zeros), `"expression": "12.5 * 4.0000…"` (Gemma). The same letter or
+//! digit [`CHAR_RUN`] times in a row counts too; 6 of 2,325 replies recorded in this
+//! round's evaluations did it, every one a run of zeros that ended at the token limit. A
+//! line of `-` or `=` is left alone: an answer may draw one.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -40,7 +41,7 @@ pub static INFO: CheckInfo = CheckInfo {
     why: "small models can loop until the token limit, and the person waits for nothing",
     example: "`[\"heating systems\", \"heating systems\", ...]` is cut after the first; the same two calls written over and over are cut after their first time; the repairer closes the array",
     safety: "It acts on the reply's own text, never on a value the model finished: it cuts only where a phrase repeats enough times that the model is stuck. On by default.",
-    measured: "Invariant: no right call cut (everyday 60, languages 45, BFCL 996). One character 64 times in a row: 6 of 2,325 replies recorded, every one zeros to the token limit (Qwen's 'Tampereessa on 1000…', 269 tokens). Of 1,372 replies recorded on both models, 37 looped with a run of 4 to 16 words (none a right call). Gemma 3 270M, BFCL parallel (20): 305 → 265 tokens and 23.3 → 20.0 s per case, 0 → 1 right; Qwen 0.5B: nothing right moved, answers in five languages a third shorter. BENCHMARKS.md, \"Loops longer than a pair\".",
+    measured: "Invariant: no right call cut (everyday 60, languages 45, BFCL 996). One letter or digit 64 times in a row: 6 of 2,325 replies recorded, every one zeros to the token limit (Qwen's 'Tampereessa on 1000…', 269 tokens). Of 1,372 replies recorded on both models, 37 looped with a run of 4 to 16 words (none a right call). Gemma 3 270M, BFCL parallel (20): 305 → 265 tokens and 23.3 → 20.0 s per case, 0 → 1 right; Qwen 0.5B: nothing right moved, answers in five languages a third shorter. BENCHMARKS.md, \"Loops longer than a pair\".",
 };
 
 /// The `looping-reply` check.
@@ -94,8 +95,8 @@ pub const LONG_CYCLE_MAX: usize = 96;
 /// of a whole paragraph").
 pub const LONG_CYCLE_REPEATS: usize = 3;
 
-/// How many times in a row one character (not a space) must come to count as a loop:
-/// more than an id or a hash made of one digit would need (an all-zero address is 40).
+/// How many times in a row one letter or digit must come to count as a loop: more than
+/// an id or a hash made of one digit would need (an all-zero address is 40).
 pub const CHAR_RUN: usize = 64;
 
 /// Watches a streamed reply for a loop.
@@ -143,8 +144,8 @@ impl Repetition {
         found
     }
 
-    /// A character come [`CHAR_RUN`] times in a row in the text from `at` on (with the
-    /// run it continues): the reply is cut after its first.
+    /// A letter or digit come [`CHAR_RUN`] times in a row in the text from `at` on (with
+    /// the run it continues): the reply is cut after its first.
     fn char_run(&mut self, at: usize) -> Option<Loop> {
         for (i, c) in self.text[at..].char_indices() {
             let run = match self.run {
@@ -152,7 +153,7 @@ impl Repetition {
                 _ => (c, 1, at + i),
             };
             self.run = Some(run);
-            if run.1 >= CHAR_RUN && !c.is_whitespace() {
+            if run.1 >= CHAR_RUN && c.is_alphanumeric() {
                 return Some(Loop {
                     phrase: c.to_string().repeat(8),
                     keep: run.2 + c.len_utf8(),
@@ -305,9 +306,10 @@ mod tests {
         assert_eq!(kept, format!("{start}0"));
         assert_eq!(l.phrase, "00000000");
         let address = format!(
-            r#"{{"address": "0x{}", "note": "{}"}}"#,
+            r#"{{"address": "0x{}", "note": "{}{}"}}"#,
             "0".repeat(40),
-            " ".repeat(100)
+            " ".repeat(100),
+            "-".repeat(100)
         );
         assert_eq!(run(&[&address]), None);
     }
