@@ -319,61 +319,39 @@ mod ask {
     }
 
     /// A first call that carries the prompt's own example, on a request that never
-    /// says it, is declined unrun (`example-copy`), said without -v, and the model
-    /// answers instead.
+    /// says it, is declined unrun (`example-copy`), and the model answers instead; an
+    /// answer that writes the example is refused, never shown, and asked for again
+    /// without the example in the prompt. Each is said without -v, and the answer that
+    /// follows is the one printed.
     #[test]
-    fn a_call_that_copies_the_prompts_example_is_declined_and_said() {
+    fn what_copies_the_prompts_example_is_declined_or_refused_and_said() {
         let paris = r#"{"kind":"final_answer","thought":"","content":"Paris."}"#;
-        let fake = fake_ollama(&[CALC, paris]);
-        let out = toolloop(
-            &[
-                "ask",
-                "What is the capital of France?",
-                "--ollama-host",
-                &fake.url,
-                "--builtin",
-            ],
-            b"",
-        );
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{err}");
-        assert!(
-            err.contains(
-                "[Check] example-copy: declined calculator: calculator's expression is the prompt's example, which the request never says"
-            ),
-            "{err}"
-        );
-        assert!(!err.contains("[Tool Call: calculator]"), "{err}");
-        assert_eq!(text(&out.stdout), "Paris.\n");
-    }
-
-    /// An answer that writes the prompt's example, to a request that never gave it, is
-    /// refused (`example-copy`), said without -v, never shown, and the model is asked
-    /// again without the example in its prompt; its next answer is the one printed.
-    #[test]
-    fn an_answer_that_copies_the_prompts_example_is_refused_unshown_and_said() {
         let copy = r#"{"kind":"final_answer","thought":"","content":"12.5 * 4 = 50"}"#;
         let welcome = r#"{"kind":"final_answer","thought":"","content":"You're welcome!"}"#;
-        let fake = fake_ollama(&[copy, welcome]);
-        let out = toolloop(
-            &[
-                "ask",
-                "Thanks, that's all I needed.",
-                "--ollama-host",
-                &fake.url,
-                "--builtin",
-            ],
-            b"",
-        );
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{err}");
-        assert!(
-            err.contains(
-                "[Check] example-copy: the answer was refused: it writes the prompt's example 12.5 * 4, which nobody in the conversation gave; asked again without the example"
+        let runs = [
+            (
+                [CALC, paris],
+                "What is the capital of France?",
+                "[Check] example-copy: declined calculator: calculator's expression is the prompt's example, which the request never says",
+                "Paris.\n",
             ),
-            "{err}"
-        );
-        assert_eq!(text(&out.stdout), "You're welcome!\n");
+            (
+                [copy, welcome],
+                "Thanks, that's all I needed.",
+                "[Check] example-copy: the answer was refused: it writes the prompt's example 12.5 * 4, which nobody in the conversation gave; asked again without the example",
+                "You're welcome!\n",
+            ),
+        ];
+        for (replies, question, line, answer) in runs {
+            let fake = fake_ollama(&replies);
+            let args = ["ask", question, "--ollama-host", &fake.url, "--builtin"];
+            let out = toolloop(&args, b"");
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{err}");
+            assert!(err.contains(line), "{err}");
+            assert!(!err.contains("[Tool Call: calculator]"), "{err}");
+            assert_eq!(text(&out.stdout), answer);
+        }
     }
 
     /// The same copied example written in the list form: the calculator only reads, so
