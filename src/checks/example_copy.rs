@@ -37,14 +37,10 @@
 //! example out of its prompt (`run/engine/retry.rs`). A question that says 12.5 (or a
 //! result of 12.5) makes the expression theirs: "50 / 4 = 12.5, and 12.5 * 4 = 50" stands.
 
-use std::ops::Range;
-use std::sync::LazyLock;
-
-use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::{Check, CheckInfo, Effect, Evidence, Judgement, TurnContext};
-use crate::turn::prompt::EXAMPLE_VALUE;
+use crate::turn::prompt::{EXAMPLE_VALUE, example_in, example_numbers};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
@@ -98,6 +94,10 @@ impl Check for ExampleCopy {
         }
     }
 
+    fn judges_answers(&self) -> bool {
+        true
+    }
+
     fn judge_answer(&self, said: &Evidence, content: &str) -> Option<String> {
         let at = example_in(content)?;
         let unsaid = example_numbers()
@@ -110,38 +110,6 @@ impl Check for ExampleCopy {
             )
         })
     }
-}
-
-/// The numbers the prompt's example writes: 12.5 and 4.
-fn example_numbers() -> impl Iterator<Item = f64> {
-    EXAMPLE_VALUE
-        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .filter_map(|w| w.parse::<f64>().ok())
-}
-
-/// Where `text` writes the prompt's example expression (`12.5 * 4`, with spaces or
-/// none, `×` for `*`), not as a part of longer numbers (`112.5 * 45`): its byte range.
-pub(crate) fn example_in(text: &str) -> Option<Range<usize>> {
-    // Two numbers about a product sign, read from each place a number starts; whether
-    // they are the example's is read from their values, so that a longer number is never
-    // taken for one of them.
-    static PRODUCT: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"^[0-9][0-9.]*\s*[*×]\s*[0-9][0-9.]*").expect("a valid regex")
-    });
-    let wanted: Vec<f64> = example_numbers().collect();
-    let mut starts = text.char_indices().filter(|&(i, c)| {
-        c.is_ascii_digit() && !text[..i].ends_with(|p: char| p.is_ascii_digit() || p == '.')
-    });
-    starts.find_map(|(i, _)| {
-        let m = PRODUCT.find(&text[i..])?;
-        let mut numbers = m
-            .as_str()
-            .split(['*', '×'])
-            .map(|n| n.trim().trim_end_matches('.').parse::<f64>().ok());
-        let (a, b) = (numbers.next()??, numbers.next()??);
-        let end = i + m.as_str().trim_end_matches('.').len();
-        (wanted == [a, b]).then_some(i..end)
-    })
 }
 
 /// The first argument whose value is the prompt's example, or its number with a fraction

@@ -335,6 +335,12 @@ pub(crate) trait Check: Sync {
         None
     }
 
+    /// Whether it implements `judge_answer`, so that an answer's text is held while it
+    /// streams where it could turn out to be what the check refuses.
+    fn judges_answers(&self) -> bool {
+        false
+    }
+
     /// Judges one call: may rewrite or drop its arguments (each change a finding), or
     /// return the arguments to ask the person for.
     fn judge_call(
@@ -408,9 +414,7 @@ impl Checks {
     /// where it could turn out to be what such a check refuses
     /// ([`crate::turn::answer_stream::AnswerStream::holding_example`]).
     pub fn judges_answers(&self) -> bool {
-        self.on
-            .iter()
-            .any(|c| c.info().name == example_copy::INFO.name)
+        self.on.iter().any(|c| c.judges_answers())
     }
 
     /// What the checks that judge a turn by all of its calls found: a judgement that

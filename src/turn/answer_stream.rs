@@ -18,7 +18,7 @@
 //! prompt's example expression, which that check refuses as an answer.
 
 use crate::turn::placeholder::may_be_placeholder;
-use crate::turn::prompt::EXAMPLE_VALUE;
+use crate::turn::prompt::{example_in, example_may_begin};
 #[cfg(doc)]
 use crate::turn::reply::ANSWER_PLACEHOLDER;
 
@@ -85,9 +85,6 @@ pub struct AnswerStream {
     /// Answer text held while it could be turning into the prompt's example expression
     /// ([`AnswerStream::holding_example`]); `None` when such text is not held.
     example: Option<String>,
-    /// The example was written whole: the rest of the answer is held too, until the
-    /// reply is judged.
-    example_whole: bool,
     /// Bytes of the reply read so far.
     read: usize,
     /// Where the answer's content string closed: the byte just after its quote.
@@ -110,7 +107,6 @@ impl Default for AnswerStream {
             shown: 0,
             doubted: Some(String::new()),
             example: None,
-            example_whole: false,
             read: 0,
             ended: None,
         }
@@ -162,13 +158,8 @@ impl AnswerStream {
         }
         if let Some(pending) = &mut self.example {
             pending.push_str(&std::mem::take(&mut out));
-            if !self.example_whole {
-                out = release(pending, &mut self.example_whole);
-            }
             // Once the content has closed, what was held cannot grow into the example.
-            if self.ended.is_some() && !self.example_whole {
-                out.push_str(&std::mem::take(pending));
-            }
+            out = release(pending, self.ended.is_some());
         }
         self.shown += out.len();
         out
@@ -337,29 +328,14 @@ pub fn content_end(text: &str) -> Option<usize> {
     s.ended()
 }
 
-/// Of `pending` answer text, what may be shown now: all of it but the tail from a number
-/// that could still grow into the prompt's example expression (`12.`, `12.5 *`), or from
-/// where the example is written whole (then `whole` is set). Spaces are read as the
-/// check reads them, not at all, and `×` as `*`; a number right after a digit or a point
-/// is a part of a longer one, which the example cannot be.
-fn release(pending: &mut String, whole: &mut bool) -> String {
-    let example: String = EXAMPLE_VALUE.split_whitespace().collect();
-    let at = pending.char_indices().find_map(|(i, c)| {
-        let starts =
-            c.is_ascii_digit() && !pending[..i].ends_with(|p: char| p.is_ascii_digit() || p == '.');
-        if !starts {
-            return None;
-        }
-        let rest: String = pending[i..]
-            .chars()
-            .filter(|c| !c.is_whitespace())
-            .map(|c| if c == '×' { '*' } else { c })
-            .collect();
-        if rest.starts_with(&example) {
-            *whole = true;
-        }
-        (*whole || example.starts_with(&rest)).then_some(i)
-    });
+/// Of `pending` answer text, what may be shown now: all of it but what runs from where
+/// it writes the prompt's example (held until the reply is judged), or the tail that
+/// could still grow into the example while the content is still `open`. Read again on
+/// each piece, so that `12.5 * 4` that goes on as `12.5 * 45` is let go.
+fn release(pending: &mut String, closed: bool) -> String {
+    let at = example_in(pending)
+        .map(|r| r.start)
+        .or_else(|| example_may_begin(pending).filter(|_| !closed));
     match at {
         Some(i) => {
             let kept = pending.split_off(i);
@@ -444,6 +420,7 @@ mod tests {
             "112.5 * 4 = 450",
             "Sure, 12 eggs",
             "Take 4 * 12",
+            "12.5 * 45 = 562.5",
         ] {
             let reply = format!(r#"{{"kind": "final_answer", "content": "{answer}"}}"#);
             assert_eq!(shown(&reply), [answer], "{answer}");

@@ -16,6 +16,10 @@
 //! reused from one iteration to the next; the one exception is an answer that copies the
 //! example, after which the run goes on without it (`without_example`).
 
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde_json::Value;
 
 use crate::tool_spec::ToolSpec;
@@ -241,6 +245,61 @@ pub(crate) fn without_example(system: &str) -> Option<String> {
         .filter(|l| !example(l))
         .collect();
     Some(kept.concat())
+}
+
+/// Where `text` writes the prompt's example expression (`12.5 * 4`, with spaces or
+/// none, `×` for `*`), not as a part of longer numbers (`112.5 * 45`): its byte range.
+/// What `example-copy` refuses in an answer, and what the answer stream holds back.
+pub(crate) fn example_in(text: &str) -> Option<Range<usize>> {
+    // Two numbers about a product sign, read from each place a number starts; whether
+    // they are the example's is read from their values, so that a longer number is never
+    // taken for one of them.
+    static PRODUCT: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^[0-9][0-9.]*\s*[*×]\s*[0-9][0-9.]*").expect("a valid regex")
+    });
+    let wanted: Vec<f64> = example_numbers().collect();
+    number_starts(text).find_map(|i| {
+        let m = PRODUCT.find(&text[i..])?;
+        let mut numbers = m
+            .as_str()
+            .split(['*', '×'])
+            .map(|n| n.trim().trim_end_matches('.').parse::<f64>().ok());
+        let (a, b) = (numbers.next()??, numbers.next()??);
+        let end = i + m.as_str().trim_end_matches('.').len();
+        (wanted == [a, b]).then_some(i..end)
+    })
+}
+
+/// Where the end of `text` could still grow into the prompt's example (`12.`, `12.5 *`):
+/// the first number whose text from there on is the beginning of the example's, spaces
+/// left out and `×` read as `*`.
+pub(crate) fn example_may_begin(text: &str) -> Option<usize> {
+    let example: String = EXAMPLE_VALUE.split_whitespace().collect();
+    number_starts(text).find(|&i| {
+        let rest: String = text[i..]
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .map(|c| if c == '×' { '*' } else { c })
+            .collect();
+        example.starts_with(&rest)
+    })
+}
+
+/// The numbers the prompt's example writes: 12.5 and 4.
+pub(crate) fn example_numbers() -> impl Iterator<Item = f64> {
+    EXAMPLE_VALUE
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|w| w.parse::<f64>().ok())
+}
+
+/// Where each number of `text` starts: a digit not right after a digit or a point, which
+/// would make it a part of a longer number.
+fn number_starts(text: &str) -> impl Iterator<Item = usize> + '_ {
+    text.char_indices()
+        .filter(|&(i, c)| {
+            c.is_ascii_digit() && !text[..i].ends_with(|p: char| p.is_ascii_digit() || p == '.')
+        })
+        .map(|(i, _)| i)
 }
 
 /// The note under the example of a catalogue without a calculator.

@@ -49,7 +49,7 @@ impl Engine {
         let Turn::FinalAnswer { content, .. } = turn else {
             return false;
         };
-        let Some(system) = self.history.first_mut().filter(|m| m.role == Role::System) else {
+        let Some(system) = self.history.first().filter(|m| m.role == Role::System) else {
             return false;
         };
         let Some(without) = crate::turn::prompt::without_example(&system.content) else {
