@@ -51,7 +51,7 @@ pub(crate) use grounding::Evidence;
 pub use levels::{CheckLevels, all};
 pub(crate) use looping_reply::{Loop, StreamWatch};
 pub(crate) use nothing_new::Earlier;
-pub use tool_probability::tool_share;
+pub use tool_probability::{name_share, tool_share};
 
 /// What a check does when it fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +145,12 @@ pub(crate) struct TurnContext<'a> {
     pub left: &'a [f64],
 }
 
+/// [`tool_probability::name_share`] over the names the turn's schema allowed.
+fn name_share_of(ctx: &TurnContext<'_>) -> Option<f64> {
+    let names: Vec<&str> = ctx.specs.iter().map(|s| s.name.as_str()).collect();
+    tool_probability::name_share(ctx.reply, &names)
+}
+
 /// `value < bar` for a decline line, with the fewest decimals (two to four) that show the
 /// one below the other: a call declined at p 0.9989 against a bar of 0.999 read
 /// "p 1.00 < 1.00" with two.
@@ -188,6 +194,9 @@ pub(crate) struct Judgement {
     /// For a turn of several calls: the model's share of probability for several rather
     /// than one ([`tool_probability::several_share`]).
     pub p_several: Option<f64>,
+    /// The model's share of probability for the names the schema allowed, where its
+    /// first call's tool name begins ([`tool_probability::name_share`]).
+    pub p_name: Option<f64>,
     /// For a turn of several calls: the model's share for one more call where it closed
     /// the list ([`tool_probability::more_share`]).
     pub p_more: Option<f64>,
@@ -469,6 +478,7 @@ impl Checks {
             && let Some(mut judgement) = self.judge_calls(ctx, calls)
         {
             judgement.p_tool = tool_probability::tool_share(ctx.reply);
+            judgement.p_name = name_share_of(ctx);
             let tool = tool.clone();
             findings.push(Finding::Decision { tool, judgement });
             return (findings, Verdict::Decline { instead: vec![] });
@@ -484,6 +494,7 @@ impl Checks {
             let more_by = judgement.more_by;
             let left = std::mem::take(&mut judgement.more_left);
             judgement.p_several = tool_probability::several_share(ctx.reply);
+            judgement.p_name = name_share_of(ctx);
             // Read once: `more-calls`, when on, has read it already.
             if judgement.p_more.is_none() {
                 judgement.p_more = tool_probability::more_share(ctx.reply);

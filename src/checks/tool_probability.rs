@@ -66,18 +66,87 @@ const KINDS: [&str; 3] = ["tool_call", "final_answer", "clarify"];
 
 /// Where the value of `"kind"` begins in `text` (just after its opening quote).
 fn kind_value_offset(text: &str) -> Option<usize> {
-    let at = text.find("\"kind\"")? + "\"kind\"".len();
-    let rest = &text[at..];
-    let colon = rest.find(':')?;
-    if !rest[..colon].trim().is_empty() {
-        return None;
+    value_offset(text, "kind")
+}
+
+/// Where the string value of the first key `key` begins in `text` (just after its
+/// opening quote). A quoted `key` inside a string value is escaped (`\"tool\"`), so it
+/// is never taken for the key.
+fn value_offset(text: &str, key: &str) -> Option<usize> {
+    let quoted = format!("\"{key}\"");
+    let mut from = 0;
+    while let Some(i) = text[from..].find(&quoted) {
+        let at = from + i + quoted.len();
+        let rest = &text[at..];
+        if let Some(colon) = rest.find(':')
+            && rest[..colon].trim().is_empty()
+        {
+            let after = &rest[colon + 1..];
+            let quote = after.find('"')?;
+            return after[..quote]
+                .trim()
+                .is_empty()
+                .then_some(at + colon + 1 + quote + 1);
+        }
+        from = at;
     }
-    let after = &rest[colon + 1..];
-    let quote = after.find('"')?;
-    after[..quote]
-        .trim()
-        .is_empty()
-        .then_some(at + colon + 1 + quote + 1)
+    None
+}
+
+/// The share of probability the model gave, at the token where its first call's tool
+/// name begins, to the names of the tools on offer (`names`), the only ones the schema
+/// lets it write. Where most of it went to
+/// names no tool has (`recipe` for `find_recipe`, or the prompt's example `calculator`
+/// where no calculator is listed), the name written was picked from what was left: on
+/// three held-back sets, under 0.2 the tool was the right one 11 times in 30, at 0.2 or
+/// more 33 times in 36 (`BENCHMARKS.md`, "Which tool the model picks"). Read for the
+/// record (the `Decision` event, `toolloop eval`'s `p_name`); no check acts on it yet.
+/// `None` when the reply has no call or no log-probabilities, or the name was given (a
+/// turn continued from its calls).
+///
+/// ```
+/// use toolloop::backend::{ChatReply, TokenLogprob};
+/// use toolloop::checks::name_share;
+///
+/// let text = r#"{"kind": "tool_call", "thought": "", "tool": "book_taxi", "arguments": {}}"#;
+/// let tok = |t: &str| TokenLogprob { token: t.into(), logprob: -0.1, top: vec![] };
+/// let logprobs = vec![
+///     tok(r#"{"kind": "tool_call", "thought": "", "tool": ""#),
+///     TokenLogprob {
+///         token: "book".into(),
+///         logprob: 0.15f64.ln(),
+///         top: vec![("recipe".into(), 0.2f64.ln()), ("book".into(), 0.15f64.ln()), ("find".into(), 0.05f64.ln())],
+///     },
+///     tok(r#"_taxi", "arguments": {}}"#),
+/// ];
+/// let reply = ChatReply { text: text.into(), logprobs, ..ChatReply::default() };
+/// let share = name_share(&reply, &["find_recipe", "book_taxi"]).unwrap();
+/// assert!((share - 0.2).abs() < 1e-9);
+/// ```
+pub fn name_share(reply: &ChatReply, names: &[&str]) -> Option<f64> {
+    let offset = value_offset(&reply.text, "tool")?;
+    let mut start = Some(reply.given).filter(|&given| given <= offset)?;
+    for t in reply.text_tokens() {
+        let end = start + t.token.len();
+        if end > offset {
+            let head = t.token.get(..offset.saturating_sub(start))?;
+            let p: f64 = alternatives(t)
+                .iter()
+                .filter(|(tok, _)| {
+                    // An alternative counts when it writes the same text up to the name and
+                    // then the beginning of a name the schema allows.
+                    tok.strip_prefix(head).is_some_and(|rest| {
+                        let value = rest.split('"').next().unwrap_or_default();
+                        !value.is_empty() && names.iter().any(|n| n.starts_with(value))
+                    })
+                })
+                .map(|(_, logprob)| logprob.exp())
+                .sum();
+            return Some(p.min(1.0));
+        }
+        start = end;
+    }
+    None
 }
 
 /// The kind a token continues, given the part of the value written before it.
@@ -373,6 +442,47 @@ mod tests {
             tool_share(&reply("{\"a\": 1}", &[("{\"a\": 1}", &[])])),
             None
         );
+    }
+
+    #[test]
+    fn the_share_of_the_listed_names_is_read_where_the_first_name_begins() {
+        let names = ["find_recipe", "book_taxi"];
+        // A list of calls, a thought that quotes the key, and the name's first token
+        // carrying the quote before it: only alternatives that write the same quote and
+        // then the beginning of a listed name count.
+        let text = r#"{"kind": "tool_calls", "thought": "a \"tool\": \"x\"", "calls": [{"tool": "book_taxi", "arguments": {}}]}"#;
+        let name = text.find("book_taxi").unwrap();
+        let r = reply(
+            text,
+            &[
+                (&text[..name - 2], &[]),
+                (
+                    " \"book",
+                    &[
+                        (" \"recipe", 0.5),
+                        (" \"book", 0.2),
+                        (" \"find", 0.1),
+                        (" \"booking", 0.1),
+                        ("book", 0.05),
+                    ],
+                ),
+                (&text[name + 4..], &[]),
+            ],
+        );
+        assert!((name_share(&r, &names).unwrap() - 0.3).abs() < 1e-9);
+        // A name the model was given (a turn continued from its calls) was not its choice.
+        let mut given = r.clone();
+        given.given = name + 2;
+        given.logprobs.clear();
+        given.logprobs.push(TokenLogprob {
+            token: text[name + 2..].into(),
+            logprob: 0.0,
+            top: vec![],
+        });
+        assert_eq!(name_share(&given, &names), None);
+        // An answer has no name to read.
+        let answer = r#"{"kind": "final_answer", "content": "x"}"#;
+        assert_eq!(name_share(&reply(answer, &[(answer, &[])]), &names), None);
     }
 
     #[test]

@@ -99,6 +99,11 @@ pub struct CaseResult {
     /// The model's share for one more call where it closed its list of calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p_more: Option<f64>,
+    /// The model's share of probability for the names it could write, where its first
+    /// call's tool name begins ([`crate::checks::name_share`]): under 0.2, the schema
+    /// picked the name from what the model left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_name: Option<f64>,
     /// Where the case's tokens and seconds went (up to its first calls: the case ends
     /// there).
     #[serde(default)]
@@ -214,6 +219,7 @@ struct Tally {
     fit: Option<f64>,
     p_several: Option<f64>,
     p_more: Option<f64>,
+    p_name: Option<f64>,
 }
 
 /// A backend that sends no schema, for [`Constraint::Off`].
@@ -351,12 +357,14 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
                     fit,
                     p_several,
                     p_more,
+                    p_name,
                     ..
                 } if t.p_tool.is_none() => {
                     t.p_tool = Some(*p_tool);
                     t.fit = *fit;
                     t.p_several = *p_several;
                     t.p_more = *p_more;
+                    t.p_name = *p_name;
                 }
                 _ => {}
             }
@@ -402,6 +410,7 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         fit: t.fit,
         p_several: t.p_several,
         p_more: t.p_more,
+        p_name: t.p_name,
         budget,
         ..CaseResult::scored(case, calls, error)
     }

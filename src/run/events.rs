@@ -211,6 +211,10 @@ pub enum Event {
         /// The model's share for one more call where it closed its list of calls.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         p_more: Option<f64>,
+        /// The model's share of probability for the names it could write, where its
+        /// first call's tool name begins (`crate::checks::name_share`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p_name: Option<f64>,
         /// Whether the call was declined: the model is asked again.
         declined: bool,
         /// Why it was declined: the figures against the thresholds (`p 0.62 < 0.80`).
@@ -453,6 +457,7 @@ impl From<Finding> for Event {
                 fit: judgement.fit,
                 p_several: judgement.p_several,
                 p_more: judgement.p_more,
+                p_name: judgement.p_name,
                 declined: judgement.declined || !judgement.instead.is_empty(),
                 reason: judgement.reason,
                 thresholds: None,
