@@ -145,7 +145,7 @@ pub(crate) struct TurnContext<'a> {
     pub left: &'a [f64],
 }
 
-/// [`tool_probability::name_share`] over the names the turn's schema allowed.
+/// [`tool_probability::name_share`] over the names of the tools on offer.
 fn name_share_of(ctx: &TurnContext<'_>) -> Option<f64> {
     let names: Vec<&str> = ctx.specs.iter().map(|s| s.name.as_str()).collect();
     tool_probability::name_share(ctx.reply, &names)
@@ -194,7 +194,7 @@ pub(crate) struct Judgement {
     /// For a turn of several calls: the model's share of probability for several rather
     /// than one ([`tool_probability::several_share`]).
     pub p_several: Option<f64>,
-    /// The model's share of probability for the names the schema allowed, where its
+    /// The model's share of probability for the names of the tools on offer, where its
     /// first call's tool name begins ([`tool_probability::name_share`]).
     pub p_name: Option<f64>,
     /// For a turn of several calls: the model's share for one more call where it closed

@@ -95,14 +95,14 @@ fn value_offset(text: &str, key: &str) -> Option<usize> {
 
 /// The share of probability the model gave, at the token where its first call's tool
 /// name begins, to the names of the tools on offer (`names`), the only ones the schema
-/// lets it write. Where most of it went to
-/// names no tool has (`recipe` for `find_recipe`, or the prompt's example `calculator`
-/// where no calculator is listed), the name written was picked from what was left: on
-/// three held-back sets, under 0.2 the tool was the right one 11 times in 30, at 0.2 or
-/// more 33 times in 36 (`BENCHMARKS.md`, "Which tool the model picks"). Read for the
-/// record (the `Decision` event, `toolloop eval`'s `p_name`); no check acts on it yet.
-/// `None` when the reply has no call or no log-probabilities, or the name was given (a
-/// turn continued from its calls).
+/// lets it write. Where most of it went to names no tool has (`recipe` for
+/// `find_recipe`, or the prompt's example `calculator` where no calculator is listed),
+/// the name written was picked from what was left: on three held-back sets, under 0.2
+/// the tool was the right one 11 times in 30, at 0.2 or more 33 times in 36
+/// (`BENCHMARKS.md`, "Which tool the model picks"). Read for the record (the `Decision`
+/// event, `toolloop eval`'s `p_name`); no check acts on it yet. `None` when the reply
+/// has no call or no log-probabilities, or the name was given (a turn continued from
+/// its calls).
 ///
 /// ```
 /// use toolloop::backend::{ChatReply, TokenLogprob};
