@@ -958,7 +958,7 @@ fn every_language_keeps_its_right_calls_and_decides_near_english() {
 /// a margin for how much the fit answer moved: the calibration these tests read says how
 /// much, and its bar sits that far below the right calls it kept (`BENCHMARKS.md`, "A
 /// margin for the fit's own noise"). Four at once it measured 0.007–0.012; one at a time
-/// it measures none, since the question is evaluated whole (`BENCHMARKS.md`, "The fit
+/// next to nothing, since the question is evaluated whole (`BENCHMARKS.md`, "The fit
 /// answer without the cache"). The bar also stays under the floor of its right calls
 /// (`BENCHMARKS.md`, "A floor for right calls of other sets").
 #[test]
@@ -978,9 +978,11 @@ fn calibration_measured_how_much_the_fit_answer_moves() {
         .as_f64()
         .expect("the spread was measured: enough calls were asked twice");
     // `scripts/test-all.sh` calibrates one case at a time, and llama-server evaluates a
-    // fit question whole (`cache_prompt: false`): asked twice, it answers the same.
+    // fit question whole (`cache_prompt: false`): asked twice, it answers the same or
+    // nearly. Nearly: one CI run measured 0.0006 (2026-11-28), where every run before it
+    // measured 0, so the bound is a third of the smallest spread measured four at once.
     assert!(
-        noise.abs() < 1e-9,
+        noise.abs() < 0.0025,
         "one fit answer's spread {noise}, one at a time"
     );
     let fit_min = entry["thresholds"]["fit_min"].as_f64().unwrap();
