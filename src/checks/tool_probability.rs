@@ -125,28 +125,15 @@ fn value_offset(text: &str, key: &str) -> Option<usize> {
 /// ```
 pub fn name_share(reply: &ChatReply, names: &[&str]) -> Option<f64> {
     let offset = value_offset(&reply.text, "tool")?;
-    let mut start = Some(reply.given).filter(|&given| given <= offset)?;
-    for t in reply.text_tokens() {
-        let end = start + t.token.len();
-        if end > offset {
-            let head = t.token.get(..offset.saturating_sub(start))?;
-            let p: f64 = alternatives(t)
-                .iter()
-                .filter(|(tok, _)| {
-                    // An alternative counts when it writes the same text up to the name and
-                    // then the beginning of a name the schema allows.
-                    tok.strip_prefix(head).is_some_and(|rest| {
-                        let value = rest.split('"').next().unwrap_or_default();
-                        !value.is_empty() && names.iter().any(|n| n.starts_with(value))
-                    })
-                })
-                .map(|(_, logprob)| logprob.exp())
-                .sum();
-            return Some(p.min(1.0));
-        }
-        start = end;
-    }
-    None
+    let p: f64 = choices_at(reply, offset)?
+        .iter()
+        .filter(|(rest, _)| {
+            let value = rest.split('"').next().unwrap_or_default();
+            !value.is_empty() && names.iter().any(|n| n.starts_with(value))
+        })
+        .map(|(_, logprob)| logprob.exp())
+        .sum();
+    Some(p.min(1.0))
 }
 
 /// The kind a token continues, given the part of the value written before it.
@@ -184,25 +171,35 @@ fn kind_of(before: &str, token: &str) -> Option<usize> {
 /// ```
 pub fn tool_share(reply: &ChatReply) -> Option<f64> {
     let offset = kind_value_offset(&reply.text)?;
-    // A kind the model was given (a turn continued from its calls) was not its choice.
+    let mut p = [0.0f64; 3];
+    for (rest, logprob) in choices_at(reply, offset)? {
+        if let Some(k) = kind_of("", &rest) {
+            p[k] += logprob.exp();
+        }
+    }
+    let total: f64 = p.iter().sum();
+    (total > 0.0).then(|| p[0] / total)
+}
+
+/// What the model could have written from `offset` of its reply on: the alternatives the
+/// server reported at the token that reaches past `offset`, each that writes the same
+/// text before `offset` as that token does, with that text taken off. `None` when no
+/// token reaches there, or the text at `offset` was given to the model (a turn continued
+/// from its calls): then it was not the model's choice.
+fn choices_at(reply: &ChatReply, offset: usize) -> Option<Vec<(String, f64)>> {
     let mut start = Some(reply.given).filter(|&given| given <= offset)?;
     for t in reply.text_tokens() {
         let end = start + t.token.len();
         if end > offset {
-            let cut = offset.saturating_sub(start);
-            let head = t.token.get(..cut)?;
-            let mut p = [0.0f64; 3];
-            for (tok, logprob) in &alternatives(t) {
-                // An alternative counts only when it writes the same text up to the value.
-                let Some(rest) = tok.strip_prefix(head) else {
-                    continue;
-                };
-                if let Some(k) = kind_of("", rest) {
-                    p[k] += logprob.exp();
-                }
-            }
-            let total: f64 = p.iter().sum();
-            return (total > 0.0).then(|| p[0] / total);
+            let head = t.token.get(..offset.saturating_sub(start))?;
+            return Some(
+                alternatives(t)
+                    .into_iter()
+                    .filter_map(|(tok, logprob)| {
+                        Some((tok.strip_prefix(head)?.to_string(), logprob))
+                    })
+                    .collect(),
+            );
         }
         start = end;
     }
