@@ -484,7 +484,12 @@ impl Checks {
             return (findings, Verdict::Decline { instead: vec![] });
         }
         if let Some(tool) = &turn {
-            let mut judgement = Judgement::default();
+            // Read first: `tool-fit` holds a call the model named without choosing it
+            // to a higher score.
+            let mut judgement = Judgement {
+                p_name: name_share_of(ctx),
+                ..Judgement::default()
+            };
             for c in &self.on {
                 c.judge_turn(ctx, tool, &mut judgement);
             }
@@ -494,7 +499,6 @@ impl Checks {
             let more_by = judgement.more_by;
             let left = std::mem::take(&mut judgement.more_left);
             judgement.p_several = tool_probability::several_share(ctx.reply);
-            judgement.p_name = name_share_of(ctx);
             // Read once: `more-calls`, when on, has read it already.
             if judgement.p_more.is_none() {
                 judgement.p_more = tool_probability::more_share(ctx.reply);

@@ -30,6 +30,15 @@
 //! tuning half it overfitted, `BENCHMARKS.md` "A value nobody said"). Missing words are
 //! no evidence against a call, and neither words nor values decline one alone; the
 //! model's answer does.
+//!
+//! Nor does the name. Where the model's probability at its call's tool name went to
+//! names no tool on offer has (`recipe`, the prompt's example `calculator`), it wanted a
+//! tool the catalogue lacks and wrote the nearest one listed; its answer to the fit
+//! question for that tool reads about as a right call's does. When calibration finds
+//! that this tells needless calls apart on the tuning half, the score a questioned call
+//! is held to is lowered by a calibrated weight ([`crate::Thresholds::name_weight`]) for
+//! how far that share fell short, so a call with a middling answer is declined where the
+//! model did not choose its name, and goes where it did.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -82,20 +91,27 @@ impl Check for ToolFit {
         let own = support(ctx, tool);
         judgement.support = judgement.support.or(own);
         let unsaid = has_unsaid(ctx, tool);
-        if t.questions(p, supported(own), unsaid)
-            && t.fit_score(p, fit) < t.fit_min
-            && !judgement.declined
-        {
+        let p_name = judgement.p_name;
+        let score = t.fit_score(p, p_name, fit);
+        if t.questions(p, supported(own), unsaid) && score < t.fit_min && !judgement.declined {
             judgement.declined = true;
             judgement.by.get_or_insert(self.info().name);
-            let score = t.fit_score(p, fit);
-            let score = match t.p_weight {
-                0.0 => format!("fit {}", super::below(score, t.fit_min)),
-                w => format!(
-                    "fit {fit:.2} {:+.2} ({w} × (p {p:.2} − 1)) = {}",
-                    w * (p - 1.0),
-                    super::below(score, t.fit_min)
-                ),
+            let mut terms = String::new();
+            if t.p_weight != 0.0 {
+                let w = t.p_weight;
+                terms += &format!(" {:+.2} ({w} × (p {p:.2} − 1))", w * (p - 1.0));
+            }
+            let short = t.fit_score(1.0, p_name, 0.0);
+            if let (Some(n), true) = (p_name, short != 0.0) {
+                let w = t.name_weight;
+                terms += &format!(
+                    " {short:+.2} ({w} × names on offer {n:.2} short of {})",
+                    crate::calibration::NAME_SURE
+                );
+            }
+            let score = match terms.is_empty() {
+                true => format!("fit {}", super::below(score, t.fit_min)),
+                false => format!("fit {fit:.2}{terms} = {}", super::below(score, t.fit_min)),
             };
             let unsaid = if unsaid { ", a value nobody said" } else { "" };
             let base = match answers.base {

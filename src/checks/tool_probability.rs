@@ -99,8 +99,9 @@ fn value_offset(text: &str, key: &str) -> Option<usize> {
 /// `find_recipe`, or the prompt's example `calculator` where no calculator is listed),
 /// the name written was picked from what was left: on three held-back sets, under 0.2
 /// the tool was the right one 11 times in 27, at 0.2 or more 33 times in 39
-/// (`BENCHMARKS.md`, "Which tool the model picks"). Read for the record (the `Decision`
-/// event, `toolloop eval`'s `p_name`); no check acts on it yet. `None` when the reply
+/// (`BENCHMARKS.md`, "Which tool the model picks"). Recorded (the `Decision` event,
+/// `toolloop eval`'s `p_name`), and weighed by `tool-fit` where calibration found it
+/// tells needless calls apart ([`crate::Thresholds::name_weight`]). `None` when the reply
 /// has no call or no log-probabilities, or the name was given (a turn continued from
 /// its calls).
 ///

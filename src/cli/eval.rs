@@ -202,6 +202,7 @@ pub(super) fn run_calibrate(
         p_sure: 1.01,
         fit_min: 0.0,
         p_weight: 0.0,
+        name_weight: 0.0,
         calibrated_for: None,
         fit_against_leaning: true,
     });
@@ -269,7 +270,8 @@ pub(super) fn run_calibrate(
         eval::calibrate::choose(&obs, &config.model, margin * noise.unwrap_or(0.0), floor);
     let measured = eval::calibrate::measure(&obs, &thresholds);
     let level = floor.unwrap_or(eval::calibrate::PREDICT);
-    let right = eval::calibrate::right_fit(&obs, thresholds.p_weight, level);
+    let right =
+        eval::calibrate::right_fit(&obs, (thresholds.p_weight, thresholds.name_weight), level);
     let entry = crate::Calibration {
         model: config.model.clone(),
         server: config.server(),

@@ -50,6 +50,10 @@ pub struct Observation {
     pub unsaid: bool,
     /// Its share of "yes" to the fit question; 1 when it could not be read.
     pub fit: f64,
+    /// The model's share for the names on offer at the call's tool name, when read
+    /// ([`crate::checks::name_share`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p_name: Option<f64>,
 }
 
 /// What a set of thresholds does on one half.
@@ -148,14 +152,20 @@ pub struct RightFit {
     pub floor: f64,
 }
 
-/// Where the tuning half's right calls of `obs` score with `p_weight` beside the fit,
+/// Where the tuning half's right calls of `obs` score with the weights of p(tool) and of the
+/// name beside the fit,
 /// and the floor a bar keeps `level` of right calls above ([`PREDICT`] by default).
 /// `None` with fewer than [`FLOOR_CALLS`] right calls asked.
-pub fn right_fit(obs: &[Observation], p_weight: f64, level: f64) -> Option<RightFit> {
+pub fn right_fit(
+    obs: &[Observation],
+    (p_weight, name_weight): (f64, f64),
+    level: f64,
+) -> Option<RightFit> {
     use statrs::distribution::{ContinuousCDF, StudentsT};
     // Every call the fit question could be put to, whatever its p(tool).
     let t = Thresholds {
         p_weight,
+        name_weight,
         p_min: 0.0,
         p_sure: f64::INFINITY,
         ..Thresholds::default()
@@ -164,7 +174,7 @@ pub fn right_fit(obs: &[Observation], p_weight: f64, level: f64) -> Option<Right
         .iter()
         .filter(|o| o.needs_tool && o.fit < 1.0 && half(&o.id) == Half::Tuning)
         .filter(|o| t.questions(o.p_tool, o.supported, o.unsaid))
-        .map(|o| t.fit_score(o.p_tool, o.fit))
+        .map(|o| t.fit_score(o.p_tool, o.p_name, o.fit))
         .collect();
     if scores.len() < FLOOR_CALLS {
         return None;
@@ -213,6 +223,7 @@ pub fn observe(cases: &[Case], results: &[CaseResult]) -> Vec<Observation> {
                 ),
                 p_tool,
                 fit: r.fit.unwrap_or(1.0),
+                p_name: r.p_name,
             })
         })
         .collect()
@@ -220,11 +231,19 @@ pub fn observe(cases: &[Case], results: &[CaseResult]) -> Vec<Observation> {
 
 /// Whether `t` declines the call `o` saw.
 fn declines(t: &Thresholds, o: &Observation) -> bool {
-    t.declines(o.p_tool, o.supported, o.unsaid, Some(o.fit))
+    t.declines((o.p_tool, o.p_name), o.supported, o.unsaid, Some(o.fit))
 }
 
 /// The weights of p(tool) beside the fit answer that [`choose`] tries.
 pub const P_WEIGHTS: [f64; 5] = [0.0, 0.1, 0.2, 0.3, 0.5];
+
+/// The weights of a call named without the model's choice ([`Thresholds::name_weight`])
+/// that [`choose`] tries. Up to 0.04, not more: on Qwen2.5-Coder 0.5B the tuning half
+/// picked 0.06 when it was offered, and on the held-back sets' validation halves that
+/// declined 3 of 70 right calls more, where 0.04 declined none more and as many needless
+/// calls but 5 (`BENCHMARKS.md`, "The name the model chose"). Right calls of tools whose
+/// names the model writes differently ("remind" for `set_reminder`) read short too.
+pub const NAME_WEIGHTS: [f64; 3] = [0.0, 0.02, 0.04];
 
 /// What `t` does on each half of `obs`.
 pub fn measure(obs: &[Observation], t: &Thresholds) -> Measured {
@@ -307,19 +326,27 @@ pub fn choose(
     let may_lose = ((1.0 - KEEP) * right as f64).floor() as usize;
     let p_cuts = cuts(tuning.iter().map(|o| o.p_tool));
     let mut best: Option<((usize, usize), Thresholds)> = None;
-    for p_weight in P_WEIGHTS {
+    for (p_weight, name_weight) in P_WEIGHTS
+        .iter()
+        .flat_map(|&p| NAME_WEIGHTS.iter().map(move |&n| (p, n)))
+    {
         let probe = Thresholds {
             p_weight,
+            name_weight,
             ..Thresholds::default()
         };
         // The bar goes no higher than the floor the right calls as read give.
         let floor = floor.map_or(f64::INFINITY, |level| {
-            right_fit(obs, p_weight, level).map_or(0.0, |r| r.floor)
+            right_fit(obs, (p_weight, name_weight), level).map_or(0.0, |r| r.floor)
         });
-        let fit_cuts: Vec<f64> = cuts(tuning.iter().map(|o| probe.fit_score(o.p_tool, o.fit)))
-            .into_iter()
-            .filter(|c| *c <= floor.max(0.0))
-            .collect();
+        let fit_cuts: Vec<f64> = cuts(
+            tuning
+                .iter()
+                .map(|o| probe.fit_score(o.p_tool, o.p_name, o.fit)),
+        )
+        .into_iter()
+        .filter(|c| *c <= floor.max(0.0))
+        .collect();
         for &p_min in p_cuts.iter().filter(|p| **p <= 0.5) {
             for &p_sure in &p_cuts {
                 if p_sure < p_min {
@@ -331,6 +358,7 @@ pub fn choose(
                         p_sure,
                         fit_min,
                         p_weight,
+                        name_weight,
                         calibrated_for: None,
                         fit_against_leaning: true,
                     };
@@ -396,8 +424,19 @@ pub fn table(
         )
     };
     let asked = if t.p_sure > t.p_min {
+        let mut less = String::new();
+        if t.p_weight != 0.0 {
+            less += &format!(", less {} × (1 − p(tool))", t.p_weight);
+        }
+        if t.name_weight != 0.0 {
+            less += &format!(
+                ",\n  less {} × how far the model's share for the names on offer was below {}",
+                t.name_weight,
+                crate::calibration::NAME_SURE
+            );
+        }
         format!(
-            "below {:.3} the fit question is asked, and a share of yes below {:.3} declines it",
+            "below {:.3} the fit question is asked, and a share of yes{less} below {:.3}\n  declines it",
             t.p_sure.min(1.0),
             t.fit_min
         )

@@ -11,6 +11,7 @@ fn o(id: &str, needs_tool: bool, p_tool: f64, fit: f64) -> Observation {
         unsaid: false,
         p_tool,
         fit,
+        p_name: None,
     }
 }
 
@@ -118,7 +119,7 @@ fn a_noisy_fit_keeps_right_calls_by_a_margin_below_their_read() {
         &t,
         &m,
         (Some(0.01), NOISE_Z),
-        (right_fit(&obs, 0.0, PREDICT), true),
+        (right_fit(&obs, (0.0, 0.0), PREDICT), true),
     );
     assert!(printed.contains("moved by 0.010"), "{printed}");
     assert!(printed.contains("kept 0.020 above the bar"), "{printed}");
@@ -153,7 +154,7 @@ fn with_nothing_that_separates_the_thresholds_decline_nothing_right() {
         &t,
         &m,
         (None, NOISE_Z),
-        (right_fit(&obs, 0.0, PREDICT), true),
+        (right_fit(&obs, (0.0, 0.0), PREDICT), true),
     );
     assert!(
         printed.contains("no call is put to the fit question"),
@@ -176,7 +177,7 @@ fn the_bar_stays_under_the_floor_of_right_calls_that_spread_widely() {
         .collect();
     obs.push(o("i_0", false, 0.95, 0.44));
     obs.push(o("i_2", false, 0.95, 0.35));
-    let r = right_fit(&obs, 0.0, PREDICT).unwrap();
+    let r = right_fit(&obs, (0.0, 0.0), PREDICT).unwrap();
     assert_eq!(r.calls, 5);
     assert!((r.mean - 0.55).abs() < 1e-9, "{r:?}");
     // sd 0.0791; t(0.9, 4) = 1.5332; sqrt(1 + 1/5) = 1.0954.
@@ -205,7 +206,7 @@ fn the_bar_stays_under_the_floor_of_right_calls_that_spread_widely() {
         "{printed}"
     );
     // A higher level draws a lower floor.
-    let r99 = right_fit(&obs, 0.0, 0.99).unwrap();
+    let r99 = right_fit(&obs, (0.0, 0.0), 0.99).unwrap();
     assert!(r99.floor < r.floor, "{r99:?}");
 }
 
@@ -217,7 +218,7 @@ fn too_few_right_calls_asked_leave_the_fit_question_declining_nothing() {
         .map(|i| o(&format!("s_{}", 2 * i), true, 0.95, 0.6))
         .collect();
     obs.push(o("i_0", false, 0.95, 0.3));
-    assert_eq!(right_fit(&obs, 0.0, PREDICT), None);
+    assert_eq!(right_fit(&obs, (0.0, 0.0), PREDICT), None);
     let t = choose(&obs, "m", 0.0, Some(PREDICT));
     let m = measure(&obs, &t);
     assert_eq!(m.tuning.needless_declined, 0, "{t:?}");
@@ -235,4 +236,41 @@ fn the_built_in_everyday_set_is_whole() {
         cases.iter().filter(|c| c.ground_truth.is_empty()).count(),
         30
     );
+}
+
+#[test]
+fn a_needless_call_the_model_named_without_choosing_is_held_to_more() {
+    // Tuning ids are even. Two needless calls read as well as the weakest right call
+    // (0.50) but the model's probability at their tool's name went elsewhere (p_name
+    // 0.01): only a weight on the name tells them apart. The right calls' names were
+    // the model's own choice, but for one that still reads well above the bar.
+    let named = |id: &str, needs_tool: bool, fit: f64, p_name: f64| Observation {
+        p_name: Some(p_name),
+        ..o(id, needs_tool, 0.95, fit)
+    };
+    let mut obs = vec![
+        named("s_0", true, 0.50, 0.9),
+        named("s_2", true, 0.55, 0.8),
+        named("s_4", true, 0.60, 0.01),
+        named("s_6", true, 0.52, 0.9),
+        named("s_8", true, 0.58, 0.7),
+        named("i_0", false, 0.50, 0.01),
+        named("i_2", false, 0.505, 0.01),
+        named("i_4", false, 0.40, 0.9),
+    ];
+    let t = choose(&obs, "m", 0.0, Some(PREDICT));
+    let m = measure(&obs, &t);
+    assert_eq!(
+        (m.tuning.right_kept, m.tuning.needless_declined),
+        (5, 3),
+        "{t:?}"
+    );
+    assert!(t.name_weight > 0.0, "{t:?}");
+    assert!(table("m", &t, &m, (None, 0.0), (None, false)).contains("names on offer"));
+    // Where the names tell nothing, no weight is put on them.
+    for o in &mut obs {
+        o.p_name = Some(0.9);
+    }
+    let t = choose(&obs, "m", 0.0, Some(PREDICT));
+    assert_eq!(t.name_weight, 0.0, "{t:?}");
 }

@@ -1,0 +1,424 @@
+//! The decision step, driven without sockets: calls questioned, declined and let go.
+
+use serde_json::json;
+
+use super::super::Step;
+use super::super::tests::{CALL, calc, engine, kind_logprobs, reply};
+use super::*;
+use crate::config::Config;
+use crate::tool_spec::ToolSpec;
+
+/// The answer to the fit question with a share of "yes" of `yes`.
+fn fit_answer(yes: f64) -> ChatReply {
+    use crate::backend::TokenLogprob;
+    let mut r = reply(r#"{"answer": "no"}"#);
+    r.logprobs = vec![TokenLogprob {
+        token: "no".into(),
+        logprob: (1.0 - yes).ln(),
+        top: vec![("no".into(), (1.0 - yes).ln()), ("yes".into(), yes.ln())],
+    }];
+    r
+}
+
+/// Answers the fit question with `yes` and, when the tool's leaning is asked next,
+/// that with `base`.
+fn answer(e: &mut Engine, yes: f64, base: f64) {
+    assert!(!e.fit_asks_leaning());
+    e.fit_replied(Some(&fit_answer(yes)));
+    let leaning = e
+        .fit_question()
+        .get(1)
+        .is_some_and(|m| m.content.contains("Request: \n"));
+    // The orchestrator's warning when it fails says which question it was.
+    assert_eq!(e.fit_asks_leaning(), leaning);
+    if leaning {
+        e.fit_replied(Some(&fit_answer(base)));
+    }
+}
+
+#[test]
+fn a_call_the_model_was_unsure_of_is_questioned_and_a_no_declines_it() {
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "Wie viel ist 2 plus 2?",
+        vec![calc()],
+        Config::default(),
+    );
+    e.next_step();
+    let mut unsure = reply(CALL);
+    unsure.logprobs = kind_logprobs(0.8);
+    e.model_replied(&unsure);
+    assert_eq!(e.next_step(), Step::AskFit);
+    let question = e.fit_question();
+    assert!(
+        question[1].content.contains("calculator — math"),
+        "{question:?}"
+    );
+    assert!(question[1].content.contains("Wie viel ist 2 plus 2?"));
+    e.fit_replied(Some(&fit_answer(0.2)));
+    // Then the same question with no request: the tool's own leaning.
+    assert_eq!(e.next_step(), Step::AskFit);
+    assert!(e.fit_question()[1].content.contains("Request: \n"));
+    e.fit_replied(Some(&fit_answer(0.5)));
+    let events = e.drain_events();
+    let declined = events.iter().find_map(|ev| match ev {
+        Event::Decision {
+            declined: true,
+            fit,
+            check,
+            ..
+        } => Some((fit.map(|f| (f * 100.0).round()), check.clone())),
+        _ => None,
+    });
+    assert_eq!(
+        declined,
+        Some((Some(20.0), Some("tool-fit".into()))),
+        "{events:?}"
+    );
+    let line = events.iter().find_map(Event::check_line).unwrap();
+    assert!(
+        line.starts_with(
+            "tool-fit: declined calculator: fit 0.20 < 0.35 (yes 0.20 against 0.50 for no \
+             request), p 0.80 < 0.90 (not calibrated"
+        ),
+        "{line}"
+    );
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+}
+
+#[test]
+fn a_turn_asked_again_for_more_is_not_decided_on_again() {
+    // Unsure of its one call, the model is asked the fit question and says yes; asked
+    // for one more, the turn it writes goes ahead without a second question.
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "2+2 and 3+3",
+        vec![calc()],
+        super::super::tests::with_check("numbers-left"),
+    );
+    e.next_step();
+    let mut unsure = reply(CALL);
+    unsure.logprobs = kind_logprobs(0.8);
+    e.model_replied(&unsure);
+    assert_eq!(e.next_step(), Step::AskFit);
+    answer(&mut e, 0.9, 0.5);
+    assert_eq!(e.next_step(), Step::CallModel);
+    let mut two = reply(
+        r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"calculator","arguments":{"expression":"2+2"}},{"tool":"calculator","arguments":{"expression":"3+3"}}]}"#,
+    );
+    two.logprobs = kind_logprobs(0.8);
+    e.model_replied(&two);
+    assert!(matches!(e.next_step(), Step::CallTools { calls } if calls.len() == 2));
+}
+
+#[test]
+fn a_yes_to_the_fit_question_lets_the_call_through_unchanged() {
+    let mut e = engine(10);
+    e.next_step();
+    let mut unsure = reply(CALL);
+    unsure.logprobs = kind_logprobs(0.8);
+    e.model_replied(&unsure);
+    assert_eq!(e.next_step(), Step::AskFit);
+    answer(&mut e, 0.7, 0.5);
+    assert_eq!(
+        e.next_step(),
+        Step::CallTool {
+            tool: "calculator".into(),
+            arguments: json!({"expression": "2+2"}).as_object().unwrap().clone()
+        }
+    );
+    // No answer to the question at all (the server failed it): judged without it.
+    let mut e = engine(10);
+    e.next_step();
+    e.model_replied(&unsure);
+    e.fit_replied(None);
+    // Nothing to set against the tool's leaning, so that is not asked.
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+}
+
+/// A tip tool and a request that shares its words, answered with `call`.
+fn tip_turn(question: &str, call: &str) -> Engine {
+    let tip = ToolSpec::new(
+        "calculate_tip",
+        "Calculate the tip on a restaurant bill",
+        json!({"type": "object", "properties": {"bill_amount": {"type": "number"}},
+               "required": ["bill_amount"]}),
+    );
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        question,
+        vec![tip],
+        Config::default(),
+    );
+    e.next_step();
+    let mut unsure = reply(call);
+    unsure.logprobs = kind_logprobs(0.8);
+    e.model_replied(&unsure);
+    e
+}
+
+#[test]
+fn a_call_with_a_value_nobody_said_is_questioned_though_its_tool_shares_words() {
+    let invented = r#"{"kind":"tool_call","thought":"","tool":"calculate_tip","arguments":{"bill_amount":30}}"#;
+    let mut e = tip_turn(
+        "Is a tip on a restaurant bill customary in Japan?",
+        invented,
+    );
+    assert_eq!(e.next_step(), Step::AskFit);
+    answer(&mut e, 0.2, 0.5);
+    let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
+    assert!(
+        line.starts_with(
+            "tool-fit: declined calculate_tip: fit 0.20 < 0.35 (yes 0.20 against 0.50 for \
+             no request), a value nobody said"
+        ),
+        "{line}"
+    );
+    // The same words, with the bill the person gave: it goes ahead unquestioned.
+    let said = r#"{"kind":"tool_call","thought":"","tool":"calculate_tip","arguments":{"bill_amount":84}}"#;
+    let mut e = tip_turn("Calculate the tip on a restaurant bill of $84.", said);
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+}
+
+/// A German request for two things, with two tools whose English text it shares no
+/// word with, and a turn that calls both.
+fn two_tool_turn() -> Engine {
+    let clock = ToolSpec::new(
+        "clock",
+        "time of day",
+        json!({"type": "object", "properties": {"zone": {"type": "string"}}}),
+    );
+    let config = Config {
+        max_calls_per_turn: 8,
+        ..Config::default()
+    };
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "Wie spät ist es in Berlin, und wie viel ist 2 plus 2?",
+        vec![calc(), clock],
+        config,
+    );
+    e.next_step();
+    let mut unsure = reply(
+        r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"clock","arguments":{"zone":"Europe/Berlin"}},{"tool":"calculator","arguments":{"expression":"2+2"}}]}"#,
+    );
+    unsure.logprobs = kind_logprobs(0.8);
+    e.model_replied(&unsure);
+    e
+}
+
+#[test]
+fn a_turn_of_several_tools_is_asked_about_each_and_goes_ahead_when_one_fits() {
+    let mut e = two_tool_turn();
+    assert_eq!(e.next_step(), Step::AskFit);
+    assert!(e.fit_question()[1].content.contains("Tool: clock"));
+    answer(&mut e, 0.2, 0.5);
+    assert_eq!(e.next_step(), Step::AskFit);
+    assert!(e.fit_question()[1].content.contains("Tool: calculator"));
+    answer(&mut e, 0.7, 0.5);
+    match e.next_step() {
+        Step::CallTools { calls } => assert_eq!(calls.len(), 2),
+        other => panic!("{other:?}"),
+    }
+    let fit = e.drain_events().iter().find_map(|ev| match ev {
+        Event::Decision { tool, fit, .. } => Some((tool.clone(), fit.map(|f| (f * 100.0).round()))),
+        _ => None,
+    });
+    assert_eq!(fit, Some(("calculator".into(), Some(70.0))));
+}
+
+#[test]
+fn a_turn_of_several_tools_is_declined_only_when_none_fits() {
+    let mut e = two_tool_turn();
+    e.next_step();
+    answer(&mut e, 0.2, 0.5);
+    e.next_step();
+    answer(&mut e, 0.3, 0.5);
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(!e.schema().allows(crate::turn::Kind::ToolCalls));
+}
+
+#[test]
+fn the_fit_answer_is_read_against_the_tools_own_leaning_asked_once() {
+    // Runs of one orchestrator share what was learnt of each tool.
+    let schemas = std::sync::Arc::new(super::super::Prepared::new(&[calc()], &Config::default()));
+    let run = || {
+        let mut e = Engine::with_schema(
+            vec![Message::system("sys")],
+            "Wie viel ist 2 plus 2?",
+            vec![calc()],
+            Config::default(),
+            schemas.clone(),
+        );
+        e.next_step();
+        let mut unsure = reply(CALL);
+        unsure.logprobs = kind_logprobs(0.8);
+        e.model_replied(&unsure);
+        assert_eq!(e.next_step(), Step::AskFit);
+        e
+    };
+    // "Yes" at 0.5 where the tool draws 0.7 with no request at all: the request
+    // moved the model towards "no", and the call is declined.
+    let mut e = run();
+    answer(&mut e, 0.5, 0.7);
+    let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
+    assert!(
+        line.starts_with("tool-fit: declined calculator: fit 0.30 < 0.35"),
+        "{line}"
+    );
+    // The next run asks the question only, and 0.8 against 0.7 goes ahead.
+    let mut e = run();
+    e.fit_replied(Some(&fit_answer(0.8)));
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+}
+
+#[test]
+fn a_tools_leaning_kept_in_the_file_is_not_asked_by_the_next_process() {
+    let dir = std::env::temp_dir().join(format!("toolloop-leaning-{}", std::process::id()));
+    let path = dir.join("leanings.json");
+    let _ = std::fs::remove_dir_all(&dir);
+    // Each process starts with nothing learnt but what the file keeps.
+    let process = || {
+        let model = ("qwen".to_string(), "http://127.0.0.1:8080/v1".to_string());
+        let mut prepared = super::super::Prepared::new(&[calc()], &Config::default());
+        prepared.fit_baselines = prepared.fit_baselines.clone().kept_in(&path, model);
+        let (q, specs) = ("Wie viel ist 2 plus 2?", vec![calc()]);
+        let sys = vec![Message::system("sys")];
+        let mut e = Engine::with_schema(sys, q, specs, Config::default(), prepared.into());
+        e.next_step();
+        let mut unsure = reply(CALL);
+        unsure.logprobs = kind_logprobs(0.8);
+        e.model_replied(&unsure);
+        assert_eq!(e.next_step(), Step::AskFit);
+        e
+    };
+    answer(&mut process(), 0.5, 0.7);
+    // The next process asks about the request only, and reads the answer against the
+    // leaning the first one kept: 0.5 against 0.7 is declined again.
+    let mut next = process();
+    next.fit_replied(Some(&fit_answer(0.5)));
+    assert!(!next.fit_asks_leaning());
+    let line = next
+        .drain_events()
+        .iter()
+        .find_map(Event::check_line)
+        .unwrap();
+    assert!(line.starts_with("tool-fit: declined calculator: fit 0.30 < 0.35"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_call_the_model_was_sure_of_is_never_questioned() {
+    let mut e = engine(10);
+    e.next_step();
+    let mut sure = reply(CALL);
+    sure.logprobs = kind_logprobs(0.95);
+    e.model_replied(&sure);
+    // An answer nobody asked for changes nothing.
+    e.fit_replied(None);
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+}
+
+#[test]
+fn calibrated_thresholds_are_named_in_the_decline_line() {
+    let config = Config {
+        thresholds: Some(crate::Thresholds {
+            p_min: 0.85,
+            calibrated_for: Some("qwen2.5-coder-0.5b".into()),
+            ..crate::Thresholds::default()
+        }),
+        ..Config::default()
+    };
+    let mut e = Engine::new(vec![Message::system("sys")], "hi", vec![calc()], config);
+    e.next_step();
+    let mut unsure = reply(CALL);
+    unsure.logprobs = kind_logprobs(0.62);
+    e.model_replied(&unsure);
+    let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
+    assert_eq!(
+        line,
+        "tool-probability: declined calculator: p 0.62 < 0.85 (calibrated for \
+         qwen2.5-coder-0.5b); asking for an answer instead"
+    );
+}
+
+#[test]
+fn a_call_the_model_named_without_choosing_it_is_held_to_more() {
+    use crate::backend::TokenLogprob;
+    // Calibrated with a weight on the name: the same call and the same fit answers,
+    // once with the model's probability at the name on `calculator`, once on a
+    // name no tool has. Only the second is declined, and its line says why.
+    let run = |top_name: &str| {
+        let config = Config {
+            thresholds: Some(crate::Thresholds {
+                fit_min: 0.45,
+                name_weight: 0.04,
+                calibrated_for: Some("m".into()),
+                ..crate::Thresholds::default()
+            }),
+            ..Config::default()
+        };
+        let mut e = Engine::new(
+            vec![Message::system("sys")],
+            "Wie viel ist 2 plus 2?",
+            vec![calc()],
+            config,
+        );
+        e.next_step();
+        let mut unsure = reply(CALL);
+        unsure.logprobs = kind_logprobs(0.8);
+        let tok = |t: &str, top: Vec<(String, f64)>| TokenLogprob {
+            token: t.into(),
+            logprob: -0.1,
+            top,
+        };
+        unsure.logprobs.extend([
+            tok(r#"_call","thought":"math","tool":""#, vec![]),
+            tok(
+                "calc",
+                vec![
+                    (top_name.into(), 0.9f64.ln()),
+                    ("calc".into(), 0.05f64.ln()),
+                ],
+            ),
+            tok(r#"ulator","arguments":{"expression":"2+2"}}"#, vec![]),
+        ]);
+        e.model_replied(&unsure);
+        assert_eq!(e.next_step(), Step::AskFit);
+        // Fit 0.47: above the bar, below it less the whole weight.
+        answer(&mut e, 0.47, 0.5);
+        e.drain_events().iter().find_map(Event::check_line)
+    };
+    assert_eq!(run("calc"), None, "the name was the model's choice");
+    let line = run("recipe").expect("declined");
+    assert!(
+        line.starts_with(
+            "tool-fit: declined calculator: fit 0.47 -0.03 (0.04 × names on offer \
+             0.05 short of 0.2) = 0.44 < 0.45"
+        ),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_call_whose_tool_shares_the_requests_words_is_not_questioned() {
+    let weather = ToolSpec::new(
+        "get_weather",
+        "Current weather for a city",
+        json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+    );
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "What's the weather in Oslo?",
+        vec![weather],
+        Config::default(),
+    );
+    e.next_step();
+    let mut unsure = reply(
+        r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Oslo"}}"#,
+    );
+    unsure.logprobs = kind_logprobs(0.8);
+    e.model_replied(&unsure);
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+}
