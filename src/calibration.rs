@@ -139,7 +139,7 @@ impl Thresholds {
 
 /// How far `p_name` is below [`NAME_SURE`], as a fraction of it, negated: -1 for a share
 /// of 0, 0 at or above it and when it was not read.
-fn name_short(p_name: Option<f64>) -> f64 {
+pub(crate) fn name_short(p_name: Option<f64>) -> f64 {
     p_name.map_or(0.0, |p| (p.clamp(0.0, NAME_SURE) / NAME_SURE) - 1.0)
 }
 

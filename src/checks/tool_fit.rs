@@ -101,9 +101,9 @@ impl Check for ToolFit {
                 let w = t.p_weight;
                 terms += &format!(" {:+.2} ({w} × (p {p:.2} − 1))", w * (p - 1.0));
             }
-            let short = t.fit_score(1.0, p_name, 0.0);
+            let w = t.name_weight;
+            let short = w * crate::calibration::name_short(p_name);
             if let (Some(n), true) = (p_name, short != 0.0) {
-                let w = t.name_weight;
                 terms += &format!(
                     " {short:+.2} ({w} × names on offer {n:.2} short of {})",
                     crate::calibration::NAME_SURE
