@@ -766,6 +766,39 @@ mod eval {
         assert_eq!(all["cases"], 3);
     }
 
+    /// What the checks did is said without -v: a line over the run naming each check and
+    /// the cases it acted on, and each case's own lines in --json.
+    #[test]
+    fn what_the_checks_did_is_said_without_verbose() {
+        let copy = r#"{"kind":"tool_call","thought":"","tool":"convert_currency","arguments":{"amount":100,"from":"12.5 * 4","to":"GBP"}}"#;
+        let none = r#"{"kind":"final_answer","thought":"","content":"Shakespeare"}"#;
+        let right = r#"{"kind":"tool_call","thought":"","tool":"geometry.rectangle_area","arguments":{"width":4,"height":2.5}}"#;
+        let fake = fake_ollama(&[copy, none, right, right]);
+        let out = toolloop(
+            &[
+                "eval",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/bfcl"),
+                "--ollama-host",
+                &fake.url,
+                "--json",
+            ],
+            b"",
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(
+            err.contains("toolloop: checks acted on cases: example-copy 1 (of 3); each case's lines in --json (\"checks\") or with -v"),
+            "{err}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let line = v["cases"][0]["checks"][0].as_str().unwrap_or_default();
+        assert!(
+            line.starts_with("example-copy: declined convert_currency: convert_currency's from is the prompt's example"),
+            "{line}"
+        );
+        assert!(v["cases"][1].get("checks").is_none());
+    }
+
     #[test]
     fn a_missing_dataset_is_a_clear_error() {
         let out = toolloop(&["eval", "/nonexistent/BFCL_v4_simple_python.json"], b"");

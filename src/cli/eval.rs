@@ -115,11 +115,46 @@ pub(super) fn run_eval(
         minutes,
         results.len() as f64 / minutes.max(1e-9)
     );
+    if let Some(line) = checks_line(&results) {
+        eprintln!("{line}");
+    }
     let errors = results.iter().filter(|r| r.error.is_some()).count();
     if errors > 0 {
         eprintln!("toolloop: {errors} cases could not run (see --json for why)");
     }
     ExitCode::SUCCESS
+}
+
+/// What the checks did over the run, without `-v`: for each check, the cases it acted on
+/// (declined, held, asked again, refused an answer), most first. Each case's own lines
+/// are in `--json` (`checks`) and under `-v`.
+fn checks_line(results: &[eval::CaseResult]) -> Option<String> {
+    let mut cases: std::collections::BTreeMap<&str, usize> = Default::default();
+    for r in results {
+        let mut names: Vec<&str> = r
+            .checks
+            .iter()
+            .filter_map(|l| l.split_once(':').map(|(name, _)| name))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            *cases.entry(name).or_default() += 1;
+        }
+    }
+    let mut counts: Vec<(&str, usize)> = cases.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    (!counts.is_empty()).then(|| {
+        let each: Vec<String> = counts
+            .iter()
+            .map(|(name, n)| format!("{name} {n}"))
+            .collect();
+        format!(
+            "toolloop: checks acted on cases: {} (of {}); each case's lines in --json (\"checks\") or with -v",
+            each.join(", "),
+            results.len()
+        )
+    })
 }
 
 /// Runs `cases` with `jobs` at once, a progress bar on stderr; the model server is
@@ -156,7 +191,10 @@ fn run_cases(
         if verbose {
             bar.suspend(|| {
                 let why = r.reason.as_deref().unwrap_or("");
-                eprintln!("{} {} {why}", if r.pass { "PASS" } else { "FAIL" }, r.id)
+                eprintln!("{} {} {why}", if r.pass { "PASS" } else { "FAIL" }, r.id);
+                for line in &r.checks {
+                    eprintln!("    [Check] {line}");
+                }
             });
         }
         bar.set_message(r.id.clone());

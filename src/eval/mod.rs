@@ -108,6 +108,10 @@ pub struct CaseResult {
     /// there).
     #[serde(default)]
     pub budget: crate::run::budget::Budget,
+    /// What the checks did in the case, a line each as `ask` prints them (`example-copy:
+    /// declined get_order_status: …`): a case that made no call says why here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<String>,
 }
 
 /// Runs `cases` on one thread per backend, each case on whichever backend is free (a
@@ -220,6 +224,7 @@ struct Tally {
     p_several: Option<f64>,
     p_more: Option<f64>,
     p_name: Option<f64>,
+    checks: Vec<String>,
 }
 
 /// A backend that sends no schema, for [`Constraint::Off`].
@@ -326,6 +331,7 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         })
         .observer(move |e: &Event| {
             let Ok(mut t) = seen.lock() else { return };
+            t.checks.extend(e.check_line());
             match e {
                 Event::ToolCall {
                     tool, arguments, ..
@@ -412,6 +418,7 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         p_more: t.p_more,
         p_name: t.p_name,
         budget,
+        checks: t.checks,
         ..CaseResult::scored(case, calls, error)
     }
 }

@@ -357,3 +357,46 @@ fn an_early_call_the_turn_did_not_make_is_not_predicted() {
     assert_eq!(cities, ["Rome"], "{r:?}");
     assert!(!r.pass);
 }
+
+/// A case that made no call says which check kept it from calling: the lines `ask`
+/// prints are the case's `checks`.
+#[test]
+fn a_case_records_what_the_checks_did() {
+    use crate::backend::ScriptedReply;
+    let case = Case {
+        id: "irrelevance_0".into(),
+        category: "irrelevance".into(),
+        question: "What is the capital of France?".into(),
+        tools: vec![ToolSpec::new(
+            "calculator",
+            "Evaluate an arithmetic expression.",
+            json!({"type": "object", "properties": {"expression": {"type": "string"}},
+                   "required": ["expression"]}),
+        )],
+        functions: vec![json!({"name": "calculator", "parameters": {"type": "dict",
+            "properties": {"expression": {"type": "string"}}, "required": ["expression"]}})],
+        ground_truth: vec![],
+    };
+    let model = crate::backend::Scripted::from_replies(vec![
+        ScriptedReply::text(
+            r#"{"kind": "tool_call", "thought": "", "tool": "calculator", "arguments": {"expression": "12.5 * 4"}}"#,
+        ),
+        ScriptedReply::text(r#"{"kind": "final_answer", "thought": "", "content": "Paris."}"#),
+    ]);
+    let r = run_all(
+        vec![Box::new(model)],
+        &[case],
+        &EvalSettings::default(),
+        |_| {},
+    )
+    .remove(0);
+    assert!(r.pass, "{r:?}");
+    assert_eq!(
+        r.checks,
+        [
+            "example-copy: declined calculator: calculator's expression is the prompt's example, which the request never says; asking for an answer instead"
+        ]
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["checks"][0], r.checks[0].as_str());
+}
