@@ -720,6 +720,12 @@ fn every_subcommand_has_help_with_an_example() {
 mod eval {
     use super::*;
 
+    /// `toolloop eval --json` of the small BFCL set in `tests/data/bfcl` against `url`.
+    fn eval_json(url: &str) -> std::process::Output {
+        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/bfcl");
+        toolloop(&["eval", data, "--ollama-host", url, "--json"], b"")
+    }
+
     #[test]
     fn scores_a_dataset_through_the_loop() {
         let right = r#"{"kind":"tool_call","thought":"","tool":"geometry.rectangle_area","arguments":{"width":4,"height":2.5}}"#;
@@ -727,16 +733,7 @@ mod eval {
         let none = r#"{"kind":"final_answer","thought":"","content":"Shakespeare"}"#;
         // Files load in name order: irrelevance first, then simple_python.
         let fake = fake_ollama(&[none, right, wrong]);
-        let out = toolloop(
-            &[
-                "eval",
-                concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/bfcl"),
-                "--ollama-host",
-                &fake.url,
-                "--json",
-            ],
-            b"",
-        );
+        let out = eval_json(&fake.url);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let by_id = |id: &str| {
@@ -774,16 +771,7 @@ mod eval {
         let none = r#"{"kind":"final_answer","thought":"","content":"Shakespeare"}"#;
         let right = r#"{"kind":"tool_call","thought":"","tool":"geometry.rectangle_area","arguments":{"width":4,"height":2.5}}"#;
         let fake = fake_ollama(&[copy, none, right, right]);
-        let out = toolloop(
-            &[
-                "eval",
-                concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/bfcl"),
-                "--ollama-host",
-                &fake.url,
-                "--json",
-            ],
-            b"",
-        );
+        let out = eval_json(&fake.url);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{err}");
         assert!(
