@@ -51,7 +51,7 @@ pub(crate) use grounding::Evidence;
 pub use levels::{CheckLevels, all};
 pub(crate) use looping_reply::{Loop, StreamWatch};
 pub(crate) use nothing_new::Earlier;
-pub use tool_probability::{name_share, tool_share};
+pub use tool_probability::{Leaning, name_leaning, name_share, tool_share};
 
 /// What a check does when it fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +151,12 @@ fn name_share_of(ctx: &TurnContext<'_>) -> Option<f64> {
     tool_probability::name_share(ctx.reply, &names)
 }
 
+/// [`tool_probability::name_leaning`] over the names of the tools on offer.
+fn name_leaning_of(ctx: &TurnContext<'_>) -> Option<tool_probability::Leaning> {
+    let names: Vec<&str> = ctx.specs.iter().map(|s| s.name.as_str()).collect();
+    tool_probability::name_leaning(ctx.reply, &names)
+}
+
 /// `value < bar` for a decline line, with the fewest decimals (two to four) that show the
 /// one below the other: a call declined at p 0.9989 against a bar of 0.999 read
 /// "p 1.00 < 1.00" with two.
@@ -197,6 +203,9 @@ pub(crate) struct Judgement {
     /// The model's share of probability for the names of the tools on offer, where its
     /// first call's tool name begins ([`tool_probability::name_share`]).
     pub p_name: Option<f64>,
+    /// Where the rest of that probability went: the likeliest name's beginning no tool on
+    /// offer has ([`tool_probability::name_leaning`]).
+    pub name_leaning: Option<tool_probability::Leaning>,
     /// For a turn of several calls: the model's share for one more call where it closed
     /// the list ([`tool_probability::more_share`]).
     pub p_more: Option<f64>,
@@ -479,6 +488,7 @@ impl Checks {
         {
             judgement.p_tool = tool_probability::tool_share(ctx.reply);
             judgement.p_name = name_share_of(ctx);
+            judgement.name_leaning = name_leaning_of(ctx);
             let tool = tool.clone();
             findings.push(Finding::Decision { tool, judgement });
             return (findings, Verdict::Decline { instead: vec![] });
@@ -488,6 +498,7 @@ impl Checks {
             // to a higher score.
             let mut judgement = Judgement {
                 p_name: name_share_of(ctx),
+                name_leaning: name_leaning_of(ctx),
                 ..Judgement::default()
             };
             for c in &self.on {

@@ -104,8 +104,13 @@ impl Check for ToolFit {
             let w = t.name_weight;
             let short = w * crate::calibration::name_short(p_name);
             if let (Some(n), true) = (p_name, short != 0.0) {
+                // What the model reached for instead: why the name counted against the call.
+                let leaning = match &judgement.name_leaning {
+                    Some(l) => format!("; likeliest \"{}…\" {:.2}", l.name, l.p),
+                    None => String::new(),
+                };
                 terms += &format!(
-                    " {short:+.2} ({w} × names on offer {n:.2} short of {})",
+                    " {short:+.2} ({w} × names on offer {n:.2} short of {}{leaning})",
                     crate::calibration::NAME_SURE
                 );
             }

@@ -137,6 +137,59 @@ pub fn name_share(reply: &ChatReply, names: &[&str]) -> Option<f64> {
     Some(p.min(1.0))
 }
 
+/// Where the model's probability went instead, at the token where its first call's tool
+/// name begins: the likeliest beginning of a name that no tool on offer (`names`) begins
+/// with, and the model's probability for it. A token can be part of a name
+/// (`rem`), so this is the beginning of what the model would have written (`ping` for a
+/// request to be reminded, where `set_reminder` is on offer; `calculator`, the prompt's
+/// example, where no calculator is). Shown beside [`name_share`] where a call is
+/// declined, and recorded, so a person can see what the model reached for. `None` as for
+/// [`name_share`], or when every name the server reported begins a listed name.
+///
+/// ```
+/// use toolloop::backend::{ChatReply, TokenLogprob};
+/// use toolloop::checks::name_leaning;
+///
+/// let text = r#"{"kind": "tool_call", "thought": "", "tool": "set_reminder", "arguments": {}}"#;
+/// let tok = |t: &str| TokenLogprob { token: t.into(), logprob: -0.1, top: vec![] };
+/// let logprobs = vec![
+///     tok(r#"{"kind": "tool_call", "thought": "", "tool": ""#),
+///     TokenLogprob {
+///         token: "set".into(),
+///         logprob: 0.05f64.ln(),
+///         top: vec![("ping".into(), 0.4f64.ln()), ("set".into(), 0.05f64.ln()), ("timer".into(), 0.1f64.ln())],
+///     },
+///     tok(r#"_reminder", "arguments": {}}"#),
+/// ];
+/// let reply = ChatReply { text: text.into(), logprobs, ..ChatReply::default() };
+/// let leaning = name_leaning(&reply, &["set_reminder"]).unwrap();
+/// assert_eq!(leaning.name, "ping");
+/// assert!((leaning.p - 0.4).abs() < 1e-9);
+/// ```
+pub fn name_leaning(reply: &ChatReply, names: &[&str]) -> Option<Leaning> {
+    let offset = value_offset(&reply.text, "tool")?;
+    choices_at(reply, offset)?
+        .into_iter()
+        .filter_map(|(rest, logprob)| {
+            let value = rest.split('"').next().unwrap_or_default();
+            let listed = names.iter().any(|n| n.starts_with(value));
+            (!value.trim().is_empty() && !listed).then(|| Leaning {
+                name: value.to_string(),
+                p: logprob.exp(),
+            })
+        })
+        .max_by(|a, b| a.p.total_cmp(&b.p))
+}
+
+/// A beginning of a tool name the model gave probability to ([`name_leaning`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Leaning {
+    /// The name's beginning, as the token wrote it (`ping`, `rem`, `calculator`).
+    pub name: String,
+    /// The model's probability for that token.
+    pub p: f64,
+}
+
 /// The kind a token continues, given the part of the value written before it.
 fn kind_of(before: &str, token: &str) -> Option<usize> {
     let value = format!("{before}{token}");
@@ -481,6 +534,31 @@ mod tests {
         // An answer has no name to read.
         let answer = r#"{"kind": "final_answer", "content": "x"}"#;
         assert_eq!(name_share(&reply(answer, &[(answer, &[])]), &names), None);
+    }
+
+    #[test]
+    fn the_leaning_is_the_likeliest_name_no_tool_on_offer_begins() {
+        let names = ["find_recipe", "book_taxi"];
+        let text = r#"{"kind": "tool_call", "thought": "", "tool": "book_taxi", "arguments": {}}"#;
+        let name = text.find("book_taxi").unwrap();
+        let at = |top: &[(&str, f64)]| {
+            let head = &text[..name];
+            let tail = &text[name + 4..];
+            let r = reply(text, &[(head, &[]), ("book", top), (tail, &[])]);
+            name_leaning(&r, &names)
+        };
+        // `booking` begins no listed name; `find` and `book` do, however likely.
+        let l = at(&[
+            ("find", 0.6),
+            ("booking", 0.2),
+            ("book", 0.1),
+            ("taxi", 0.05),
+        ])
+        .unwrap();
+        assert_eq!(l.name, "booking");
+        assert!((l.p - 0.2).abs() < 1e-9);
+        // Only listed names, or a space that begins nothing: nothing to show.
+        assert_eq!(at(&[("book", 0.7), ("find", 0.2), (" ", 0.1)]), None);
     }
 
     #[test]

@@ -104,6 +104,10 @@ pub struct CaseResult {
     /// picked the name from what the model left.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p_name: Option<f64>,
+    /// Where the rest of that share went: the likeliest beginning of a name no tool on
+    /// offer has ([`crate::checks::name_leaning`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_leaning: Option<crate::checks::Leaning>,
     /// Where the case's tokens and seconds went (up to its first calls: the case ends
     /// there).
     #[serde(default)]
@@ -224,6 +228,7 @@ struct Tally {
     p_several: Option<f64>,
     p_more: Option<f64>,
     p_name: Option<f64>,
+    name_leaning: Option<crate::checks::Leaning>,
     checks: Vec<String>,
 }
 
@@ -364,6 +369,7 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
                     p_several,
                     p_more,
                     p_name,
+                    name_leaning,
                     ..
                 } if t.p_tool.is_none() => {
                     t.p_tool = Some(*p_tool);
@@ -371,6 +377,7 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
                     t.p_several = *p_several;
                     t.p_more = *p_more;
                     t.p_name = *p_name;
+                    t.name_leaning = name_leaning.clone();
                 }
                 _ => {}
             }
@@ -417,6 +424,7 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         p_several: t.p_several,
         p_more: t.p_more,
         p_name: t.p_name,
+        name_leaning: t.name_leaning,
         budget,
         checks: t.checks,
         ..CaseResult::scored(case, calls, error)

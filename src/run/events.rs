@@ -215,6 +215,10 @@ pub enum Event {
         /// first call's tool name begins (`crate::checks::name_share`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         p_name: Option<f64>,
+        /// Where the rest of that share went: the likeliest beginning of a name no tool on
+        /// offer has (`crate::checks::name_leaning`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name_leaning: Option<crate::checks::Leaning>,
         /// Whether the call was declined: the model is asked again.
         declined: bool,
         /// Why it was declined: the figures against the thresholds (`p 0.62 < 0.80`).
@@ -458,6 +462,7 @@ impl From<Finding> for Event {
                 p_several: judgement.p_several,
                 p_more: judgement.p_more,
                 p_name: judgement.p_name,
+                name_leaning: judgement.name_leaning,
                 declined: judgement.declined || !judgement.instead.is_empty(),
                 reason: judgement.reason,
                 thresholds: None,

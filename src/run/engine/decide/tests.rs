@@ -395,7 +395,7 @@ fn a_call_the_model_named_without_choosing_it_is_held_to_more() {
     assert!(
         line.starts_with(
             "tool-fit: declined calculator: fit 0.47 -0.03 (0.04 × names on offer \
-             0.05 short of 0.2) = 0.44 < 0.45"
+             0.05 short of 0.2; likeliest \"recipe…\" 0.90) = 0.44 < 0.45"
         ),
         "{line}"
     );
