@@ -400,3 +400,58 @@ fn a_case_records_what_the_checks_did() {
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["checks"][0], r.checks[0].as_str());
 }
+
+#[test]
+fn a_case_records_where_the_models_name_probability_went() {
+    use crate::backend::{ScriptedReply, TokenLogprob};
+    let case = Case {
+        id: "simple_0".into(),
+        category: "simple".into(),
+        question: "What is 2 + 3?".into(),
+        tools: vec![ToolSpec::new(
+            "calculator",
+            "Evaluate an arithmetic expression.",
+            json!({"type": "object", "properties": {"expression": {"type": "string"}},
+                   "required": ["expression"]}),
+        )],
+        functions: vec![json!({"name": "calculator", "parameters": {"type": "dict",
+            "properties": {"expression": {"type": "string"}}, "required": ["expression"]}})],
+        ground_truth: vec![json!({"calculator": {"expression": ["2 + 3"]}})],
+    };
+    let text = r#"{"kind": "tool_call", "thought": "", "tool": "calculator", "arguments": {"expression": "2 + 3"}}"#;
+    let tok = |t: &str, top: &[(&str, f64)]| TokenLogprob {
+        token: t.into(),
+        logprob: top
+            .iter()
+            .find(|(a, _)| *a == t)
+            .map_or(-0.01, |(_, p)| p.ln()),
+        top: top.iter().map(|(a, p)| (a.to_string(), p.ln())).collect(),
+    };
+    // The model wrote `calculator`, and gave most of its probability there to `math`,
+    // which no tool on offer begins.
+    let mut call = ScriptedReply::text(text);
+    call.logprobs = vec![
+        tok(r#"{"kind": ""#, &[]),
+        tok("tool", &[("tool", 0.95), ("final", 0.05)]),
+        tok(r#"_call", "thought": "", "tool": ""#, &[]),
+        tok("calc", &[("math", 0.7), ("calc", 0.25)]),
+        tok(r#"ulator", "arguments": {"expression": "2 + 3"}}"#, &[]),
+    ];
+    let model = crate::backend::Scripted::from_replies(vec![
+        call,
+        ScriptedReply::text(r#"{"kind": "final_answer", "thought": "", "content": "5"}"#),
+    ]);
+    let r = run_all(
+        vec![Box::new(model)],
+        &[case],
+        &EvalSettings::default(),
+        |_| {},
+    )
+    .remove(0);
+    assert!(r.pass, "{r:?}");
+    assert!((r.p_name.unwrap() - 0.25).abs() < 1e-9, "{r:?}");
+    let leaning = r.name_leaning.as_ref().expect("recorded");
+    assert_eq!(leaning.name, "math");
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["name_leaning"]["name"], "math");
+}
