@@ -171,9 +171,11 @@ pub fn name_leaning(reply: &ChatReply, names: &[&str]) -> Option<Leaning> {
     choices_at(reply, offset)?
         .into_iter()
         .filter_map(|(rest, logprob)| {
-            let value = rest.split('"').next().unwrap_or_default();
+            // A listed name after a space (` calculator`) is the same choice, which the
+            // schema does not let it write that way: not where the probability went.
+            let value = rest.split('"').next().unwrap_or_default().trim();
             let listed = names.iter().any(|n| n.starts_with(value));
-            (!value.trim().is_empty() && !listed).then(|| Leaning {
+            (!value.is_empty() && !listed).then(|| Leaning {
                 name: value.to_string(),
                 p: logprob.exp(),
             })
@@ -557,8 +559,8 @@ mod tests {
         .unwrap();
         assert_eq!(l.name, "booking");
         assert!((l.p - 0.2).abs() < 1e-9);
-        // Only listed names, or a space that begins nothing: nothing to show.
-        assert_eq!(at(&[("book", 0.7), ("find", 0.2), (" ", 0.1)]), None);
+        // Only listed names, with a space before one, or a space alone: nothing to show.
+        assert_eq!(at(&[("book", 0.7), (" find", 0.2), (" ", 0.1)]), None);
     }
 
     #[test]
