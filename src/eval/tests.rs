@@ -358,15 +358,13 @@ fn an_early_call_the_turn_did_not_make_is_not_predicted() {
     assert!(!r.pass);
 }
 
-/// A case that made no call says which check kept it from calling: the lines `ask`
-/// prints are the case's `checks`.
-#[test]
-fn a_case_records_what_the_checks_did() {
-    use crate::backend::ScriptedReply;
-    let case = Case {
-        id: "irrelevance_0".into(),
-        category: "irrelevance".into(),
-        question: "What is the capital of France?".into(),
+/// A case `id` (its category the id's first word) asking `question` with the calculator
+/// offered, right when the calls match `ground_truth` (none: no call is right).
+fn calculator_case(id: &str, question: &str, ground_truth: Vec<serde_json::Value>) -> Case {
+    Case {
+        id: id.into(),
+        category: id.split('_').next().unwrap_or_default().into(),
+        question: question.into(),
         tools: vec![ToolSpec::new(
             "calculator",
             "Evaluate an arithmetic expression.",
@@ -375,21 +373,37 @@ fn a_case_records_what_the_checks_did() {
         )],
         functions: vec![json!({"name": "calculator", "parameters": {"type": "dict",
             "properties": {"expression": {"type": "string"}}, "required": ["expression"]}})],
-        ground_truth: vec![],
-    };
-    let model = crate::backend::Scripted::from_replies(vec![
-        ScriptedReply::text(
-            r#"{"kind": "tool_call", "thought": "", "tool": "calculator", "arguments": {"expression": "12.5 * 4"}}"#,
-        ),
-        ScriptedReply::text(r#"{"kind": "final_answer", "thought": "", "content": "Paris."}"#),
-    ]);
-    let r = run_all(
+        ground_truth,
+    }
+}
+
+/// `case` run once with default settings against a model that gives `replies`.
+fn run_one(case: Case, replies: Vec<crate::backend::ScriptedReply>) -> CaseResult {
+    let model = crate::backend::Scripted::from_replies(replies);
+    run_all(
         vec![Box::new(model)],
         &[case],
         &EvalSettings::default(),
         |_| {},
     )
-    .remove(0);
+    .remove(0)
+}
+
+/// A case that made no call says which check kept it from calling: the lines `ask`
+/// prints are the case's `checks`.
+#[test]
+fn a_case_records_what_the_checks_did() {
+    use crate::backend::ScriptedReply;
+    let case = calculator_case("irrelevance_0", "What is the capital of France?", vec![]);
+    let r = run_one(
+        case,
+        vec![
+            ScriptedReply::text(
+                r#"{"kind": "tool_call", "thought": "", "tool": "calculator", "arguments": {"expression": "12.5 * 4"}}"#,
+            ),
+            ScriptedReply::text(r#"{"kind": "final_answer", "thought": "", "content": "Paris."}"#),
+        ],
+    );
     assert!(r.pass, "{r:?}");
     assert_eq!(
         r.checks,
@@ -404,20 +418,11 @@ fn a_case_records_what_the_checks_did() {
 #[test]
 fn a_case_records_where_the_models_name_probability_went() {
     use crate::backend::{ScriptedReply, TokenLogprob};
-    let case = Case {
-        id: "simple_0".into(),
-        category: "simple".into(),
-        question: "What is 2 + 3?".into(),
-        tools: vec![ToolSpec::new(
-            "calculator",
-            "Evaluate an arithmetic expression.",
-            json!({"type": "object", "properties": {"expression": {"type": "string"}},
-                   "required": ["expression"]}),
-        )],
-        functions: vec![json!({"name": "calculator", "parameters": {"type": "dict",
-            "properties": {"expression": {"type": "string"}}, "required": ["expression"]}})],
-        ground_truth: vec![json!({"calculator": {"expression": ["2 + 3"]}})],
-    };
+    let case = calculator_case(
+        "simple_0",
+        "What is 2 + 3?",
+        vec![json!({"calculator": {"expression": ["2 + 3"]}})],
+    );
     let text = r#"{"kind": "tool_call", "thought": "", "tool": "calculator", "arguments": {"expression": "2 + 3"}}"#;
     let tok = |t: &str, top: &[(&str, f64)]| TokenLogprob {
         token: t.into(),
@@ -437,17 +442,13 @@ fn a_case_records_where_the_models_name_probability_went() {
         tok("calc", &[("math", 0.7), ("calc", 0.25)]),
         tok(r#"ulator", "arguments": {"expression": "2 + 3"}}"#, &[]),
     ];
-    let model = crate::backend::Scripted::from_replies(vec![
-        call,
-        ScriptedReply::text(r#"{"kind": "final_answer", "thought": "", "content": "5"}"#),
-    ]);
-    let r = run_all(
-        vec![Box::new(model)],
-        &[case],
-        &EvalSettings::default(),
-        |_| {},
-    )
-    .remove(0);
+    let r = run_one(
+        case,
+        vec![
+            call,
+            ScriptedReply::text(r#"{"kind": "final_answer", "thought": "", "content": "5"}"#),
+        ],
+    );
     assert!(r.pass, "{r:?}");
     assert!((r.p_name.unwrap() - 0.25).abs() < 1e-9, "{r:?}");
     let leaning = r.name_leaning.as_ref().expect("recorded");
