@@ -142,9 +142,10 @@ pub fn name_share(reply: &ChatReply, names: &[&str]) -> Option<f64> {
 /// with, and the model's probability for it. A token can be part of a name
 /// (`rem`), so this is the beginning of what the model would have written (`ping` for a
 /// request to be reminded, where `set_reminder` is on offer; `calculator`, the prompt's
-/// example, where no calculator is). Shown beside [`name_share`] where a call is
-/// declined, and recorded, so a person can see what the model reached for. `None` as for
-/// [`name_share`], or when every name the server reported begins a listed name.
+/// example, where no calculator is). Shown in the decline line where the name counted
+/// against the call, and recorded on every judged call, so a person can see what the
+/// model reached for. `None` as for [`name_share`], or when every name the server
+/// reported begins a listed name.
 ///
 /// ```
 /// use toolloop::backend::{ChatReply, TokenLogprob};
