@@ -145,16 +145,12 @@ pub(crate) struct TurnContext<'a> {
     pub left: &'a [f64],
 }
 
-/// [`tool_probability::name_share`] over the names of the tools on offer.
-fn name_share_of(ctx: &TurnContext<'_>) -> Option<f64> {
+/// [`tool_probability::name_share`] and [`tool_probability::name_leaning`] over the
+/// names of the tools on offer, read together into `judgement`.
+fn read_names(ctx: &TurnContext<'_>, judgement: &mut Judgement) {
     let names: Vec<&str> = ctx.specs.iter().map(|s| s.name.as_str()).collect();
-    tool_probability::name_share(ctx.reply, &names)
-}
-
-/// [`tool_probability::name_leaning`] over the names of the tools on offer.
-fn name_leaning_of(ctx: &TurnContext<'_>) -> Option<tool_probability::Leaning> {
-    let names: Vec<&str> = ctx.specs.iter().map(|s| s.name.as_str()).collect();
-    tool_probability::name_leaning(ctx.reply, &names)
+    judgement.p_name = tool_probability::name_share(ctx.reply, &names);
+    judgement.name_leaning = tool_probability::name_leaning(ctx.reply, &names);
 }
 
 /// `value < bar` for a decline line, with the fewest decimals (two to four) that show the
@@ -487,8 +483,7 @@ impl Checks {
             && let Some(mut judgement) = self.judge_calls(ctx, calls)
         {
             judgement.p_tool = tool_probability::tool_share(ctx.reply);
-            judgement.p_name = name_share_of(ctx);
-            judgement.name_leaning = name_leaning_of(ctx);
+            read_names(ctx, &mut judgement);
             let tool = tool.clone();
             findings.push(Finding::Decision { tool, judgement });
             return (findings, Verdict::Decline { instead: vec![] });
@@ -496,11 +491,8 @@ impl Checks {
         if let Some(tool) = &turn {
             // Read first: `tool-fit` holds a call the model named without choosing it
             // to a higher score.
-            let mut judgement = Judgement {
-                p_name: name_share_of(ctx),
-                name_leaning: name_leaning_of(ctx),
-                ..Judgement::default()
-            };
+            let mut judgement = Judgement::default();
+            read_names(ctx, &mut judgement);
             for c in &self.on {
                 c.judge_turn(ctx, tool, &mut judgement);
             }

@@ -125,16 +125,29 @@ fn value_offset(text: &str, key: &str) -> Option<usize> {
 /// assert!((share - 0.2).abs() < 1e-9);
 /// ```
 pub fn name_share(reply: &ChatReply, names: &[&str]) -> Option<f64> {
-    let offset = value_offset(&reply.text, "tool")?;
-    let p: f64 = choices_at(reply, offset)?
+    let p: f64 = name_choices(reply)?
         .iter()
-        .filter(|(rest, _)| {
-            let value = rest.split('"').next().unwrap_or_default();
-            !value.is_empty() && names.iter().any(|n| n.starts_with(value))
-        })
-        .map(|(_, logprob)| logprob.exp())
+        .filter(|(value, _)| !value.is_empty() && names.iter().any(|n| n.starts_with(value)))
+        .map(|(_, p)| p)
         .sum();
     Some(p.min(1.0))
+}
+
+/// What the model could have written where its first call's tool name begins: each
+/// alternative's beginning of a name (up to its closing quote) and its probability.
+/// `None` as for [`name_share`].
+fn name_choices(reply: &ChatReply) -> Option<Vec<(String, f64)>> {
+    let offset = value_offset(&reply.text, "tool")?;
+    let choices = choices_at(reply, offset)?;
+    Some(
+        choices
+            .into_iter()
+            .map(|(rest, logprob)| {
+                let value = rest.split('"').next().unwrap_or_default().to_string();
+                (value, logprob.exp())
+            })
+            .collect(),
+    )
 }
 
 /// Where the model's probability went instead, at the token where its first call's tool
@@ -168,17 +181,16 @@ pub fn name_share(reply: &ChatReply, names: &[&str]) -> Option<f64> {
 /// assert!((leaning.p - 0.4).abs() < 1e-9);
 /// ```
 pub fn name_leaning(reply: &ChatReply, names: &[&str]) -> Option<Leaning> {
-    let offset = value_offset(&reply.text, "tool")?;
-    choices_at(reply, offset)?
+    name_choices(reply)?
         .into_iter()
-        .filter_map(|(rest, logprob)| {
+        .filter_map(|(value, p)| {
             // A listed name after a space (` calculator`) is the same choice, which the
             // schema does not let it write that way: not where the probability went.
-            let value = rest.split('"').next().unwrap_or_default().trim();
+            let value = value.trim();
             let listed = names.iter().any(|n| n.starts_with(value));
             (!value.is_empty() && !listed).then(|| Leaning {
                 name: value.to_string(),
-                p: logprob.exp(),
+                p,
             })
         })
         .max_by(|a, b| a.p.total_cmp(&b.p))
