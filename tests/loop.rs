@@ -326,6 +326,44 @@ fn the_prompts_placeholder_is_never_taken_or_shown_as_the_answer() {
     );
 }
 
+/// After a tool failed three times, Qwen2.5-Coder 0.5B answered with toolloop's own
+/// notice to it, "Answer directly without it." included: that is toolloop's text, not an
+/// answer, so it is not taken as one, what streamed of it is withdrawn, and the run ends
+/// saying why rather than ask a model that wrote it back again.
+#[test]
+fn toolloops_instruction_written_back_is_not_taken_as_the_answer() {
+    let s = server();
+    let (log, observer) = events();
+    let model = Scripted::new([
+        call("calculator", json!({"expression": "350 grams / 6 loaves"})),
+        call("calculator", json!({"expression": "g * 4"})),
+        call("calculator", json!({"expression": "g / 4"})),
+        answer("error: calculator is unavailable now. Answer directly without it."),
+        answer("2100 g"),
+    ]);
+    let seen = model.seen();
+    let mut o = builder(model, &s).observer(observer).build().unwrap();
+    let out = o
+        .run("350 g of flour per loaf: how much for 6 loaves?")
+        .unwrap();
+    assert_eq!(out.stop_reason(), StopKind::InvalidReplies);
+    assert_eq!(out.answer(), None);
+    assert_eq!(seen.lock().unwrap().len(), 4, "not asked again");
+    let err = out.into_answer().unwrap_err().to_string();
+    assert!(
+        err.contains("toolloop's instruction") && err.contains("Answer directly without it."),
+        "{err}"
+    );
+    let log = log.lock().unwrap();
+    let shown = log
+        .iter()
+        .rposition(|e| matches!(e, Event::AnswerText { .. }));
+    let withdrawn = log
+        .iter()
+        .rposition(|e| matches!(e, Event::AnswerRetracted { .. }));
+    assert!(shown.is_none() || withdrawn > shown, "{log:?}");
+}
+
 #[test]
 fn three_invalid_replies_are_an_invalid_response_format_error() {
     let s = server();

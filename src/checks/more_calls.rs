@@ -81,13 +81,18 @@ impl Check for MoreCalls {
                 tool: tool.clone(),
                 index: call.index,
                 why: format!("{names} given by nobody; it waits for the other calls' results"),
-                told: format!(
-                    "not run: nobody gave {names} for {tool}. If it needs the results above, \
-                     call {tool} again with the values they give."
-                ),
+                told: told(tool, &names),
                 arguments: nobodys,
             });
         }
         None
     }
+}
+
+/// What the model is told of a call the asking added on a value nobody gave.
+pub(crate) fn told(tool: &str, names: &str) -> String {
+    format!(
+        "not run: nobody gave {names} for {tool}. If it needs the results above, call {tool} \
+         again with the values they give."
+    )
 }

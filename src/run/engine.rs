@@ -323,15 +323,13 @@ impl Engine {
             }
         };
         if !parsed.fixes.is_empty() {
-            let fixes = parsed
-                .fixes
-                .to_vec()
-                .iter()
-                .map(|f| f.to_string())
-                .collect();
-            self.events.push(Event::Repaired { fixes });
+            let fixes = parsed.fixes.to_vec().into_iter().map(|f| f.to_string());
+            self.events.push(Event::Repaired {
+                fixes: fixes.collect(),
+            });
         }
-        let rejected = self.schema().check(&parsed.turn).err();
+        let rejected =
+            (self.schema().check(&parsed.turn).err()).or_else(|| feedback::echoed(&parsed.turn));
         let cut = reply.stop == StopReason::Length && parsed.fixes.contains(Fix::CutValue);
         if (rejected.is_some() || cut)
             && let Some(first) = self.asked_again.take()
@@ -345,7 +343,9 @@ impl Engine {
             // A valid call on the last iteration is not a format error: the iterations
             // are used up (`MaxIterationsReached` for `run_loop`).
             let last = self.iterations + 1 >= self.config.max_iterations;
-            if last && !self.forced_answer && self.prepared.first.check(&parsed.turn).is_ok() {
+            let valid =
+                !rejection.ends_the_run() && self.prepared.first.check(&parsed.turn).is_ok();
+            if last && !self.forced_answer && valid {
                 self.iterations += 1;
                 let iterations = self.iterations;
                 self.state = State::Done(Ending::MaxIterations { iterations });
@@ -537,7 +537,7 @@ impl Engine {
         let error = rejection.to_string();
         // Told what to write instead, Gemma 3 270M wrote the placeholder again 49 times
         // of 49 (`BENCHMARKS.md`): asking again would only cost the requests.
-        let hopeless = rejection == Rejection::Placeholder;
+        let hopeless = rejection.ends_the_run();
         if !hopeless {
             let attempt = self.invalid_streak;
             let error = error.clone();

@@ -16,6 +16,8 @@ use crate::backend::{Message, Role, StopReason, Usage};
 use crate::checks::Evidence;
 use crate::http::shorten;
 use crate::tools::{ToolError, ToolSpec};
+use crate::turn::Turn;
+use crate::turn::schema::Rejection;
 
 /// What follows the last result of a turn whose calls all succeeded.
 ///
@@ -48,14 +50,17 @@ pub fn call_result(index: usize, of: usize, tool: &str, observation: &str) -> St
     }
 }
 
+/// What the model is told to do once a tool is unavailable.
+const ANSWER_WITHOUT: &str = "Answer directly without it.";
+
 /// The observation for a call of a tool that was declared unavailable.
 pub fn unavailable(tool: &str) -> String {
-    format!("error: {tool} is unavailable. Answer directly without it.")
+    format!("error: {tool} is unavailable. {ANSWER_WITHOUT}")
 }
 
 /// The observation that declares a tool unavailable after it failed.
 pub fn degraded(tool: &str, observation: &str) -> String {
-    format!("{observation}\n{tool} is unavailable now. Answer directly without it.")
+    format!("{observation}\n{tool} is unavailable now. {ANSWER_WITHOUT}")
 }
 
 /// The question put to the person for required arguments the model invented
@@ -102,6 +107,54 @@ pub fn tool_error(error: ToolError, spec: Option<&ToolSpec>) -> (String, Option<
 /// How the message that explains a refused reply begins.
 const INVALID_REPLY: &str = "Your last reply was not valid: ";
 
+/// How that message ends.
+const ONE_OBJECT: &str = "Reply with exactly one JSON object.";
+
+/// Words of toolloop's instructions to the model that no answer of the model's own holds.
+/// Qwen2.5-Coder 0.5B, after the calculator failed three times, answered "error:
+/// calculator is unavailable now. Answer directly without it." (a held-back whole
+/// question, `BENCHMARKS.md` "toolloop's own words as the answer"); asked again, with or
+/// without being told why, it wrote back the last message it had read each time. The
+/// `told` text of `more-calls` is among them: it is toolloop's too.
+const INSTRUCTIONS: [&str; 6] = [
+    ANSWER_WITHOUT,
+    "reply with final_answer",
+    "this is the same result. Use it to answer.",
+    INVALID_REPLY,
+    ONE_OBJECT,
+    "again with the values they give",
+];
+
+/// The instruction of toolloop's ([`INSTRUCTIONS`]) that a final answer or a question for
+/// the person writes back, matched in any case and spacing, with or without its last
+/// stop. The placeholder the prompt shows for an answer is refused the same way
+/// ([`crate::turn::schema::Rejection::Placeholder`]).
+pub fn instruction_in(text: &str) -> Option<&'static str> {
+    let words = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    let text = words(text);
+    INSTRUCTIONS.into_iter().find(|i| {
+        let i = words(i);
+        text.contains(i.trim_end_matches(['.', ':', ' ']))
+    })
+}
+
+/// A final answer or a question for the person that writes back one of toolloop's
+/// instructions to the model ([`instruction_in`]): not the model's own, never shown as
+/// one, and not asked for again.
+pub fn echoed(turn: &Turn) -> Option<Rejection> {
+    let text = match turn {
+        Turn::FinalAnswer { content, .. } => content,
+        Turn::Clarify { question, .. } => question,
+        _ => return None,
+    };
+    instruction_in(text).map(Rejection::Instruction)
+}
+
 /// Whether a user-role message is toolloop's own feedback on a refused reply rather than
 /// something the person said: it quotes the model's values back ("`kelvin` is not one
 /// of …"), so it must not count as the person giving them.
@@ -146,9 +199,7 @@ pub fn invalid_reply(raw: &str, stop: StopReason, reason: &str) -> [Message; 2] 
     };
     [
         Message::assistant(shorten(raw.trim(), 500)),
-        Message::user(format!(
-            "{INVALID_REPLY}{reason}.{cut} Reply with exactly one JSON object."
-        )),
+        Message::user(format!("{INVALID_REPLY}{reason}.{cut} {ONE_OBJECT}")),
     ]
 }
 
@@ -205,5 +256,50 @@ impl ContextGuard {
                  dropped the oldest messages; raise num_ctx"
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every instruction is found in the text the model is actually sent, so a wording
+    /// changed in one place cannot leave the other behind.
+    #[test]
+    fn each_instruction_the_model_reads_is_known_as_toolloops() {
+        let sent = [
+            degraded("calculator", "error: not 'g'"),
+            unavailable("calculator"),
+            AFTER_RESULTS.to_string(),
+            repeated_call("calculator", "4"),
+            invalid_reply("{", StopReason::Finished, "not JSON")[1]
+                .content
+                .clone(),
+            crate::checks::more_calls::told("calculator", "expression"),
+        ];
+        for text in &sent {
+            assert!(instruction_in(text).is_some(), "{text}");
+        }
+        for i in INSTRUCTIONS {
+            assert!(sent.iter().any(|t| t.contains(i)), "{i}");
+        }
+    }
+
+    #[test]
+    fn an_answer_that_writes_an_instruction_back_is_told_from_one_that_does_not() {
+        let answer = |content: &str| Turn::FinalAnswer {
+            thought: String::new(),
+            content: content.into(),
+        };
+        let echo = answer("error: calculator is unavailable now.  ANSWER directly\nwithout it");
+        assert_eq!(echoed(&echo), Some(Rejection::Instruction(ANSWER_WITHOUT)));
+        for own in [
+            "350 g times 6 is 2,100 g of flour.",
+            "Sorry, the calculator is unavailable now.",
+            "Use it to answer the phone.",
+            "The reply was not valid JSON.",
+        ] {
+            assert_eq!(echoed(&answer(own)), None, "{own}");
+        }
     }
 }

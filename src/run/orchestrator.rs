@@ -372,7 +372,14 @@ impl Orchestrator {
         let answer = match engine.ending() {
             Some(Ending::Answer { content, .. }) => content.as_str(),
             _ if shown.is_empty() => return,
-            _ => {
+            // A run that ends on it: the answer was toolloop's own words written back.
+            Some(_) => {
+                let reason = "the reply was not an answer of the model's own";
+                return self.emit(&Event::AnswerRetracted {
+                    reason: reason.into(),
+                });
+            }
+            None => {
                 let reason = "the reply was not a valid answer; the model is asked again";
                 return self.emit(&Event::AnswerRetracted {
                     reason: reason.into(),

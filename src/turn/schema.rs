@@ -518,6 +518,19 @@ pub enum Rejection {
     /// model's could be. It ends the run (`Ending::InvalidReplies`) rather than go back to
     /// the model.
     Placeholder,
+    /// An answer, or a question for the person, that writes back words of toolloop's own
+    /// instructions to the model (`Answer directly without it.`): these. It ends the run
+    /// as the placeholder does.
+    Instruction(&'static str),
+}
+
+impl Rejection {
+    /// Whether the reply wrote toolloop's own text back rather than anything of the
+    /// model's: asked again, the models measured wrote it back again, so the run ends on
+    /// it rather than spend requests.
+    pub fn ends_the_run(&self) -> bool {
+        matches!(self, Rejection::Placeholder | Rejection::Instruction(_))
+    }
 }
 
 impl fmt::Display for Rejection {
@@ -542,6 +555,10 @@ impl fmt::Display for Rejection {
             Rejection::Placeholder => write!(
                 f,
                 "the answer was the prompt's placeholder, \"{ANSWER_PLACEHOLDER}\", written back: this model does not follow toolloop's prompt; try a larger one"
+            ),
+            Rejection::Instruction(words) => write!(
+                f,
+                "the reply wrote back toolloop's instruction to the model, \"{words}\", rather than an answer of its own"
             ),
         }
     }
