@@ -293,6 +293,20 @@ fn a_run_streams_its_steps_in_order_and_its_transcript_downloads() {
     assert!(conv["running"].is_null(), "{conv}");
 }
 
+/// A run that ends without an answer says why in its own words, as the command line does
+/// on stderr: the page shows it under the kind of ending.
+#[test]
+fn a_run_without_an_answer_says_why_when_it_stops() {
+    let web = start(vec![vec![answer("<the answer for the user>")]], 4);
+    let c = new_conversation(&web);
+    let (_, run) = ask(&web, &c, "What is the weather in Paris?");
+    let events = stream(&web, run["run"].as_str().unwrap(), |_| {});
+    let stopped = events.last().unwrap();
+    assert_eq!(stopped["stop_reason"], "invalid_replies", "{stopped}");
+    let message = stopped["message"].as_str().unwrap_or_default();
+    assert!(message.contains("placeholder"), "{stopped}");
+}
+
 #[test]
 fn a_clarify_waits_for_the_answer_and_the_run_resumes_with_it() {
     let web = start(
@@ -642,7 +656,7 @@ fn tools_and_conversations_are_listed_and_forgotten() {
 #[test]
 #[ignore = "needs Chromium, Node and playwright-core: run scripts/test-all.sh"]
 fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
-    // The six runs of `tests/web/e2e.cjs scripted`, once at a desktop's size and once
+    // The seven runs of `tests/web/e2e.cjs scripted`, once at a desktop's size and once
     // at a phone's.
     let runs = || {
         vec![
@@ -672,6 +686,10 @@ fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
                 r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"get_weather","arguments":{"city":"Paris"}},{"tool":"get_weather","arguments":{"city":"Rome"}}]}"#.to_string(),
                 answer("Sunny in Paris and in Rome."),
             ],
+            // toolloop's own instruction written back as the answer.
+            vec![answer(
+                "error: calculator is unavailable now. Answer directly without it.",
+            )],
         ]
     };
     let web = start([runs(), runs()].concat(), 4);

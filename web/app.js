@@ -146,9 +146,13 @@ const STOPS = {
   max_iterations: "No answer within the allowed iterations.",
   timeout: "No answer before the time limit.",
   blocked: "Blocked by a guardrail.",
-  invalid_replies: "The model kept replying with something that is not a valid turn.",
+  invalid_replies: "The model gave no valid turn to go on with.",
+  cut_off: "A tool call was cut off at the token limit twice, so it was not run.",
   cancelled: "Stopped.",
 };
+
+// The endings whose `message` says more than the line above.
+const DETAILED = new Set(["invalid_replies", "cut_off", "max_iterations", "timeout", "blocked"]);
 
 function handle(view, run, e) {
   switch (e.event) {
@@ -294,7 +298,9 @@ function finish(view, run, e) {
     view.answer.textContent = "";
   }
   const note = STOPS[e.stop_reason];
-  if (note) step(view, e.stop_reason === "completed" ? "ok" : "problem", note, "");
+  // The run's own words say which invalid reply, which call was cut, which limit.
+  const detail = DETAILED.has(e.stop_reason) ? e.message || "" : "";
+  if (note) step(view, e.stop_reason === "completed" ? "ok" : "problem", note, detail);
   const t = view.tokens;
   view.footer.textContent = "";
   view.footer.appendChild(el("span", null, `${e.iterations} iteration${e.iterations === 1 ? "" : "s"}, ${seconds(e.ms)}`));

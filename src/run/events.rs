@@ -332,6 +332,10 @@ pub enum Event {
         stop_reason: crate::run::ending::StopKind,
         /// The answer, if any.
         answer: Option<String>,
+        /// Why there is no answer, or why it was given without a tool, in words
+        /// ([`crate::Ending::message`]): what the command line prints on stderr.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
         /// Iterations used.
         iterations: u32,
         /// Milliseconds the run took.

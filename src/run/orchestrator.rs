@@ -435,6 +435,7 @@ impl Orchestrator {
         self.emit(&Event::Stopped {
             stop_reason: ending.kind(),
             answer: ending.answer().map(str::to_string),
+            message: ending.message(),
             iterations,
             ms: elapsed.as_millis() as u64,
             budget,

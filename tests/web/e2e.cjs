@@ -197,6 +197,16 @@ async function scripted(page) {
     "both calls are started early, before the turn's calls: " + labels6.join(", "));
   const answer6 = await page.textContent(".exchange:nth-of-type(2) .answer");
   check(answer6.includes("Sunny in Paris and in Rome."), "and the answer follows");
+
+  // 7. An answer that writes back toolloop's own instruction to the model is withdrawn,
+  // and the page says why the run has no answer.
+  await ask(page, "How much flour for 6 loaves?");
+  await page.waitForSelector(".exchange:nth-of-type(3) .footer:not(:empty)", { timeout: 10000 });
+  const steps7 = await page.textContent(".exchange:nth-of-type(3) .steps");
+  const answer7 = await page.textContent(".exchange:nth-of-type(3) .answer");
+  check(!answer7.includes("Answer directly"), "the instruction is not left as the answer: " + answer7);
+  check(steps7.includes("Answer withdrawn") && steps7.includes("toolloop's instruction"),
+    "the page says it was withdrawn and why: " + steps7);
 }
 
 async function real(page) {
