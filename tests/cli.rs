@@ -258,7 +258,7 @@ mod ask {
         assert!(stdout.ends_with("\nShort.\n"), "{stdout}");
         let err = text(&out.stderr);
         assert!(
-            err.contains("[Retry] the answer above is withdrawn"),
+            err.contains("[Withdrawn] the answer above: the reply was not a valid answer; the model is asked again"),
             "{err}"
         );
     }

@@ -111,10 +111,7 @@ impl Observer for Progress {
             Event::CallWritten { tool, .. } => self.written.push(tool.clone()),
             Event::ModelReply { .. } | Event::AnswerText { .. } => self.stop_spinner(),
             Event::AnswerRetracted { reason } if !self.verbose => {
-                self.line(self.paint(
-                    "33",
-                    &format!("[Retry] the answer above is withdrawn: {reason}"),
-                ));
+                self.line(self.paint("33", &format!("[Withdrawn] the answer above: {reason}")));
             }
             Event::ToolCall {
                 tool, arguments, ..
