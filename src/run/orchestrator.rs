@@ -372,9 +372,10 @@ impl Orchestrator {
         let answer = match engine.ending() {
             Some(Ending::Answer { content, .. }) => content.as_str(),
             _ if shown.is_empty() => return,
-            // A run that ends on it: the answer was toolloop's own words written back.
+            // A run that ends on it (toolloop's own words written back, the deadline): what
+            // ended it is said next.
             Some(_) => {
-                let reason = "the reply was not an answer of the model's own";
+                let reason = "the run ended without an answer";
                 return self.emit(&Event::AnswerRetracted {
                     reason: reason.into(),
                 });
