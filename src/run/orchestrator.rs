@@ -374,14 +374,11 @@ impl Orchestrator {
             _ if shown.is_empty() => return,
             // A run that ends on it (toolloop's own words written back, the deadline): what
             // ended it is said next.
-            Some(_) => {
-                let reason = "the run ended without an answer";
-                return self.emit(&Event::AnswerRetracted {
-                    reason: reason.into(),
-                });
-            }
-            None => {
-                let reason = "the reply was not a valid answer; the model is asked again";
+            ended => {
+                let reason = match ended {
+                    Some(_) => "the run ended without an answer",
+                    None => "the reply was not a valid answer; the model is asked again",
+                };
                 return self.emit(&Event::AnswerRetracted {
                     reason: reason.into(),
                 });
