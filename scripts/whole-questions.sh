@@ -22,7 +22,9 @@
 # The binary is target/release/toolloop (built here), or TOOLLOOP_WHOLE_BIN (another
 # revision's build, for the "before"); TOOLLOOP_WHOLE_DATA another set
 # (tests/data/whole/held_back.jsonl was written while the rules were being tried on
-# questions.jsonl, and read only to check them); TOOLLOOP_WHOLE_JOBS cases at once
+# questions.jsonl, and read only to check them; arithmetic.jsonl, arithmetic said other
+# ways and questions about a number, was written in the twenty-fifth pass before any of
+# it was run); TOOLLOOP_WHOLE_JOBS cases at once
 # (default 1: a person's one question at a time, and the server's cache as it is then).
 set -euo pipefail
 cd "$(dirname "$0")/.."
