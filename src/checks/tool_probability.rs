@@ -72,7 +72,7 @@ fn kind_value_offset(text: &str) -> Option<usize> {
 /// Where the string value of the first key `key` begins in `text` (just after its
 /// opening quote). A quoted `key` inside a string value is escaped (`\"tool\"`), so it
 /// is never taken for the key.
-fn value_offset(text: &str, key: &str) -> Option<usize> {
+pub(crate) fn value_offset(text: &str, key: &str) -> Option<usize> {
     let quoted = format!("\"{key}\"");
     let mut from = 0;
     while let Some(i) = text[from..].find(&quoted) {

@@ -23,12 +23,32 @@ use crate::checks::{CheckLevels, Checks, Evidence, TurnContext, Verdict};
 use crate::message::{ChatReply, TokenLogprob};
 use crate::turn::Turn;
 
+/// What a run recorded of a case's first reply (`toolloop eval --json`): the shares of
+/// probability the checks read, and the answer to the fit question when it was asked.
+#[derive(Clone, Copy)]
+struct Recorded<'a> {
+    p_tool: f64,
+    p_more: Option<f64>,
+    /// `p_name`, and the likeliest name no tool has.
+    name: Option<(f64, &'a str)>,
+    fit: Option<f64>,
+}
+
 /// The recorded reply as a server gives it: the text, and at the token where the kind
 /// begins, the recorded share of probability for a call against an answer; where the
-/// list of calls closes, the recorded share for one more call, when there is one
-/// (without it a list the run asked again for more was judged as it first came, and
-/// its case reported as failing now).
-fn reply_of(text: &str, p_tool: f64, p_more: Option<f64>) -> ChatReply {
+/// first call's tool name begins, the recorded share for the names on offer (`name`:
+/// `p_name`, and the likeliest name no tool has); where the list of calls closes, the
+/// recorded share for one more call, when there is one (without it a list the run asked
+/// again for more was judged as it first came, and its case reported as failing now;
+/// without the name's share, `tool-fit` left out the calibrated weight for it, and calls
+/// the run declined on it were let through).
+fn reply_of(text: &str, recorded: &Recorded<'_>) -> ChatReply {
+    let Recorded {
+        p_tool,
+        p_more,
+        name,
+        ..
+    } = *recorded;
     let at = text
         .find("_call")
         .map_or(0, |i| i.saturating_sub("tool".len()));
@@ -46,17 +66,35 @@ fn reply_of(text: &str, p_tool: f64, p_more: Option<f64>) -> ChatReply {
         Some((end, _)) => rest.split_at(end - at),
         None => (rest, ""),
     };
+    let named = crate::checks::tool_probability::value_offset(text, "tool")
+        .filter(|&i| i > at && i < at + rest.len())
+        .zip(name);
+    let (kind, called) = match named {
+        Some((i, _)) => rest.split_at(i - at),
+        None => (rest, ""),
+    };
     let mut logprobs = vec![
         tok(head, 0.0, vec![]),
         tok(
-            rest,
+            kind,
             p.ln(),
             vec![
-                (rest.into(), p.ln()),
+                (kind.into(), p.ln()),
                 ("final_answer".into(), (1.0 - p).ln()),
             ],
         ),
     ];
+    if let Some((_, (p_name, leaning))) = named {
+        let p_name = p_name.clamp(1e-12, 1.0 - 1e-12);
+        logprobs.push(tok(
+            called,
+            p_name.ln(),
+            vec![
+                (called.into(), p_name.ln()),
+                (format!("{leaning}\""), (1.0 - p_name).ln()),
+            ],
+        ));
+    }
     if let Some((_, more)) = close {
         let more = more.clamp(1e-12, 1.0 - 1e-12);
         logprobs.push(tok(
@@ -88,9 +126,7 @@ enum Replay {
 fn replayed(
     case: &Case,
     text: &str,
-    p_tool: f64,
-    p_more: Option<f64>,
-    fit: Option<f64>,
+    recorded: &Recorded<'_>,
     checks: &Checks,
     thresholds: Option<&Thresholds>,
 ) -> Replay {
@@ -105,7 +141,7 @@ fn replayed(
         _ => return Replay::NoCall,
     };
     let said = Evidence::of([case.question.as_str()]);
-    let reply = reply_of(text, p_tool, p_more);
+    let reply = reply_of(text, recorded);
     let unsaid = crate::checks::tool_fit::unsaid(&case.tools, &calls, &said);
     let left = crate::checks::numbers_left::left(&case.question, &calls);
     let ctx = TurnContext {
@@ -115,7 +151,9 @@ fn replayed(
         reply: &reply,
         thresholds,
         // A recorded fit is the score already.
-        fit: fit.map(|yes| crate::checks::tool_fit::Fit { yes, base: None }),
+        fit: recorded
+            .fit
+            .map(|yes| crate::checks::tool_fit::Fit { yes, base: None }),
         fit_tool: None,
         person: &[],
         earlier: &[],
@@ -186,16 +224,22 @@ pub(crate) fn rescore(
             .map(|t| t.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         let before = c["pass"].as_bool().unwrap_or(false);
-        let p_tool = c["p_tool"].as_f64().unwrap_or(1.0);
-        // A fit question the run did not ask was not recorded: the check stands aside.
-        let fit = c["fit"].as_f64();
-        let p_more = c["p_more"].as_f64();
+        // Where the model's probability at the name went elsewhere, what it reached for;
+        // a name no tool begins with stands in when none was recorded.
+        let leaning = c["name_leaning"]["name"].as_str().unwrap_or("\u{0}");
+        let recorded = Recorded {
+            p_tool: c["p_tool"].as_f64().unwrap_or(1.0),
+            p_more: c["p_more"].as_f64(),
+            name: c["p_name"].as_f64().map(|p| (p, leaning)),
+            // A fit question the run did not ask was not recorded: the check stands aside.
+            fit: c["fit"].as_f64(),
+        };
         let score = |calls: &[Call]| {
             score_calls(&case.category, calls, &case.functions, &case.ground_truth).is_ok()
         };
         let after = match texts
             .first()
-            .map(|t| replayed(case, t, p_tool, p_more, fit, &checks, thresholds))
+            .map(|t| replayed(case, t, &recorded, &checks, thresholds))
         {
             Some(Replay::Calls(calls)) => score(&calls),
             // What the model wrote when asked again was recorded only if it was asked
@@ -287,6 +331,46 @@ mod tests {
         // A list closed with no weight on one more is judged as it came: one call of two.
         let out = rescored(&[ONE], 0.0, false);
         assert!(out.contains("0 -> 0 of 1"), "{out}");
+    }
+
+    /// A call the run declined because the model's probability at its tool's name went
+    /// elsewhere is declined when judged again: the recorded `p_name` is read with the
+    /// calibrated weight for it. Before, the replayed reply carried no name and the call
+    /// was let through, so every such case read as failing now.
+    #[test]
+    fn a_call_declined_on_its_name_stays_declined() {
+        let path =
+            std::env::temp_dir().join(format!("toolloop-rescore-name-{}.json", std::process::id()));
+        let call = r#"{"kind": "tool_call", "thought": "", "tool": "get_weather", "arguments": {"city": "Paris"}}"#;
+        let case = |p_name: f64| {
+            json!({"id": "everyday_irrelevance_0", "category": "everyday_irrelevance",
+                   "pass": true, "texts": [call], "p_tool": 0.95, "fit": 0.44,
+                   "p_name": p_name, "name_leaning": {"name": "thanks", "p": 0.5}})
+        };
+        let t = Thresholds {
+            p_min: 0.0,
+            p_sure: 0.99,
+            fit_min: 0.43,
+            name_weight: 0.1,
+            fit_against_leaning: true,
+            ..Thresholds::default()
+        };
+        let data = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/everyday/BFCL_v4_everyday_irrelevance.json");
+        let judged = |p_name: f64| {
+            std::fs::write(&path, json!({"cases": [case(p_name)]}).to_string()).unwrap();
+            rescore(&data, &path, &CheckLevels::default(), Some(&t)).unwrap()
+        };
+        // The name's share 0.05, 0.15 short of sure: 0.44 - 0.015 < 0.43, declined.
+        let low = judged(0.05);
+        // The model chose the name: 0.44 stands, and the needless call goes.
+        let sure = judged(0.9);
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            low.ends_with("1 -> 1 of 1 (tuning 1 -> 1 of 1, validation 0 -> 0 of 0)\n"),
+            "{low}"
+        );
+        assert!(sure.contains("everyday_irrelevance_0: now fails"), "{sure}");
     }
 
     /// A report of a folder holds several categories: each case is judged against its
