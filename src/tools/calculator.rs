@@ -9,12 +9,13 @@
 //! The operators are Python's, and so is every value of an expression Python reads
 //! (`tests/calculator_reference.rs`). The way people write arithmetic is read too, where
 //! Python would refuse it and a person's meaning is plain: `2^20` is a power, `×` `÷`
-//! `−` are `*` `/` `-`, `2,340` is 2340 and `17% * 2,340` takes 17/100. A model copies
+//! `−` are `*` `/` `-`, `2,340` is 2340, `3,5` and `1.250,50` are read with their decimal
+//! comma, and `17% * 2,340` takes 17/100. A model copies
 //! these from the request: "What is 17% of 2,340?" and "What's 2 to the power of 20?"
 //! came to the calculator as `17% * 2,340` and `2^20`, were refused, and were written
 //! the same way again after the error, so the run ended on the error instead of the
 //! value (`BENCHMARKS.md`, "The calculator reads what people write"). Where a reading
-//! could be another (a comma that groups thousands, a percent), it comes with the value
+//! could be another (a comma that groups thousands or a decimal one, a percent), it comes with the value
 //! ([`Evaluated::read`]); where it is a guess (`100 + 10%`: a tenth of a unit, or ten
 //! percent more?), the expression is refused with what to write instead.
 
@@ -276,17 +277,16 @@ fn tokenize(s: &str) -> Result<Vec<Spanned>, CalcError> {
                     i += 1;
                 }
                 let mut text = s[start..i].to_string();
+                let ungrouped = i;
                 // Thousands grouped with commas, as English writes them: one to three
                 // digits, then groups of exactly three. There is no call or list here for
-                // a comma to separate, and a decimal comma (`3,2`) stays an error, since
-                // it does not have that shape.
+                // a comma to separate.
                 if (1..=3).contains(&text.len()) && text.bytes().all(|d| d.is_ascii_digit()) {
                     let group = |at: usize| {
                         b.get(at) == Some(&b',')
                             && (1..=3).all(|k| b.get(at + k).is_some_and(u8::is_ascii_digit))
                             && !b.get(at + 4).is_some_and(u8::is_ascii_digit)
                     };
-                    let ungrouped = i;
                     while group(i) {
                         text.push_str(&s[i + 1..i + 4]);
                         i += 4;
@@ -299,6 +299,25 @@ fn tokenize(s: &str) -> Result<Vec<Spanned>, CalcError> {
                         }
                         text.push_str(&s[frac..i]);
                     }
+                }
+                // Any other comma between digits is a decimal comma, as most of Europe
+                // and Latin America write one (`3,5`, `19,99`, `1.250,50` with its
+                // thousands grouped by dots): a model copies it from the request ("Calcule
+                // 3,5 fois 8" came as `3,5 * 8`), and arithmetic has no other reading
+                // for it. Refused, the model wrote it again (`BENCHMARKS.md`, "A decimal
+                // comma"). Only a comma not taken as a group of thousands above is read so,
+                // and the reading comes with the value, like a group's.
+                if i == ungrouped
+                    && b.get(i) == Some(&b',')
+                    && b.get(i + 1).is_some_and(u8::is_ascii_digit)
+                    && dot_grouped_or_digits(&text)
+                {
+                    let frac = i + 1;
+                    i = frac;
+                    while i < b.len() && b[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                    text = format!("{}.{}", text.replace('.', ""), &s[frac..i]);
                 }
                 let mut exp = 0i32;
                 if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
@@ -370,6 +389,18 @@ fn tokenize(s: &str) -> Result<Vec<Spanned>, CalcError> {
         return Err(CalcError::Syntax("empty expression".into()));
     }
     Ok(out)
+}
+
+/// Whether `text` is digits alone (`19` of `19,99`) or thousands grouped by dots
+/// (`1.250` of `1.250,50`): the whole numbers a decimal comma may follow.
+fn dot_grouped_or_digits(text: &str) -> bool {
+    let mut groups = text.split('.');
+    let first = groups.next().unwrap_or("");
+    let digits = |g: &str| !g.is_empty() && g.bytes().all(|d| d.is_ascii_digit());
+    if !text.contains('.') {
+        return digits(first);
+    }
+    digits(first) && first.len() <= 3 && groups.all(|g| g.len() == 3 && digits(g))
 }
 
 fn number(text: &str, exp: i32) -> Result<Rational, CalcError> {
@@ -524,8 +555,7 @@ impl Parser<'_> {
                 self.pos += 1;
                 let written = &self.src[from..to];
                 if written.contains(',') {
-                    self.read
-                        .push(format!("{written} as {}", written.replace(',', "")));
+                    self.read.push(format!("{written} as {n}"));
                 }
                 Ok((n, false))
             }

@@ -95,15 +95,22 @@ fn what_python_reads_keeps_its_value_and_a_guess_is_refused() {
     assert_eq!(read("7 % -3"), "-2");
     assert_eq!(read("7 % (3)"), "1");
     assert_eq!(read("1_000 + 1"), "1001");
-    // A decimal comma, or groups that are not of three, are not thousands.
-    assert!(
-        read("3,2 * 10").starts_with("error: only numbers"),
-        "{}",
-        read("3,2")
-    );
-    assert!(read("1,25 * 4").starts_with("error: only numbers"));
-    assert!(read("1,2345").starts_with("error: only numbers"));
-    assert!(read("1234,567").starts_with("error: only numbers"));
+    // A comma that is not a group of three is a decimal comma, said with the value.
+    assert_eq!(read("3,2 * 10"), "32 (read 3,2 as 3.2)");
+    assert_eq!(read("3,5 * 8"), "28 (read 3,5 as 3.5)");
+    assert_eq!(read("0,5 + 0,25"), "0.75 (read 0,5 as 0.5, 0,25 as 0.25)");
+    assert_eq!(read("1.250,50 * 2"), "2501 (read 1.250,50 as 1250.5)");
+    assert_eq!(read("1234,567"), "1234.567 (read 1234,567 as 1234.567)");
+    assert_eq!(read("12,5% * 80"), "10 (read 12,5 as 12.5, 12,5% as 0.125)");
+    // A group of three stays thousands, as before; the reading says which it took.
+    assert_eq!(read("1,250 * 2"), "2500 (read 1,250 as 1250)");
+    // Neither a group nor a decimal comma: refused, as before.
+    assert!(read("1,234,5").starts_with("error: only numbers"));
+    assert!(read("3,5,7").starts_with("error: only numbers"));
+    assert!(read("1.25,5").starts_with("error: only numbers"));
+    assert!(read("3, 5").starts_with("error: only numbers"));
+    assert!(read("3,").starts_with("error: only numbers"));
+    assert!(read("3,5.2").starts_with("error: unexpected number"));
     // A percent added or taken away could mean two things.
     assert!(read("100 + 10%").starts_with("error: a percent added or taken away is ambiguous"));
     assert!(read("(100 - 10%) * 2").starts_with("error: a percent added"));
