@@ -9,15 +9,15 @@
 //! The operators are Python's, and so is every value of an expression Python reads
 //! (`tests/calculator_reference.rs`). The way people write arithmetic is read too, where
 //! Python would refuse it and a person's meaning is plain: `2^20` is a power, `×` `÷`
-//! `−` are `*` `/` `-`, `2,340` is 2340, `3,5` and `1.250,50` are read with their decimal
-//! comma, and `17% * 2,340` takes 17/100. A model copies
-//! these from the request: "What is 17% of 2,340?" and "What's 2 to the power of 20?"
-//! came to the calculator as `17% * 2,340` and `2^20`, were refused, and were written
-//! the same way again after the error, so the run ended on the error instead of the
-//! value (`BENCHMARKS.md`, "The calculator reads what people write"). Where a reading
-//! could be another (a comma that groups thousands or a decimal one, a percent), it comes with the value
-//! ([`Evaluated::read`]); where it is a guess (`100 + 10%`: a tenth of a unit, or ten
-//! percent more?), the expression is refused with what to write instead.
+//! `−` are `*` `/` `-`, `2,340` is 2340, `3,5` and `1.250,50` are read with their
+//! decimal comma, and `17% * 2,340` takes 17/100. A model copies these from the request:
+//! "What is 17% of 2,340?" and "What's 2 to the power of 20?" came to the calculator as
+//! `17% * 2,340` and `2^20`, were refused, and were written the same way again after the
+//! error, so the run ended on the error instead of the value (`BENCHMARKS.md`, "The
+//! calculator reads what people write", "A decimal comma"). Where a reading could be
+//! another (a comma that groups thousands or a decimal one, a percent), it comes with
+//! the value ([`Evaluated::read`]); where it is a guess (`100 + 10%`: a tenth of a unit,
+//! or ten percent more?), the expression is refused with what to write instead.
 
 use std::fmt;
 
@@ -185,8 +185,8 @@ pub fn evaluate(expr: &str) -> Result<Rational, CalcError> {
 pub struct Evaluated {
     /// The exact value.
     pub value: Rational,
-    /// Each number written with thousands separators or a percent sign, as it was read
-    /// (`2,340 as 2340`, `17% as 0.17`), in the order written.
+    /// Each number written with a comma (thousands or a decimal comma) or a percent sign,
+    /// as it was read (`2,340 as 2340`, `3,5 as 3.5`, `17% as 0.17`), in the order written.
     pub read: Vec<String>,
 }
 
@@ -425,7 +425,7 @@ struct Parser<'a> {
     src: &'a str,
     tokens: Vec<Spanned>,
     pos: usize,
-    /// Each number with thousands separators and each percent as it was read, in the
+    /// Each number written with a comma and each percent as it was read, in the
     /// order written ([`Evaluated::read`]).
     read: Vec<String>,
 }
@@ -516,9 +516,13 @@ impl Parser<'_> {
     }
 
     fn power(&mut self, depth: usize) -> Result<Term, CalcError> {
-        let first = self.pos;
+        let (first, reads) = (self.pos, self.read.len());
         let (mut base, mut percent) = self.atom(depth)?;
         if self.percent_follows() {
+            // `12,5% as 0.125` says how the number was read as well.
+            if self.pos == first + 1 {
+                self.read.truncate(reads);
+            }
             let (from, to) = (self.tokens[first].1.0, self.tokens[self.pos].1.1);
             self.pos += 1;
             base = base.mul(Rational::int(100).recip()?)?;

@@ -101,9 +101,13 @@ fn what_python_reads_keeps_its_value_and_a_guess_is_refused() {
     assert_eq!(read("0,5 + 0,25"), "0.75 (read 0,5 as 0.5, 0,25 as 0.25)");
     assert_eq!(read("1.250,50 * 2"), "2501 (read 1.250,50 as 1250.5)");
     assert_eq!(read("1234,567"), "1234.567 (read 1234,567 as 1234.567)");
-    assert_eq!(read("12,5% * 80"), "10 (read 12,5 as 12.5, 12,5% as 0.125)");
+    assert_eq!(read("12,5% * 80"), "10 (read 12,5% as 0.125)");
     // A group of three stays thousands, as before; the reading says which it took.
     assert_eq!(read("1,250 * 2"), "2500 (read 1,250 as 1250)");
+    assert_eq!(
+        read("(2,5)% * 2"),
+        "0.05 (read 2,5 as 2.5, (2,5)% as 0.025)"
+    );
     // Neither a group nor a decimal comma: refused, as before.
     assert!(read("1,234,5").starts_with("error: only numbers"));
     assert!(read("3,5,7").starts_with("error: only numbers"));
