@@ -125,3 +125,12 @@ fn what_python_reads_keeps_its_value_and_a_guess_is_refused() {
     assert!(read("2 to the power of 20").starts_with("error: only numbers"));
     assert!(read("17% off 100").starts_with("error: only numbers"));
 }
+
+#[test]
+fn a_decimal_comma_is_bounded_like_any_number() {
+    assert!(read("1,5e999999999").starts_with("error"));
+    assert!(read("1,5e99999").starts_with("error: result too large"));
+    let digits = "9".repeat(1990);
+    assert_eq!(read(&format!("1,{digits}")), read(&format!("1.{digits}")));
+    assert!(read("999.999.999,5 ** 999").starts_with("error: result too large"));
+}
