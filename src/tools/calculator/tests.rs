@@ -124,6 +124,14 @@ fn what_python_reads_keeps_its_value_and_a_guess_is_refused() {
     assert!(read("5 of 3").starts_with("error: 'of' is read only after a percent"));
     assert!(read("2 to the power of 20").starts_with("error: only numbers"));
     assert!(read("17% off 100").starts_with("error: only numbers"));
+    // A word is named whole, a unit too, and nothing is read without it.
+    assert_eq!(
+        read("420 km / 28 litres"),
+        "error: only numbers, + - * / // % ** and parentheses are allowed, not the word \"km\": \
+         write the numbers alone, without units or names"
+    );
+    assert!(read("2 dozen * 3").contains("not the word \"dozen\""));
+    assert!(read("3 ÷ 4 €").ends_with("not '€'"));
 }
 
 #[test]
