@@ -132,6 +132,9 @@ pub(crate) struct TurnContext<'a> {
     /// The tools of this turn called with a required value nobody said
     /// ([`tool_fit::unsaid`]).
     pub unsaid: &'a [String],
+    /// The tools of this turn called with the person's own numbers and nothing else
+    /// ([`tool_fit::own_numbers`]).
+    pub own_numbers: &'a [String],
     /// Whether the turn is past asking again: it answers being asked again (for more
     /// calls, or among other tools), or its schema can hold no call more. It is carried
     /// out as it comes, call by call.
@@ -185,6 +188,9 @@ pub(crate) struct Judgement {
     pub support: Option<f64>,
     /// The fit of the call ([`tool_fit::Fit::score`]), when the question was asked.
     pub fit: Option<f64>,
+    /// Whether the call's values are the person's own numbers and nothing else
+    /// ([`tool_fit::own_numbers`]): evidence for it, as shared words are.
+    pub own_numbers: bool,
     /// Why the call was declined, with the figures and thresholds (`p 0.42 < 0.50`).
     pub reason: Option<String>,
     /// Whether the call is declined.

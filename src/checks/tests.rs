@@ -24,6 +24,7 @@ fn conform(arguments: &mut Map<String, Value>, schema: &Value, said: &Evidence) 
         person: &[],
         earlier: &[],
         unsaid: &[],
+        own_numbers: &[],
         again: false,
         added_from: None,
         left: &[],

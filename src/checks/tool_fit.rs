@@ -22,9 +22,11 @@
 //! the model's share of probability for the call was below the calibrated "sure" level
 //! ([`crate::Thresholds`]) *and* either the request shares no content word with the
 //! tool's own text ([`supported`]) or the call carries a required value the person never
-//! said ([`unsaid`]). Shared words are evidence for a call, so such a call goes ahead
-//! unquestioned unless its values were made up: a needless call to a near-miss tool
-//! shares words with the request ("Is tipping customary in Japan?" and `calculate_tip`)
+//! said ([`unsaid`]). Shared words are evidence for a call, and so are the request's own
+//! numbers, in any language: a call whose values are those and nothing else (`"300 - 45"`
+//! for "Subtract 45 from 300, then halve it", [`own_numbers`]) goes ahead unquestioned.
+//! A call that shares words is asked about all the same when its values were made up: a
+//! needless call to a near-miss tool shares words with the request ("Is tipping customary in Japan?" and `calculate_tip`)
 //! but has to invent what the tool needs (`bill_amount: 12.5`), so such a call is asked
 //! about too, and held to the same calibrated bar (a bar of its own was tried: on the
 //! tuning half it overfitted, `BENCHMARKS.md` "A value nobody said"). Missing words are
@@ -47,7 +49,7 @@ pub(crate) mod kept;
 
 use serde_json::{Value, json};
 
-use super::{Check, CheckInfo, Effect, Judgement, TurnContext, grounding, tool_relevance};
+use super::{Check, CheckInfo, Effect, Judgement, TurnContext, grounding, numbers, tool_relevance};
 use crate::message::{ChatReply, Message, TokenLogprob};
 use crate::tool_spec::ToolSpec;
 
@@ -56,11 +58,11 @@ pub static INFO: CheckInfo = CheckInfo {
     name: "tool-fit",
     default_on: true,
     effect: Effect::Declines,
-    what: "asks the model whether the tool does what the request asks when it was unsure of a call that shares no word with the tool or carries a required value nobody said, reads its yes against its yes for the same tool with no request, and declines the call when the request drew too little (held to more, by a calibrated weight, where the model's probability at the tool's name went to names no tool has)",
+    what: "asks the model whether the tool does what the request asks when it was unsure of a call that shares no word with the tool and is not the request's own numbers alone, or that carries a required value nobody said, reads its yes against its yes for the same tool with no request, and declines the call when the request drew too little (held to more, by a calibrated weight, where the model's probability at the tool's name went to names no tool has)",
     why: "a small model under the narrowed schema calls some tool for nearly every question, and words cannot tell which calls fit in other languages",
     example: "\"Who write Don Quixote?\" with a music-composition tool: yes 0.50 against 0.57 for no request, fit 0.43 < 0.48: declined, the model answers",
     safety: "It only declines, never changes a value, and never questions a call the model was sure of (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`).",
-    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B calibrated, validation halves, against the word-overlap defaults before it: right calls the model alone made still made 70 of 70 (was 55). Read against the tool's own leaning (one slot, each way calibrated): BFCL irrelevance declined 9 -> 16 of 25, the five-language no-tool requests 10 -> 13 of 15, everyday ones 10 -> 10; right first calls still made 70 of 71 both ways (tuning 73 of 74, before 75 of 75). Gemma 3 270M: its answers barely separate (no-tool requests declined 0 -> 5 of 55 on validation; 2 right calls of 39 on the tuning halves lost at the bar's edge). BENCHMARKS.md, \"The fit answer against the tool's own leaning\". With the name the model chose weighed beside it (calibrated 0.04), Qwen's no-tool requests answered without a call on the validation halves of all five sets 34 -> 38 of 48 (everyday 11 -> 12 of 15), right first calls kept 68 of 70 either way: \"The name the model chose\".",
+    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B calibrated, validation halves, against the word-overlap defaults before it: right calls the model alone made still made 70 of 70 (was 55). Read against the tool's own leaning (one slot, each way calibrated): BFCL irrelevance declined 9 -> 16 of 25, the five-language no-tool requests 10 -> 13 of 15, everyday ones 10 -> 10; right first calls still made 70 of 71 both ways (tuning 73 of 74, before 75 of 75). Gemma 3 270M: its answers barely separate (no-tool requests declined 0 -> 5 of 55 on validation; 2 right calls of 39 on the tuning halves lost at the bar's edge). BENCHMARKS.md, \"The fit answer against the tool's own leaning\". With the name the model chose weighed beside it (calibrated 0.04), Qwen's no-tool requests answered without a call on the validation halves of all five sets 34 -> 38 of 48 (everyday 11 -> 12 of 15), right first calls kept 68 of 70 either way: \"The name the model chose\". A call of the person's own numbers not asked: the arithmetic questions asked whole 9 -> 10 of 18 right (held-back whole questions 5 of 8 either way), a sixth fewer requests, no needless call let through on any set: \"The person's own numbers\".",
 };
 
 /// The `tool-fit` check.
@@ -76,10 +78,17 @@ impl Check for ToolFit {
         let (Some(t), Some(p)) = (ctx.thresholds, judgement.read_p_tool(ctx.reply)) else {
             return false;
         };
-        t.questions(p, supported(support(ctx, tool)), has_unsaid(ctx, tool))
+        let own = ctx.own_numbers.iter().any(|t| t == tool);
+        t.questions(
+            p,
+            supported(support(ctx, tool)) || own,
+            has_unsaid(ctx, tool),
+        )
     }
 
     fn judge_turn(&self, ctx: &TurnContext<'_>, tool: &str, judgement: &mut Judgement) {
+        let numbers = ctx.own_numbers.iter().any(|t| t == tool);
+        judgement.own_numbers |= numbers;
         let (Some(t), Some(answers)) = (ctx.thresholds, ctx.fit) else {
             return;
         };
@@ -93,7 +102,10 @@ impl Check for ToolFit {
         let unsaid = has_unsaid(ctx, tool);
         let p_name = judgement.p_name;
         let score = t.fit_score(p, p_name, fit);
-        if t.questions(p, supported(own), unsaid) && score < t.fit_min && !judgement.declined {
+        if t.questions(p, supported(own) || numbers, unsaid)
+            && score < t.fit_min
+            && !judgement.declined
+        {
             judgement.declined = true;
             judgement.by.get_or_insert(self.info().name);
             let mut terms = String::new();
@@ -160,6 +172,66 @@ pub(crate) fn unsaid(
     tools.sort_unstable();
     tools.dedup();
     tools
+}
+
+/// The tools of `calls` whose values are numbers the person wrote and nothing else: each
+/// value a number, or text of numbers and arithmetic signs (`"300 - 45"`, `"18% * 350 +
+/// 12"`), at least one number in the call, every one of them in `said` as some language
+/// writes it (`"3,5"`, "three"). Such a call carries the request's own numbers, which is
+/// evidence for it as shared words are, and in any language: on Qwen2.5-Coder 0.5B's
+/// recorded first calls of five sets, 16 such calls went to a right tool and 2 were
+/// needless, while word problems put to the calculator ("Subtract 45 from 300, then
+/// halve it", "7 tickets at 12.40 each") read fit 0.39–0.42 and were declined
+/// (`BENCHMARKS.md`, "The person's own numbers"). A needless call has to find its numbers
+/// elsewhere ("How many days are in a leap year?" gave `"366 / 2"`), and is asked.
+pub(crate) fn own_numbers(
+    calls: &[(String, serde_json::Map<String, Value>)],
+    said: &grounding::Evidence,
+) -> Vec<String> {
+    let own = |arguments: &serde_json::Map<String, Value>| {
+        let mut count = 0;
+        arguments
+            .values()
+            .all(|v| said_numbers(v, said, &mut count))
+            && count > 0
+    };
+    let mut tools: Vec<String> = calls
+        .iter()
+        .filter(|(tool, _)| calls.iter().filter(|(t, _)| t == tool).all(|(_, a)| own(a)))
+        .map(|(tool, _)| tool.clone())
+        .collect();
+    tools.sort_unstable();
+    tools.dedup();
+    tools
+}
+
+/// Whether `v` is made of numbers `said` holds and nothing else, counting them into
+/// `count`. Letters are never part of it: `x^3` is not a number, and a word in an
+/// expression (`350 grams / 6`) is not the person's number alone.
+fn said_numbers(v: &Value, said: &grounding::Evidence, count: &mut usize) -> bool {
+    const SIGNS: &str = " .,'+-−*/×÷^%()";
+    match v {
+        Value::Number(n) => {
+            *count += 1;
+            n.as_f64().is_some_and(|n| said.has_number(n))
+        }
+        Value::String(s) => {
+            let s = numbers::halfwidth(s);
+            if !s.chars().all(|c| c.is_ascii_digit() || SIGNS.contains(c)) {
+                return false;
+            }
+            let written = numbers::written(&s);
+            *count += written.len();
+            written
+                .iter()
+                .all(|w| w.readings.iter().any(|&n| said.has_number(n)))
+        }
+        Value::Array(items) => {
+            !items.is_empty() && items.iter().all(|i| said_numbers(i, said, count))
+        }
+        Value::Object(o) => o.values().all(|i| said_numbers(i, said, count)),
+        Value::Bool(_) | Value::Null => false,
+    }
 }
 
 /// How much of the request `tool`'s own text covers ([`tool_relevance::support`]).
@@ -470,6 +542,44 @@ mod tests {
         };
         let fit = read(&reply).unwrap();
         assert!((fit - 0.45 / 0.98).abs() < 1e-9, "{fit}");
+    }
+
+    fn own(question: &str, arguments: Value) -> bool {
+        let said = grounding::Evidence::of([question]);
+        let calls = [("t".to_string(), arguments.as_object().unwrap().clone())];
+        !own_numbers(&calls, &said).is_empty()
+    }
+
+    #[test]
+    fn a_call_of_the_persons_own_numbers_is_told_from_one_that_found_its_numbers_elsewhere() {
+        let e = |x: &str| json!({ "expression": x });
+        assert!(own("Subtract 45 from 300, then halve it.", e("300 - 45")));
+        assert!(own("Take 18% of 350 and add 12.", e("18% * 350 + 12.0")));
+        assert!(own("Calcule 3,5 fois 8.", e("3,5 * 8")));
+        assert!(own("Three friends share a 96.90 bill.", e("96.90 / 3")));
+        assert!(own("１２０ドルを円に", json!({"amount": 120})));
+        assert!(own("Add 2, 3 and 4", json!({"numbers": [2, 3, 4]})));
+        assert!(own(
+            "Find the integral of x^3 from 1 to 5",
+            json!({"value": "5"})
+        ));
+        // A number nobody wrote, a word, a name or nothing numeric: asked as before.
+        assert!(!own("How many days are in a leap year?", e("366 / 2")));
+        assert!(!own("Bake 350 grams into 6 loaves", e("350 grams / 6")));
+        assert!(!own("Integral of x^3 from 1 to 5", e("x^3")));
+        assert!(!own(
+            "Weather in Paris for 3 days",
+            json!({"city": "Paris", "days": 3})
+        ));
+        assert!(!own("Is 17 prime?", json!({"strict": true})));
+        assert!(!own("Hi", e("")));
+        // Every call of the tool in the turn: one made-up number asks them all.
+        let said = grounding::Evidence::of(["What is 2 + 2 and 5 * 5?"]);
+        let calls = [
+            ("calc".to_string(), e("2 + 2").as_object().unwrap().clone()),
+            ("calc".to_string(), e("5 * 6").as_object().unwrap().clone()),
+        ];
+        assert!(own_numbers(&calls, &said).is_empty());
     }
 
     #[test]

@@ -42,8 +42,9 @@ pub struct Observation {
     pub tool: String,
     /// The model's share of probability for that call.
     pub p_tool: f64,
-    /// Whether the request shares words with the tool (then it is not questioned unless
-    /// `unsaid`).
+    /// Whether the request shares words with the tool, or the call carries the request's
+    /// own numbers and nothing else ([`tool_fit::own_numbers`]): then it is not questioned
+    /// unless `unsaid`.
     pub supported: bool,
     /// Whether the call carries a required value the request never said
     /// ([`tool_fit::unsaid`]).
@@ -210,17 +211,19 @@ pub fn observe(cases: &[Case], results: &[CaseResult]) -> Vec<Observation> {
             let said = Evidence::of([case.question.as_str()]);
             let calls = [(call.name.clone(), call.arguments.clone())];
             let unsaid = !tool_fit::unsaid(&case.tools, &calls, &said).is_empty();
+            let own_numbers = !tool_fit::own_numbers(&calls, &said).is_empty();
             (!needs_tool || right_tool).then(|| Observation {
                 id: r.id.clone(),
                 unsaid,
                 needs_tool,
                 tool: call.name.clone(),
-                supported: tool_fit::supported(
-                    case.tools
-                        .iter()
-                        .find(|t| t.name == call.name)
-                        .and_then(|t| tool_relevance::support(&case.question, t)),
-                ),
+                supported: own_numbers
+                    || tool_fit::supported(
+                        case.tools
+                            .iter()
+                            .find(|t| t.name == call.name)
+                            .and_then(|t| tool_relevance::support(&case.question, t)),
+                    ),
                 p_tool,
                 fit: r.fit.unwrap_or(1.0),
                 p_name: r.p_name,

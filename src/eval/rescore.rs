@@ -143,6 +143,7 @@ fn replayed(
     let said = Evidence::of([case.question.as_str()]);
     let reply = reply_of(text, recorded);
     let unsaid = crate::checks::tool_fit::unsaid(&case.tools, &calls, &said);
+    let own_numbers = crate::checks::tool_fit::own_numbers(&calls, &said);
     let left = crate::checks::numbers_left::left(&case.question, &calls);
     let ctx = TurnContext {
         question: &case.question,
@@ -158,6 +159,7 @@ fn replayed(
         person: &[],
         earlier: &[],
         unsaid: &unsaid,
+        own_numbers: &own_numbers,
         // A recorded first turn: nothing was asked again.
         again: false,
         added_from: None,

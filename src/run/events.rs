@@ -201,6 +201,10 @@ pub enum Event {
         /// The share of the question's words the tool's own text has
         /// (`crate::checks::tool_relevance`); none when the question has no content word.
         support: Option<f64>,
+        /// Whether the call's values are the person's own numbers and nothing else, which
+        /// counts for it as shared words do (`tool-fit`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        own_numbers: bool,
         /// The model's share of "yes" to the fit question (`tool-fit`), when it was asked.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fit: Option<f64>,
@@ -462,6 +466,7 @@ impl From<Finding> for Event {
                 tool,
                 p_tool: judgement.p_tool.unwrap_or(1.0),
                 support: judgement.support,
+                own_numbers: judgement.own_numbers,
                 fit: judgement.fit,
                 p_several: judgement.p_several,
                 p_more: judgement.p_more,

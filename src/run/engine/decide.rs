@@ -143,6 +143,7 @@ impl Engine {
             })
             .collect();
         let unsaid = crate::checks::tool_fit::unsaid(&self.specs, calls, &said);
+        let own_numbers = crate::checks::tool_fit::own_numbers(calls, &said);
         // Asked for one call more than the turn before: the calls past those were added,
         // and they answer to what that turn left out. Read only where the check could ask.
         let added_from = asked.map(|a| a.calls.len());
@@ -164,6 +165,7 @@ impl Engine {
             person: &person,
             earlier: &earlier,
             unsaid: &unsaid,
+            own_numbers: &own_numbers,
             // Nor where the schema can hold no call more: the turn is then judged call by
             // call like any other.
             again: self.shortlist.is_some()

@@ -8,6 +8,54 @@ use super::*;
 use crate::config::Config;
 use crate::tool_spec::ToolSpec;
 
+/// A request and a call that is right but not the person's numbers alone: "die Hälfte"
+/// is the model's `/2`. Where the model was unsure of it, it is asked about; a call of the
+/// person's own numbers is not (`a_call_of_the_persons_own_numbers_is_not_questioned`).
+const HALF_Q: &str = "Wie viel ist die Hälfte von 8?";
+const HALF: &str =
+    r#"{"kind":"tool_call","thought":"math","tool":"calculator","arguments":{"expression":"8/2"}}"#;
+
+fn half_engine() -> Engine {
+    Engine::new(
+        vec![Message::system("sys")],
+        HALF_Q,
+        vec![calc()],
+        Config::default(),
+    )
+}
+
+#[test]
+fn a_call_of_the_persons_own_numbers_is_not_questioned() {
+    // Unsure of "2+2" for "2 plus 2", as of "8/2" for the half of 8: only the second is
+    // asked about. The first goes ahead, and its decision says why.
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        "Wie viel ist 2 plus 2?",
+        vec![calc()],
+        Config::default(),
+    );
+    e.next_step();
+    let mut unsure = reply(CALL);
+    unsure.logprobs = kind_logprobs(0.8);
+    e.model_replied(&unsure);
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+    let own = e.drain_events().iter().find_map(|ev| match ev {
+        Event::Decision {
+            own_numbers,
+            declined,
+            ..
+        } => Some((*own_numbers, *declined)),
+        _ => None,
+    });
+    assert_eq!(own, Some((true, false)));
+    let mut e = half_engine();
+    e.next_step();
+    let mut unsure = reply(HALF);
+    unsure.logprobs = kind_logprobs(0.8);
+    e.model_replied(&unsure);
+    assert_eq!(e.next_step(), Step::AskFit);
+}
+
 /// The answer to the fit question with a share of "yes" of `yes`.
 fn fit_answer(yes: f64) -> ChatReply {
     use crate::backend::TokenLogprob;
@@ -40,12 +88,12 @@ fn answer(e: &mut Engine, yes: f64, base: f64) {
 fn a_call_the_model_was_unsure_of_is_questioned_and_a_no_declines_it() {
     let mut e = Engine::new(
         vec![Message::system("sys")],
-        "Wie viel ist 2 plus 2?",
+        HALF_Q,
         vec![calc()],
         Config::default(),
     );
     e.next_step();
-    let mut unsure = reply(CALL);
+    let mut unsure = reply(HALF);
     unsure.logprobs = kind_logprobs(0.8);
     e.model_replied(&unsure);
     assert_eq!(e.next_step(), Step::AskFit);
@@ -54,7 +102,7 @@ fn a_call_the_model_was_unsure_of_is_questioned_and_a_no_declines_it() {
         question[1].content.contains("calculator — math"),
         "{question:?}"
     );
-    assert!(question[1].content.contains("Wie viel ist 2 plus 2?"));
+    assert!(question[1].content.contains(HALF_Q));
     e.fit_replied(Some(&fit_answer(0.2)));
     // Then the same question with no request: the tool's own leaning.
     assert_eq!(e.next_step(), Step::AskFit);
@@ -93,19 +141,19 @@ fn a_turn_asked_again_for_more_is_not_decided_on_again() {
     // for one more, the turn it writes goes ahead without a second question.
     let mut e = Engine::new(
         vec![Message::system("sys")],
-        "2+2 and 3+3",
+        "Die Hälfte von 8 und von 6?",
         vec![calc()],
         super::super::tests::with_check("numbers-left"),
     );
     e.next_step();
-    let mut unsure = reply(CALL);
+    let mut unsure = reply(HALF);
     unsure.logprobs = kind_logprobs(0.8);
     e.model_replied(&unsure);
     assert_eq!(e.next_step(), Step::AskFit);
     answer(&mut e, 0.9, 0.5);
     assert_eq!(e.next_step(), Step::CallModel);
     let mut two = reply(
-        r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"calculator","arguments":{"expression":"2+2"}},{"tool":"calculator","arguments":{"expression":"3+3"}}]}"#,
+        r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"calculator","arguments":{"expression":"8/2"}},{"tool":"calculator","arguments":{"expression":"6/2"}}]}"#,
     );
     two.logprobs = kind_logprobs(0.8);
     e.model_replied(&two);
@@ -114,9 +162,9 @@ fn a_turn_asked_again_for_more_is_not_decided_on_again() {
 
 #[test]
 fn a_yes_to_the_fit_question_lets_the_call_through_unchanged() {
-    let mut e = engine(10);
+    let mut e = half_engine();
     e.next_step();
-    let mut unsure = reply(CALL);
+    let mut unsure = reply(HALF);
     unsure.logprobs = kind_logprobs(0.8);
     e.model_replied(&unsure);
     assert_eq!(e.next_step(), Step::AskFit);
@@ -125,11 +173,11 @@ fn a_yes_to_the_fit_question_lets_the_call_through_unchanged() {
         e.next_step(),
         Step::CallTool {
             tool: "calculator".into(),
-            arguments: json!({"expression": "2+2"}).as_object().unwrap().clone()
+            arguments: json!({"expression": "8/2"}).as_object().unwrap().clone()
         }
     );
     // No answer to the question at all (the server failed it): judged without it.
-    let mut e = engine(10);
+    let mut e = half_engine();
     e.next_step();
     e.model_replied(&unsure);
     e.fit_replied(None);
@@ -195,13 +243,13 @@ fn two_tool_turn() -> Engine {
     };
     let mut e = Engine::new(
         vec![Message::system("sys")],
-        "Wie spät ist es in Berlin, und wie viel ist 2 plus 2?",
+        "Wie spät ist es in Berlin, und wie viel ist die Hälfte von 8?",
         vec![calc(), clock],
         config,
     );
     e.next_step();
     let mut unsure = reply(
-        r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"clock","arguments":{"zone":"Europe/Berlin"}},{"tool":"calculator","arguments":{"expression":"2+2"}}]}"#,
+        r#"{"kind":"tool_calls","thought":"","calls":[{"tool":"clock","arguments":{"zone":"Europe/Berlin"}},{"tool":"calculator","arguments":{"expression":"8/2"}}]}"#,
     );
     unsure.logprobs = kind_logprobs(0.8);
     e.model_replied(&unsure);
@@ -246,13 +294,13 @@ fn the_fit_answer_is_read_against_the_tools_own_leaning_asked_once() {
     let run = || {
         let mut e = Engine::with_schema(
             vec![Message::system("sys")],
-            "Wie viel ist 2 plus 2?",
+            HALF_Q,
             vec![calc()],
             Config::default(),
             schemas.clone(),
         );
         e.next_step();
-        let mut unsure = reply(CALL);
+        let mut unsure = reply(HALF);
         unsure.logprobs = kind_logprobs(0.8);
         e.model_replied(&unsure);
         assert_eq!(e.next_step(), Step::AskFit);
@@ -283,11 +331,11 @@ fn a_tools_leaning_kept_in_the_file_is_not_asked_by_the_next_process() {
         let model = ("qwen".to_string(), "http://127.0.0.1:8080/v1".to_string());
         let mut prepared = super::super::Prepared::new(&[calc()], &Config::default());
         prepared.fit_baselines = prepared.fit_baselines.clone().kept_in(&path, model);
-        let (q, specs) = ("Wie viel ist 2 plus 2?", vec![calc()]);
+        let (q, specs) = (HALF_Q, vec![calc()]);
         let sys = vec![Message::system("sys")];
         let mut e = Engine::with_schema(sys, q, specs, Config::default(), prepared.into());
         e.next_step();
-        let mut unsure = reply(CALL);
+        let mut unsure = reply(HALF);
         unsure.logprobs = kind_logprobs(0.8);
         e.model_replied(&unsure);
         assert_eq!(e.next_step(), Step::AskFit);
@@ -359,14 +407,9 @@ fn a_call_the_model_named_without_choosing_it_is_held_to_more() {
             }),
             ..Config::default()
         };
-        let mut e = Engine::new(
-            vec![Message::system("sys")],
-            "Wie viel ist 2 plus 2?",
-            vec![calc()],
-            config,
-        );
+        let mut e = Engine::new(vec![Message::system("sys")], HALF_Q, vec![calc()], config);
         e.next_step();
-        let mut unsure = reply(CALL);
+        let mut unsure = reply(HALF);
         unsure.logprobs = kind_logprobs(0.8);
         let tok = |t: &str, top: Vec<(String, f64)>| TokenLogprob {
             token: t.into(),
@@ -382,7 +425,7 @@ fn a_call_the_model_named_without_choosing_it_is_held_to_more() {
                     ("calc".into(), 0.05f64.ln()),
                 ],
             ),
-            tok(r#"ulator","arguments":{"expression":"2+2"}}"#, vec![]),
+            tok(r#"ulator","arguments":{"expression":"8/2"}}"#, vec![]),
         ]);
         e.model_replied(&unsure);
         assert_eq!(e.next_step(), Step::AskFit);
