@@ -116,11 +116,17 @@ impl Trace {
                 tool,
                 p_tool,
                 support,
+                own_numbers,
                 declined: false,
                 ..
             } => format!(
-                "[DECIDE] {tool}: p(tool) = {p_tool:.3}, support {}",
+                "[DECIDE] {tool}: p(tool) = {p_tool:.3}, support {}{}",
                 support.map_or("-".to_string(), |s| format!("{s:.2}")),
+                if *own_numbers {
+                    ", the request's own numbers"
+                } else {
+                    ""
+                },
             ),
             Event::Repetition { .. }
             | Event::Ungrounded { .. }

@@ -39,7 +39,8 @@ fn a_call_of_the_persons_own_numbers_is_not_questioned() {
     unsure.logprobs = kind_logprobs(0.8);
     e.model_replied(&unsure);
     assert!(matches!(e.next_step(), Step::CallTool { .. }));
-    let own = e.drain_events().iter().find_map(|ev| match ev {
+    let events = e.drain_events();
+    let own = events.iter().find_map(|ev| match ev {
         Event::Decision {
             own_numbers,
             declined,
@@ -48,6 +49,14 @@ fn a_call_of_the_persons_own_numbers_is_not_questioned() {
         _ => None,
     });
     assert_eq!(own, Some((true, false)));
+    let trace = events
+        .iter()
+        .filter_map(crate::run::events::Trace::line)
+        .find(|l| l.starts_with("[DECIDE]"));
+    assert!(
+        trace.is_some_and(|l| l.ends_with("the request's own numbers")),
+        "{events:?}"
+    );
     let mut e = half_engine();
     e.next_step();
     let mut unsure = reply(HALF);
