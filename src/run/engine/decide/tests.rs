@@ -24,20 +24,21 @@ fn half_engine() -> Engine {
     )
 }
 
+/// An engine for `question` whose model replied `call`, unsure of calling (p(tool) 0.8).
+fn unsure_of(question: &str, call: &str, config: Config) -> Engine {
+    let mut e = Engine::new(vec![Message::system("sys")], question, vec![calc()], config);
+    e.next_step();
+    let mut unsure = reply(call);
+    unsure.logprobs = kind_logprobs(0.8);
+    e.model_replied(&unsure);
+    e
+}
+
 #[test]
 fn a_call_of_the_persons_own_numbers_is_not_questioned() {
     // Unsure of "2+2" for "2 plus 2", as of "8/2" for the half of 8: only the second is
     // asked about. The first goes ahead, and its decision says why.
-    let mut e = Engine::new(
-        vec![Message::system("sys")],
-        "Wie viel ist 2 plus 2?",
-        vec![calc()],
-        Config::default(),
-    );
-    e.next_step();
-    let mut unsure = reply(CALL);
-    unsure.logprobs = kind_logprobs(0.8);
-    e.model_replied(&unsure);
+    let mut e = unsure_of("Wie viel ist 2 plus 2?", CALL, Config::default());
     assert!(matches!(e.next_step(), Step::CallTool { .. }));
     let events = e.drain_events();
     let own = events.iter().find_map(|ev| match ev {
@@ -57,11 +58,7 @@ fn a_call_of_the_persons_own_numbers_is_not_questioned() {
         trace.is_some_and(|l| l.ends_with("the request's own numbers")),
         "{events:?}"
     );
-    let mut e = half_engine();
-    e.next_step();
-    let mut unsure = reply(HALF);
-    unsure.logprobs = kind_logprobs(0.8);
-    e.model_replied(&unsure);
+    let mut e = unsure_of(HALF_Q, HALF, Config::default());
     assert_eq!(e.next_step(), Step::AskFit);
 }
 
@@ -95,16 +92,7 @@ fn answer(e: &mut Engine, yes: f64, base: f64) {
 
 #[test]
 fn a_call_the_model_was_unsure_of_is_questioned_and_a_no_declines_it() {
-    let mut e = Engine::new(
-        vec![Message::system("sys")],
-        HALF_Q,
-        vec![calc()],
-        Config::default(),
-    );
-    e.next_step();
-    let mut unsure = reply(HALF);
-    unsure.logprobs = kind_logprobs(0.8);
-    e.model_replied(&unsure);
+    let mut e = unsure_of(HALF_Q, HALF, Config::default());
     assert_eq!(e.next_step(), Step::AskFit);
     let question = e.fit_question();
     assert!(
@@ -148,16 +136,11 @@ fn a_call_the_model_was_unsure_of_is_questioned_and_a_no_declines_it() {
 fn a_turn_asked_again_for_more_is_not_decided_on_again() {
     // Unsure of its one call, the model is asked the fit question and says yes; asked
     // for one more, the turn it writes goes ahead without a second question.
-    let mut e = Engine::new(
-        vec![Message::system("sys")],
+    let mut e = unsure_of(
         "Die Hälfte von 8 und von 6?",
-        vec![calc()],
+        HALF,
         super::super::tests::with_check("numbers-left"),
     );
-    e.next_step();
-    let mut unsure = reply(HALF);
-    unsure.logprobs = kind_logprobs(0.8);
-    e.model_replied(&unsure);
     assert_eq!(e.next_step(), Step::AskFit);
     answer(&mut e, 0.9, 0.5);
     assert_eq!(e.next_step(), Step::CallModel);
