@@ -26,12 +26,12 @@
 //! numbers, in any language: a call whose values are those and nothing else (`"300 - 45"`
 //! for "Subtract 45 from 300, then halve it", [`own_numbers`]) goes ahead unquestioned.
 //! A call that shares words is asked about all the same when its values were made up: a
-//! needless call to a near-miss tool shares words with the request ("Is tipping customary in Japan?" and `calculate_tip`)
-//! but has to invent what the tool needs (`bill_amount: 12.5`), so such a call is asked
-//! about too, and held to the same calibrated bar (a bar of its own was tried: on the
-//! tuning half it overfitted, `BENCHMARKS.md` "A value nobody said"). Missing words are
-//! no evidence against a call, and neither words nor values decline one alone; the
-//! model's answer does.
+//! needless call to a near-miss tool shares words with the request ("Is tipping
+//! customary in Japan?" and `calculate_tip`) but has to invent what the tool needs
+//! (`bill_amount: 12.5`), so such a call is asked about too, and held to the same
+//! calibrated bar (a bar of its own was tried: on the tuning half it overfitted,
+//! `BENCHMARKS.md` "A value nobody said"). Missing words are no evidence against a call,
+//! and neither words nor values decline one alone; the model's answer does.
 //!
 //! Nor does the name. Where the model's probability at its call's tool name went to
 //! names no tool on offer has (`recipe`, the prompt's example `calculator`), it wanted a
@@ -179,7 +179,7 @@ pub(crate) fn unsaid(
 /// 12"`), at least one number in the call, every one of them in `said` as some language
 /// writes it (`"3,5"`, "three"). Such a call carries the request's own numbers, which is
 /// evidence for it as shared words are, and in any language: on Qwen2.5-Coder 0.5B's
-/// recorded first calls of five sets, 16 such calls went to a right tool and 2 were
+/// recorded first calls of six sets, 16 such calls went to a right tool and 2 were
 /// needless, while word problems put to the calculator ("Subtract 45 from 300, then
 /// halve it", "7 tickets at 12.40 each") read fit 0.39–0.42 and were declined
 /// (`BENCHMARKS.md`, "The person's own numbers"). A needless call has to find its numbers
