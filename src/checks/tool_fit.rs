@@ -182,8 +182,11 @@ pub(crate) fn unsaid(
 /// recorded first calls of six sets, 16 such calls went to a right tool and 2 were
 /// needless, while word problems put to the calculator ("Subtract 45 from 300, then
 /// halve it", "7 tickets at 12.40 each") read fit 0.39–0.42 and were declined
-/// (`BENCHMARKS.md`, "The person's own numbers"). A needless call has to find its numbers
-/// elsewhere ("How many days are in a leap year?" gave `"366 / 2"`), and is asked.
+/// (`BENCHMARKS.md`, "The person's own numbers"). A needless call mostly has to find its
+/// numbers elsewhere ("How many days are in a leap year?" gave `"366 / 2"`), and is
+/// asked. What it costs: one that takes them from the request goes unasked, as
+/// `str_to_int("5")` for "Find the integral of x^3 from 1 to 5" did, one of the 59 BFCL
+/// `irrelevance` requests that write a number.
 pub(crate) fn own_numbers(
     calls: &[(String, serde_json::Map<String, Value>)],
     said: &grounding::Evidence,
