@@ -78,17 +78,12 @@ impl Check for ToolFit {
         let (Some(t), Some(p)) = (ctx.thresholds, judgement.read_p_tool(ctx.reply)) else {
             return false;
         };
-        let own = ctx.own_numbers.iter().any(|t| t == tool);
-        t.questions(
-            p,
-            supported(support(ctx, tool)) || own,
-            has_unsaid(ctx, tool),
-        )
+        let support = support(ctx, tool);
+        t.questions(p, for_call(ctx, tool, support), has_unsaid(ctx, tool))
     }
 
     fn judge_turn(&self, ctx: &TurnContext<'_>, tool: &str, judgement: &mut Judgement) {
-        let numbers = ctx.own_numbers.iter().any(|t| t == tool);
-        judgement.own_numbers |= numbers;
+        judgement.own_numbers |= has_own_numbers(ctx, tool);
         let (Some(t), Some(answers)) = (ctx.thresholds, ctx.fit) else {
             return;
         };
@@ -102,7 +97,7 @@ impl Check for ToolFit {
         let unsaid = has_unsaid(ctx, tool);
         let p_name = judgement.p_name;
         let score = t.fit_score(p, p_name, fit);
-        if t.questions(p, supported(own) || numbers, unsaid)
+        if t.questions(p, for_call(ctx, tool, own), unsaid)
             && score < t.fit_min
             && !judgement.declined
         {
@@ -146,6 +141,18 @@ impl Check for ToolFit {
 /// Whether this turn calls `tool` with a required value nobody said.
 fn has_unsaid(ctx: &TurnContext<'_>, tool: &str) -> bool {
     ctx.unsaid.iter().any(|t| t == tool)
+}
+
+/// Whether this turn calls `tool` with the person's own numbers alone ([`own_numbers`]).
+fn has_own_numbers(ctx: &TurnContext<'_>, tool: &str) -> bool {
+    ctx.own_numbers.iter().any(|t| t == tool)
+}
+
+/// Whether the request gives evidence for calling `tool`, so that the call is questioned
+/// only for a value nobody said: words it shares with the tool (`support`, [`supported`])
+/// or the person's own numbers as the call's only values.
+fn for_call(ctx: &TurnContext<'_>, tool: &str, support: Option<f64>) -> bool {
+    supported(support) || has_own_numbers(ctx, tool)
 }
 
 /// The tools of `calls` called with a required value the person never said (nor a tool

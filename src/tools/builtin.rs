@@ -339,14 +339,14 @@ const DEMO_CITY_NAMES: [(&str, &[&str]); 5] = [
 fn weather(city: &str) -> ToolResult {
     let all: Map<String, Value> = serde_json::from_str(DEMO_WEATHER).unwrap_or_default();
     let wanted = city.trim().to_lowercase();
-    let known = DEMO_CITY_NAMES
-        .iter()
-        .find(|(_, names)| names.iter().any(|n| n.to_lowercase() == wanted))
-        .map_or(wanted.as_str(), |(k, _)| k);
-    match all
-        .iter()
-        .find(|(k, _)| k.to_lowercase() == known.to_lowercase())
-    {
+    let known_as = |k: &str| {
+        let other = DEMO_CITY_NAMES.iter().find(|(c, _)| *c == k);
+        let other: &[&str] = other.map_or(&[], |(_, n)| n);
+        std::iter::once(k)
+            .chain(other.iter().copied())
+            .any(|n| n.to_lowercase() == wanted)
+    };
+    match all.iter().find(|(k, _)| known_as(k)) {
         Some((_, v)) => ToolResult::ok(v.clone()),
         None => ToolResult::err(format!(
             "no weather for {city:?}; known cities: {}",
