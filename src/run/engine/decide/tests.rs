@@ -26,7 +26,12 @@ fn half_engine() -> Engine {
 
 /// An engine for `question` whose model replied `call`, unsure of calling (p(tool) 0.8).
 fn unsure_of(question: &str, call: &str, config: Config) -> Engine {
-    let mut e = Engine::new(vec![Message::system("sys")], question, vec![calc()], config);
+    unsure_with(vec![calc()], question, call, config)
+}
+
+/// The same with `tools` on offer.
+fn unsure_with(tools: Vec<ToolSpec>, question: &str, call: &str, config: Config) -> Engine {
+    let mut e = Engine::new(vec![Message::system("sys")], question, tools, config);
     e.next_step();
     let mut unsure = reply(call);
     unsure.logprobs = kind_logprobs(0.8);
@@ -185,17 +190,7 @@ fn tip_turn(question: &str, call: &str) -> Engine {
         json!({"type": "object", "properties": {"bill_amount": {"type": "number"}},
                "required": ["bill_amount"]}),
     );
-    let mut e = Engine::new(
-        vec![Message::system("sys")],
-        question,
-        vec![tip],
-        Config::default(),
-    );
-    e.next_step();
-    let mut unsure = reply(call);
-    unsure.logprobs = kind_logprobs(0.8);
-    e.model_replied(&unsure);
-    e
+    unsure_with(vec![tip], question, call, Config::default())
 }
 
 #[test]
