@@ -156,14 +156,24 @@ fn read_names(ctx: &TurnContext<'_>, judgement: &mut Judgement) {
     judgement.name_leaning = tool_probability::name_leaning(ctx.reply, &names);
 }
 
-/// `value < bar` for a decline line, with the fewest decimals (two to four) that show the
+/// `value < bar` for a decline line, with the fewest decimals ([`places`]) that show the
 /// one below the other: a call declined at p 0.9989 against a bar of 0.999 read
 /// "p 1.00 < 1.00" with two.
 pub(crate) fn below(value: f64, bar: f64) -> String {
-    let places = (2..=4)
-        .find(|&d| format!("{value:.d$}") != format!("{bar:.d$}"))
-        .unwrap_or(4);
-    format!("{value:.places$} < {bar:.places$}")
+    let d = places(value, bar);
+    format!("{value:.d$} < {bar:.d$}")
+}
+
+/// The fewest decimals, two to six, at which `value` and `bar` read apart and a bar under
+/// 1 does not read as 1 (a "sure" level of 0.99999 read "p 0.99 < 1.00", as if no call
+/// could be sure enough). A line's terms that add up to `value` use them too.
+pub(crate) fn places(value: f64, bar: f64) -> usize {
+    (2..=6)
+        .find(|&d| {
+            let shown = format!("{bar:.d$}");
+            format!("{value:.d$}") != shown && (bar >= 1.0 || shown.parse::<f64>() != Ok(1.0))
+        })
+        .unwrap_or(6)
 }
 
 /// One call under check: its tool, its arguments, and which of them a check rewrote.

@@ -103,10 +103,13 @@ impl Check for ToolFit {
         {
             judgement.declined = true;
             judgement.by.get_or_insert(self.info().name);
+            // The terms to the places the score is shown at: "fit 0.43 -0.00 … = 0.427"
+            // did not add up.
+            let d = super::places(score, t.fit_min);
             let mut terms = String::new();
             if t.p_weight != 0.0 {
                 let w = t.p_weight;
-                terms += &format!(" {:+.2} ({w} × (p {p:.2} − 1))", w * (p - 1.0));
+                terms += &format!(" {:+.d$} ({w} × (p {p:.d$} − 1))", w * (p - 1.0));
             }
             let w = t.name_weight;
             let short = w * crate::calibration::name_short(p_name);
@@ -117,13 +120,13 @@ impl Check for ToolFit {
                     None => String::new(),
                 };
                 terms += &format!(
-                    " {short:+.2} ({w} × names on offer {n:.2} short of {}{leaning})",
+                    " {short:+.d$} ({w} × names on offer {n:.d$} short of {}{leaning})",
                     crate::calibration::NAME_SURE
                 );
             }
             let score = match terms.is_empty() {
                 true => format!("fit {}", super::below(score, t.fit_min)),
-                false => format!("fit {fit:.2}{terms} = {}", super::below(score, t.fit_min)),
+                false => format!("fit {fit:.d$}{terms} = {}", super::below(score, t.fit_min)),
             };
             let unsaid = if unsaid { ", a value nobody said" } else { "" };
             let base = match answers.base {

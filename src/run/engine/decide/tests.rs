@@ -432,6 +432,38 @@ fn a_call_the_model_named_without_choosing_it_is_held_to_more() {
 }
 
 #[test]
+fn a_decline_lines_terms_add_up_to_its_score_and_a_sure_level_under_one_reads_so() {
+    // A calibration like Qwen's: a "sure" level of 0.99999, a weight on p(tool) and a bar
+    // of 0.428. A call at p 0.99 whose fit reads 0.429 falls short by the weight's 0.002.
+    let config = Config {
+        thresholds: Some(crate::Thresholds {
+            p_sure: 0.99999,
+            fit_min: 0.428,
+            p_weight: 0.2,
+            calibrated_for: Some("qwen".into()),
+            ..crate::Thresholds::default()
+        }),
+        ..Config::default()
+    };
+    let mut e = Engine::new(vec![Message::system("sys")], HALF_Q, vec![calc()], config);
+    e.next_step();
+    let mut unsure = reply(HALF);
+    unsure.logprobs = kind_logprobs(0.99);
+    e.model_replied(&unsure);
+    assert_eq!(e.next_step(), Step::AskFit);
+    answer(&mut e, 0.5, 0.571);
+    let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
+    assert!(
+        line.starts_with(
+            "tool-fit: declined calculator: fit 0.429 -0.002 (0.2 × (p 0.990 − 1)) = 0.427 \
+             < 0.428 (yes 0.50 against 0.57 for no request), p 0.99000 < 0.99999 \
+             (calibrated for qwen)"
+        ),
+        "{line}"
+    );
+}
+
+#[test]
 fn a_call_whose_tool_shares_the_requests_words_is_not_questioned() {
     let weather = ToolSpec::new(
         "get_weather",
