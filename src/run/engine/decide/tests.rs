@@ -378,6 +378,20 @@ fn calibrated_thresholds_are_named_in_the_decline_line() {
     );
 }
 
+/// An engine calibrated with `thresholds`, asked `HALF_Q`, and the model's reply `HALF`
+/// with p(tool) `p`, not yet fed back: a test may add to its probabilities first.
+fn halving_at(p: f64, thresholds: crate::Thresholds) -> (Engine, ChatReply) {
+    let config = Config {
+        thresholds: Some(thresholds),
+        ..Config::default()
+    };
+    let mut e = Engine::new(vec![Message::system("sys")], HALF_Q, vec![calc()], config);
+    e.next_step();
+    let mut unsure = reply(HALF);
+    unsure.logprobs = kind_logprobs(p);
+    (e, unsure)
+}
+
 #[test]
 fn a_call_the_model_named_without_choosing_it_is_held_to_more() {
     use crate::backend::TokenLogprob;
@@ -385,19 +399,15 @@ fn a_call_the_model_named_without_choosing_it_is_held_to_more() {
     // once with the model's probability at the name on `calculator`, once on a
     // name no tool has. Only the second is declined, and its line says why.
     let run = |top_name: &str| {
-        let config = Config {
-            thresholds: Some(crate::Thresholds {
+        let (mut e, mut unsure) = halving_at(
+            0.8,
+            crate::Thresholds {
                 fit_min: 0.45,
                 name_weight: 0.04,
                 calibrated_for: Some("m".into()),
                 ..crate::Thresholds::default()
-            }),
-            ..Config::default()
-        };
-        let mut e = Engine::new(vec![Message::system("sys")], HALF_Q, vec![calc()], config);
-        e.next_step();
-        let mut unsure = reply(HALF);
-        unsure.logprobs = kind_logprobs(0.8);
+            },
+        );
         let tok = |t: &str, top: Vec<(String, f64)>| TokenLogprob {
             token: t.into(),
             logprob: -0.1,
@@ -435,20 +445,16 @@ fn a_call_the_model_named_without_choosing_it_is_held_to_more() {
 fn a_decline_lines_terms_add_up_to_its_score_and_a_sure_level_under_one_reads_so() {
     // A calibration like Qwen's: a "sure" level of 0.99999, a weight on p(tool) and a bar
     // of 0.428. A call at p 0.99 whose fit reads 0.429 falls short by the weight's 0.002.
-    let config = Config {
-        thresholds: Some(crate::Thresholds {
+    let (mut e, unsure) = halving_at(
+        0.99,
+        crate::Thresholds {
             p_sure: 0.99999,
             fit_min: 0.428,
             p_weight: 0.2,
             calibrated_for: Some("qwen".into()),
             ..crate::Thresholds::default()
-        }),
-        ..Config::default()
-    };
-    let mut e = Engine::new(vec![Message::system("sys")], HALF_Q, vec![calc()], config);
-    e.next_step();
-    let mut unsure = reply(HALF);
-    unsure.logprobs = kind_logprobs(0.99);
+        },
+    );
     e.model_replied(&unsure);
     assert_eq!(e.next_step(), Step::AskFit);
     answer(&mut e, 0.5, 0.571);
