@@ -165,8 +165,8 @@ pub(crate) fn below(value: f64, bar: f64) -> String {
 }
 
 /// The fewest decimals, two to six, at which `value` and `bar` read apart and a bar under
-/// 1 does not read as 1 (a "sure" level of 0.99999 read "p 0.99 < 1.00", as if no call
-/// could be sure enough). A line's terms that add up to `value` use them too.
+/// 1 does not read as 1 (a "sure" level of 0.99999 read "p 0.99 < 1.00"); six where none
+/// does. A line's terms that add up to `value` use them too.
 pub(crate) fn places(value: f64, bar: f64) -> usize {
     (2..=6)
         .find(|&d| {

@@ -31,12 +31,25 @@ fn unsure_of(question: &str, call: &str, config: Config) -> Engine {
 
 /// The same with `tools` on offer.
 fn unsure_with(tools: Vec<ToolSpec>, question: &str, call: &str, config: Config) -> Engine {
-    let mut e = Engine::new(vec![Message::system("sys")], question, tools, config);
-    e.next_step();
-    let mut unsure = reply(call);
-    unsure.logprobs = kind_logprobs(0.8);
+    let (mut e, unsure) = turn_at(0.8, tools, question, call, config);
     e.model_replied(&unsure);
     e
+}
+
+/// An engine for `question` with `tools`, and the model's reply `call` with p(tool) `p`,
+/// not yet fed back: a test may add to its probabilities first.
+fn turn_at(
+    p: f64,
+    tools: Vec<ToolSpec>,
+    question: &str,
+    call: &str,
+    config: Config,
+) -> (Engine, ChatReply) {
+    let mut e = Engine::new(vec![Message::system("sys")], question, tools, config);
+    e.next_step();
+    let mut reply = reply(call);
+    reply.logprobs = kind_logprobs(p);
+    (e, reply)
 }
 
 #[test]
@@ -378,18 +391,14 @@ fn calibrated_thresholds_are_named_in_the_decline_line() {
     );
 }
 
-/// An engine calibrated with `thresholds`, asked `HALF_Q`, and the model's reply `HALF`
-/// with p(tool) `p`, not yet fed back: a test may add to its probabilities first.
+/// [`turn_at`] calibrated with `thresholds`, the calculator asked `HALF_Q` and the model
+/// replying `HALF`.
 fn halving_at(p: f64, thresholds: crate::Thresholds) -> (Engine, ChatReply) {
     let config = Config {
         thresholds: Some(thresholds),
         ..Config::default()
     };
-    let mut e = Engine::new(vec![Message::system("sys")], HALF_Q, vec![calc()], config);
-    e.next_step();
-    let mut unsure = reply(HALF);
-    unsure.logprobs = kind_logprobs(p);
-    (e, unsure)
+    turn_at(p, vec![calc()], HALF_Q, HALF, config)
 }
 
 #[test]
