@@ -37,8 +37,12 @@ def asker(port):
                 "messages": messages + [{"role": "assistant", "content": prefill}]}
         req = urllib.request.Request(url, json.dumps(body).encode(),
                                      {"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=120) as r:
-            top = json.load(r)["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                top = json.load(r)["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+        except (OSError, KeyError, IndexError) as e:
+            sys.exit(f"no probabilities from a llama-server at {url} ({e}): start one with"
+                     f" scripts/real-model.sh serve qwen {port}")
         return [(t["token"], math.exp(t["logprob"])) for t in top]
 
     return ask
