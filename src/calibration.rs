@@ -56,7 +56,18 @@ pub struct Thresholds {
     /// until the model is calibrated again, and the decline line says to.
     #[serde(default)]
     pub fit_against_leaning: bool,
+    /// Which wording of the fit question `fit_min` was measured with
+    /// ([`FIT_QUESTION`]): each wording draws "yes" on a scale of its own, so an entry
+    /// calibrated with another is not used, as above.
+    #[serde(default)]
+    pub fit_question: u32,
 }
+
+/// The wording of the fit question today (`tool-fit`'s `question`): 0 was "To reply to
+/// this request, should the assistant call the tool NAME?", 1 is "Is the tool NAME
+/// needed to reply to this request?" (`BENCHMARKS.md`, "The fit question worded
+/// otherwise").
+pub const FIT_QUESTION: u32 = 1;
 
 impl Default for Thresholds {
     /// For a model nobody calibrated: a call the model gave 0.9 or more always goes
@@ -73,6 +84,7 @@ impl Default for Thresholds {
             name_weight: 0.0,
             calibrated_for: None,
             fit_against_leaning: true,
+            fit_question: FIT_QUESTION,
         }
     }
 }
@@ -218,7 +230,7 @@ impl CalibrationFile {
             .rev()
             .find(|e| e.model == model && same_server(&e.server, server))
             .map(|e| &e.thresholds)
-            .filter(|t| t.fit_against_leaning)
+            .filter(|t| t.fit_against_leaning && t.fit_question == FIT_QUESTION)
     }
 
     /// Puts `entry` in, in place of an earlier one for the same model and server, and
@@ -303,6 +315,25 @@ mod tests {
             "not calibrated: defaults; run toolloop calibrate"
         );
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn an_entry_calibrated_with_another_wording_of_the_fit_question_is_not_used() {
+        // As the file of the toolloop before the fit question was worded otherwise has it:
+        // read against the leaning, but no `fit_question`.
+        let text = r#"{"entries": [{"model": "qwen", "server": "http://127.0.0.1:8080/v1",
+            "thresholds": {"p_min": 0.0, "p_sure": 0.99999, "fit_min": 0.428, "p_weight": 0.2,
+                           "name_weight": 0.04, "calibrated_for": "qwen",
+                           "fit_against_leaning": true},
+            "data": "the everyday set (built in)", "when": "2026-12-01T21:19:00+00:00",
+            "measured": {}}]}"#;
+        let file: CalibrationFile = serde_json::from_str(text).unwrap();
+        assert!(file.lookup("qwen", "http://127.0.0.1:8080/v1").is_none());
+        let mut now = entry("qwen", 0.99999);
+        now.thresholds.fit_min = 0.414;
+        let file = CalibrationFile { entries: vec![now] };
+        let t = file.lookup("qwen", "http://127.0.0.1:8080/v1").unwrap();
+        assert_eq!((t.fit_min, t.fit_question), (0.414, FIT_QUESTION));
     }
 
     #[test]

@@ -243,6 +243,7 @@ pub(super) fn run_calibrate(
         name_weight: 0.0,
         calibrated_for: None,
         fit_against_leaning: true,
+        fit_question: crate::calibration::FIT_QUESTION,
     });
     let _ = config.checks.set("tool-probability", true);
     let _ = config.checks.set("tool-fit", true);

@@ -364,6 +364,7 @@ pub fn choose(
                         name_weight,
                         calibrated_for: None,
                         fit_against_leaning: true,
+                        fit_question: crate::calibration::FIT_QUESTION,
                     };
                     let lost = tuning
                         .iter()
