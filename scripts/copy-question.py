@@ -3,7 +3,8 @@
 beside the fit question"; looked at, not built into toolloop).
 
 For each first call a `toolloop eval --json` report recorded, the same llama-server is
-asked the fit question (as `src/checks/tool_fit.rs` words it) with and without the
+asked the fit question (as `src/checks/tool_fit.rs` worded it before the thirtieth pass:
+BENCHMARKS.md, "The fit question worded otherwise") with and without the
 request, and, for each required argument (every argument given where none is required),
 "Copy the NAME from the request", its reply begun as `{"NAME": "`; the probability of the
 first token that begins the call's own value is read. Each question is evaluated whole
