@@ -117,25 +117,19 @@ def ask_all(port, out, specs, only=None, skip=()):
     print(f"{asked} questions, {seconds / max(asked, 1):.2f} s each", file=sys.stderr)
 
 
-def against(yes, base):
-    """`tool_fit::against_baseline`."""
-    c = lambda p: min(max(p, 1e-6), 1 - 1e-6)
-    logit = lambda p: math.log(c(p) / (1 - c(p)))
-    return 1 / (1 + math.exp(logit(base) - logit(yes)))
+def _copy_question():
+    """The AUC, the groups of sets and `tool_fit::against_baseline`, as the copy
+    question's script measured them: one definition for both scripts."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "copy_question", os.path.join(os.path.dirname(os.path.abspath(__file__)), "copy-question.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def auc(pos, neg):
-    if not pos or not neg:
-        return float("nan")
-    return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
-
-
-def group(r):
-    if r["id"].startswith(("everyday", "languages")):
-        return "own"
-    if r["id"].startswith(("irrelevance", "simple_python", "multiple")):
-        return "bfcl"
-    return "held"
+_shared = _copy_question()
+against, auc, group = _shared.against, _shared.auc, _shared.group
 
 
 def half(r):
