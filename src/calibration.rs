@@ -61,6 +61,11 @@ pub struct Thresholds {
     /// calibrated with another is not used, as above.
     #[serde(default)]
     pub fit_question: u32,
+    /// The model whose calibration was found but not used, because it was measured with
+    /// another wording of the fit question: the defaults stand, and the decline
+    /// line says to calibrate again rather than that nobody did. Not saved.
+    #[serde(skip)]
+    pub outdated_for: Option<String>,
 }
 
 /// The wording of the fit question today (`tool-fit`'s `question`): 0 was "To reply to
@@ -85,6 +90,7 @@ impl Default for Thresholds {
             calibrated_for: None,
             fit_against_leaning: true,
             fit_question: FIT_QUESTION,
+            outdated_for: None,
         }
     }
 }
@@ -142,9 +148,13 @@ impl Thresholds {
 
     /// Where these came from, for the line that says a call was declined.
     pub fn source(&self) -> String {
-        match &self.calibrated_for {
-            Some(m) => format!("calibrated for {m}"),
-            None => "not calibrated: defaults; run toolloop calibrate".into(),
+        match (&self.calibrated_for, &self.outdated_for) {
+            (Some(m), _) => format!("calibrated for {m}"),
+            (None, Some(m)) => format!(
+                "defaults: {m}'s calibration was made by an earlier toolloop's fit question; \
+                 run toolloop calibrate again"
+            ),
+            (None, None) => "not calibrated: defaults; run toolloop calibrate".into(),
         }
     }
 }
@@ -225,12 +235,23 @@ impl CalibrationFile {
 
     /// The thresholds measured for `model` on `server`, if any.
     pub fn lookup(&self, model: &str, server: &str) -> Option<&Thresholds> {
+        self.entry(model, server).filter(|t| !outdated(t))
+    }
+
+    /// Whether `model` on `server` has an entry that [`CalibrationFile::lookup`] does not
+    /// use because it was measured with an earlier wording of the fit question. (An entry
+    /// older still, for the bare share of "yes", reads as no calibration at all.)
+    pub fn outdated(&self, model: &str, server: &str) -> bool {
+        self.entry(model, server)
+            .is_some_and(|t| t.fit_against_leaning && t.fit_question != FIT_QUESTION)
+    }
+
+    fn entry(&self, model: &str, server: &str) -> Option<&Thresholds> {
         self.entries
             .iter()
             .rev()
             .find(|e| e.model == model && same_server(&e.server, server))
             .map(|e| &e.thresholds)
-            .filter(|t| t.fit_against_leaning && t.fit_question == FIT_QUESTION)
     }
 
     /// Puts `entry` in, in place of an earlier one for the same model and server, and
@@ -245,6 +266,11 @@ impl CalibrationFile {
         let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
         std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
     }
+}
+
+/// Whether `t` holds a bar for another fit question than today's.
+fn outdated(t: &Thresholds) -> bool {
+    !t.fit_against_leaning || t.fit_question != FIT_QUESTION
 }
 
 /// Whether two server addresses name the same server: compared without a trailing slash.
@@ -334,6 +360,32 @@ mod tests {
         let file = CalibrationFile { entries: vec![now] };
         let t = file.lookup("qwen", "http://127.0.0.1:8080/v1").unwrap();
         assert_eq!((t.fit_min, t.fit_question), (0.414, FIT_QUESTION));
+    }
+
+    #[test]
+    fn a_calibration_of_another_fit_question_says_to_calibrate_again() {
+        let text = r#"{"entries": [{"model": "qwen", "server": "http://127.0.0.1:8080/v1",
+            "thresholds": {"p_min": 0.0, "p_sure": 0.99999, "fit_min": 0.428,
+                           "calibrated_for": "qwen", "fit_against_leaning": true},
+            "data": "the everyday set (built in)", "when": "2026-12-01T21:19:00+00:00",
+            "measured": {}}]}"#;
+        let path = std::env::temp_dir().join(format!("toolloop-calwording-{}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let config = crate::Config {
+            model: "qwen".into(),
+            backend: crate::BackendKind::OpenAi,
+            base_url: "http://127.0.0.1:8080/v1".into(),
+            calibration: Some(path.clone()),
+            ..crate::Config::default()
+        };
+        let t = config.calibrated().unwrap().thresholds.unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(t.fit_min, Thresholds::default().fit_min);
+        assert_eq!(
+            t.source(),
+            "defaults: qwen's calibration was made by an earlier toolloop's fit question; run \
+             toolloop calibrate again"
+        );
     }
 
     #[test]

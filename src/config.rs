@@ -231,11 +231,15 @@ impl Config {
         if self.thresholds.is_some() || self.decide != Decide::Probability {
             return Ok(self);
         }
-        let found = match &self.calibration {
-            Some(path) => CalibrationFile::read(path)?.lookup(&key.0, &key.1).cloned(),
-            None => None,
+        let file = match &self.calibration {
+            Some(path) => CalibrationFile::read(path)?,
+            None => CalibrationFile::default(),
         };
-        self.thresholds = Some(found.unwrap_or_default());
+        let found = file.lookup(&key.0, &key.1).cloned();
+        self.thresholds = Some(found.unwrap_or_else(|| Thresholds {
+            outdated_for: file.outdated(&key.0, &key.1).then(|| key.0.clone()),
+            ..Thresholds::default()
+        }));
         Ok(self)
     }
 

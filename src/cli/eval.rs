@@ -244,6 +244,7 @@ pub(super) fn run_calibrate(
         calibrated_for: None,
         fit_against_leaning: true,
         fit_question: crate::calibration::FIT_QUESTION,
+        outdated_for: None,
     });
     let _ = config.checks.set("tool-probability", true);
     let _ = config.checks.set("tool-fit", true);

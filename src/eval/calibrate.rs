@@ -365,6 +365,7 @@ pub fn choose(
                         calibrated_for: None,
                         fit_against_leaning: true,
                         fit_question: crate::calibration::FIT_QUESTION,
+                        outdated_for: None,
                     };
                     let lost = tuning
                         .iter()
