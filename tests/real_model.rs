@@ -849,19 +849,19 @@ fn a_pattern_with_a_negated_class_gets_a_valid_reply() {
 /// The same ten requests in English, German, French, Spanish and Japanese
 /// (`tests/data/languages`: five need one of three tools, five need none), each run
 /// through the loop with the model's calibrated thresholds until its first call or its
-/// answer. In every language at least three of the five right calls go ahead (the
-/// decision works on meaning, not on the words of the English tool descriptions, which
-/// declined every one outside English before), at least 6 of 10 decisions are right, and
-/// none is more than three below English. Measured on one slot, the fit read against
-/// each tool's own leaning: en 9, de 9, fr 9, es 8, ja 8, with 3–5 right calls each
-/// (before, on the bare share of "yes": en 9, de 8, fr 9, es 7, ja 8, and a later run en
-/// 8, de 8, fr 8, es 6, ja 8), which is issue 27's aim (each at least 8, none more than
-/// one below English); the bounds leave room for a borderline answer or two, as a CI
-/// machine's own calibration may differ by that. `toolloop eval` of the same cases, one at
-/// a time with the name the model chose weighed (`BENCHMARKS.md`, twenty-second pass):
-/// en 10, de 9, fr 10, es 9, ja 9. With the fit question asking whether the tool is
-/// needed (thirtieth pass, one slot): en 9, de 9, fr 10, es 10, ja 9, no right call
-/// declined by `tool-fit`.
+/// answer. Issue 27's aim, asserted as the issue words it: in every language at least 8
+/// of 10 decisions are right and none is more than one below English; and at least three
+/// of the five right calls go ahead (the decision works on meaning, not on the words of
+/// the English tool descriptions, which declined every one outside English before).
+/// With the fit question asking whether the tool is needed (`BENCHMARKS.md`, thirtieth
+/// and thirty-first passes), on one slot and on the two slots and calibration of
+/// `scripts/test-all.sh` alike: en 9, de 9, fr 10, es 10, ja 9, no right call declined by
+/// `tool-fit` (German's umbrella and Japanese's division were the model's own copies of
+/// an example, which `example-copy` declines; English's miss is a poem that called the
+/// weather). The bounds leave one decision's room a language: llama-server is built for
+/// one instruction set (`scripts/real-model.sh`), so a CI machine's calibration and
+/// answers are this machine's. Before the wording changed they were looser (at least 6,
+/// within three), as the wording before gave en 9, de 9, fr 9, es 8, ja 8 and once es 6.
 #[test]
 #[ignore = "needs a llama-server: see the module docs"]
 fn every_language_keeps_its_right_calls_and_decides_near_english() {
@@ -950,10 +950,10 @@ fn every_language_keeps_its_right_calls_and_decides_near_english() {
             "{lang}: {} of 5 right calls went ahead ({calls:?})",
             calls[lang]
         );
-        assert!(*n >= 6, "{lang}: {n} of 10 right ({right:?})");
+        assert!(*n >= 8, "{lang}: {n} of 10 right ({right:?})");
         assert!(
-            *n + 3 >= english,
-            "{lang}: {n} of 10, more than three below English's {english} ({right:?})"
+            *n + 1 >= english,
+            "{lang}: {n} of 10, more than one below English's {english} ({right:?})"
         );
     }
 }
