@@ -243,7 +243,7 @@ impl CalibrationFile {
     /// older still, for the bare share of "yes", reads as no calibration at all.)
     pub fn outdated(&self, model: &str, server: &str) -> bool {
         self.entry(model, server)
-            .is_some_and(|t| t.fit_against_leaning && t.fit_question != FIT_QUESTION)
+            .is_some_and(|t| t.fit_against_leaning && outdated(t))
     }
 
     fn entry(&self, model: &str, server: &str) -> Option<&Thresholds> {

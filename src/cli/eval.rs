@@ -241,10 +241,7 @@ pub(super) fn run_calibrate(
         fit_min: 0.0,
         p_weight: 0.0,
         name_weight: 0.0,
-        calibrated_for: None,
-        fit_against_leaning: true,
-        fit_question: crate::calibration::FIT_QUESTION,
-        outdated_for: None,
+        ..crate::Thresholds::default()
     });
     let _ = config.checks.set("tool-probability", true);
     let _ = config.checks.set("tool-fit", true);

@@ -362,10 +362,7 @@ pub fn choose(
                         fit_min,
                         p_weight,
                         name_weight,
-                        calibrated_for: None,
-                        fit_against_leaning: true,
-                        fit_question: crate::calibration::FIT_QUESTION,
-                        outdated_for: None,
+                        ..Thresholds::default()
                     };
                     let lost = tuning
                         .iter()
