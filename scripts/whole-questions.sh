@@ -10,6 +10,9 @@
 # A case is right when the answer holds one of each group of `expect`, every tool of
 # `tools` was called, and (for `rounds` 0) no tool was called. Its turns are within the
 # goal when they are at most `rounds` + 1 (one per round of calls, one for the answer).
+# The turns over are put down to what made them: a turn of calls declined, a turn asked
+# again for more calls, or a needless call let through and answered after; run with
+# `--check all=off` to see how many over the model makes alone.
 # Cases are split by the number that ends their id (even: tuning, odd: validation), the
 # rule `toolloop eval` uses, fixed before any result was read.
 #
@@ -25,7 +28,9 @@
 # questions.jsonl, and read only to check them; arithmetic.jsonl, arithmetic said other
 # ways and questions about a number, was written in the twenty-fifth pass before any of
 # it was run); TOOLLOOP_WHOLE_JOBS cases at once
-# (default 1: a person's one question at a time, and the server's cache as it is then).
+# (default 1: a person's one question at a time, and the server's cache as it is then);
+# TOOLLOOP_WHOLE_READ=1 reads the transcripts already under target/whole/NAME again,
+# asking nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 url="$1"; model="$2"; shift 2
@@ -35,7 +40,7 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then name="$1"; shift; fi
 flags=("$@")
 out=target/whole
 mkdir -p "$out/$name"
-cargo build --release -q
+[ "${TOOLLOOP_WHOLE_READ:-}" = 1 ] || cargo build --release -q
 data="${TOOLLOOP_WHOLE_DATA:-tests/data/whole/questions.jsonl}"
 jobs="${TOOLLOOP_WHOLE_JOBS:-1}"
 
@@ -51,7 +56,9 @@ run_case() {
 export -f run_case
 export url model name out TOOLLOOP_WHOLE_BIN
 export FLAGS_Q="${flags[*]:-}"
-if [ "$jobs" = 1 ]; then
+if [ "${TOOLLOOP_WHOLE_READ:-}" = 1 ]; then
+  :
+elif [ "$jobs" = 1 ]; then
   while IFS= read -r line; do run_case "$line"; done <"$data"
 else
   # shellcheck disable=SC2016
@@ -79,12 +86,22 @@ for c in cases:
     try:
         events = [json.loads(l) for l in open(os.path.join(dir, c["id"] + ".transcript.jsonl"))]
         turns = sum(e.get("event") == "model_request" for e in events)
+        # Where a turn past the first comes from: a turn of calls declined (the model is
+        # asked again, for an answer or another tool), a turn asked again for more calls.
+        declined = sum(e.get("event") == "decision" and bool(e.get("declined")) for e in events)
+        asked = sum(e.get("event") == "more_calls" for e in events)
     except Exception:
-        turns = r.get("iterations", 0)
+        turns, declined, asked = r.get("iterations", 0), 0, 0
     budget = r.get("budget", {})
     within = right and turns <= c["rounds"] + 1
+    over = max(0, turns - c["rounds"] - 1)
+    # Each turn over, put down to a decline first, then to an asking; the rest is a
+    # needless call let through, then answered.
+    over_declined = min(over, declined)
+    over_asked = min(over - over_declined, asked)
     rows[half].append(dict(id=c["id"], right=right, within=within, turns=turns,
-                           over=max(0, turns - c["rounds"] - 1), used=used,
+                           over=over, over_declined=over_declined, over_asked=over_asked,
+                           used=used,
                            requests=budget.get("model_requests", 0),
                            secs=(budget.get("model_ms", 0) + budget.get("tool_ms", 0) + budget.get("own_ms", 0)) / 1000,
                            tokens=sum((budget.get("generated") or {}).values()),
@@ -98,12 +115,14 @@ def reply(c):
 if all(reply(c).get("stop_reason", "error") == "error" for c in cases):
     first = reply(cases[0]).get("error", f"see {dir}/*.log")
     sys.exit(f"no question got a reply from the model: {first}")
-print(f"| half | right | right within rounds+1 turns | turns over | requests/case (fit questions too) | generated tokens/case | s/case |")
+print(f"| half | right | right within rounds+1 turns | turns over (declined / asked again / let through) | requests/case (fit questions too) | generated tokens/case | s/case |")
 print("|---|---|---|---|---|---|---|")
 for half, rs in rows.items():
     n = max(len(rs), 1)
+    over = sum(r['over'] for r in rs)
+    d, a = sum(r['over_declined'] for r in rs), sum(r['over_asked'] for r in rs)
     print(f"| {half} | {sum(r['right'] for r in rs)}/{len(rs)} | {sum(r['within'] for r in rs)}/{len(rs)} | "
-          f"{sum(r['over'] for r in rs)} | {sum(r['requests'] for r in rs)/n:.2f} | "
+          f"{over} ({d} / {a} / {over - d - a}) | {sum(r['requests'] for r in rs)/n:.2f} | "
           f"{sum(r['tokens'] for r in rs)/n:.0f} | {sum(r['secs'] for r in rs)/n:.1f} |")
 with open(os.path.join(dir, "summary.jsonl"), "w") as f:
     for half, rs in rows.items():

@@ -231,3 +231,119 @@ fn an_early_call_its_turn_does_not_make_is_let_go_and_said() {
     );
     assert!(!k.iter().any(|e| e.starts_with("call ")), "{k:?}");
 }
+
+const SINGLE: &str =
+    r#"{"kind": "tool_call", "thought": "", "tool": "lookup", "arguments": {"n": 1}}"#;
+
+/// Writes one call in the single-call form, sure it calls; asked again with the calls
+/// made as the reply's beginning (`numbers-left`: "2" was left out), waits (up to 10 s)
+/// for a tool to have run before it writes the call after them, as llama-server does
+/// while it reads the beginning; then answers.
+struct Continues {
+    ran: Receiver<()>,
+    ran_before_more: Arc<Mutex<Option<bool>>>,
+    given: Arc<Mutex<Option<String>>>,
+    turns: usize,
+}
+
+impl Backend for Continues {
+    fn describe(&self) -> String {
+        "continues".into()
+    }
+
+    fn chat(
+        &mut self,
+        request: &ChatRequest<'_>,
+        _deadline: Deadline,
+        sink: TextSink<'_>,
+    ) -> Result<ChatReply, BackendError> {
+        use toolloop::backend::TokenLogprob;
+        self.turns += 1;
+        let sure = vec![
+            TokenLogprob {
+                token: r#"{"kind": ""#.into(),
+                logprob: 0.0,
+                top: vec![],
+            },
+            TokenLogprob {
+                token: "tool".into(),
+                logprob: 0.999f64.ln(),
+                top: vec![
+                    ("tool".into(), 0.999f64.ln()),
+                    ("final".into(), 0.001f64.ln()),
+                ],
+            },
+        ];
+        let (text, given, logprobs) = match (self.turns, request.options.prefill.clone()) {
+            (1, _) => {
+                let _ = sink(SINGLE);
+                (SINGLE.to_string(), 0, sure)
+            }
+            (2, Some(given)) => {
+                let ran = self.ran.recv_timeout(Duration::from_secs(10)).is_ok();
+                *self.ran_before_more.lock().unwrap() = Some(ran);
+                *self.given.lock().unwrap() = Some(given.clone());
+                let _ = sink(&given);
+                let _ = sink(REST);
+                (format!("{given}{REST}"), given.len(), Vec::new())
+            }
+            _ => {
+                let _ = sink(ANSWER);
+                (ANSWER.to_string(), 0, Vec::new())
+            }
+        };
+        Ok(ChatReply {
+            text,
+            given,
+            logprobs,
+            stop: StopReason::Finished,
+            ..ChatReply::default()
+        })
+    }
+}
+
+/// A turn of one call asked again for the number it left out: the call it made stands
+/// whatever the asking brings, so it goes off as the turn is asked for again, not once
+/// the continuation streams it back; it runs once, and the turn's results are the tool's.
+#[test]
+fn a_call_asked_again_for_more_goes_off_at_the_asking() {
+    let (tx, rx) = channel();
+    let ran_before_more = Arc::new(Mutex::new(None));
+    let given = Arc::new(Mutex::new(None));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let store = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&store);
+    let config = toolloop::Config {
+        max_calls_per_turn: 2,
+        tools: Default::default(),
+        ..Default::default()
+    };
+    let mut o = Orchestrator::builder()
+        .settings(config)
+        .backend(Continues {
+            ran: rx,
+            ran_before_more: Arc::clone(&ran_before_more),
+            given: Arc::clone(&given),
+            turns: 0,
+        })
+        .source(lookup(true, tx, Arc::clone(&calls)))
+        .observer(move |e: &Event| seen.lock().unwrap().push(e.clone()))
+        .build()
+        .unwrap();
+    let out = o.run("Look up 1 and 2").unwrap();
+    let k = kinds(&store.lock().unwrap());
+    let given = given.lock().unwrap().clone();
+    assert!(
+        given.as_deref().is_some_and(|g| g.contains(r#""n": 1"#)),
+        "asked again with {given:?}: {k:?}"
+    );
+    assert_eq!(*ran_before_more.lock().unwrap(), Some(true), "{k:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "each call ran once: {k:?}");
+    let steps: Vec<&str> = (out.steps.iter())
+        .filter(|s| s.tool.is_some())
+        .map(|s| s.observation.as_str())
+        .collect();
+    assert_eq!(steps, ["number 1", "number 2"], "{k:?}");
+    assert!(!k.iter().any(|e| e.starts_with("let go")), "{k:?}");
+    assert_eq!(out.answer(), Some("1 and 2."));
+}

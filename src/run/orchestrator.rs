@@ -159,6 +159,16 @@ impl Orchestrator {
                 Step::Done => break,
                 Step::CallModel if deadline.is_expired() => engine.timed_out(limit),
                 Step::CallModel => {
+                    // A turn asked again for more: the calls it made stand, so those of
+                    // tools that only read go off now, not once the reply streams them.
+                    for (tool, arguments) in engine.calls_standing() {
+                        let call = serde_json::json!({"tool": tool, "arguments": arguments});
+                        let at = started.elapsed();
+                        let sent = early.offer(&self.catalogue, &call, most_early, deadline, at);
+                        if let Some(e) = sent {
+                            self.emit(&e);
+                        }
+                    }
                     // More room after a call was cut at the token limit.
                     let options = GenOptions {
                         num_predict: engine.num_predict().or(self.options.num_predict),

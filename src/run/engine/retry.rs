@@ -181,6 +181,22 @@ impl Engine {
         }
     }
 
+    /// The calls of a turn asked again for more ([`Engine::prefill`] begins the reply
+    /// with them), as the checks left them; empty when no turn is asked again. However
+    /// the asking ends they are what the turn makes: continued, the reply holds them as
+    /// written; failed, the turn before is carried out. So a caller may start those of
+    /// tools that only read before the reply asked for comes: a call the asking made
+    /// first in the single-call form went off only once the continuation streamed it back
+    /// (`BENCHMARKS.md`, "Calls asked again sent at the asking"). A server that does not
+    /// continue replies has the model write the turn whole, most often with the same
+    /// calls first; one it does not make again is let go like any call sent early.
+    pub fn calls_standing(&self) -> &[Call] {
+        match &self.asked_again {
+            Some(a) => &a.calls,
+            None => &[],
+        }
+    }
+
     /// The reply to a turn asked again was not a valid turn (`error` says why): the turn
     /// before it is carried out instead, unchanged, and the model is not told of the
     /// failed reply.

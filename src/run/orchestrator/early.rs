@@ -4,7 +4,10 @@
 //! calls a turn asked again adds all read every call of it. Which calls run is left to
 //! that judgement, unchanged. What changes is when a call of a tool that only reads
 //! ([`crate::tools::ToolSpec::read_only`]) begins: as soon as its object closes in the
-//! stream ([`crate::turn::call_stream`]), while the model writes the rest. When the turn
+//! stream ([`crate::turn::call_stream`]), while the model writes the rest, or, for the
+//! calls a turn asked again for more already made, as the asking begins
+//! ([`crate::run::Engine::calls_standing`]: a call in the single-call form closes only
+//! at its reply's end, and would wait for the continuation to stream it back). When the turn
 //! then makes that call (the same tool, the same arguments, after the checks), the result
 //! already under way is taken; otherwise it is let go, and the person is told. A tool that
 //! reads only changes nothing by running, so a call the turn did not make costs its time
