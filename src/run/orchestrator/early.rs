@@ -6,7 +6,7 @@
 //! ([`crate::tools::ToolSpec::read_only`]) begins: as soon as its object closes in the
 //! stream ([`crate::turn::call_stream`]), while the model writes the rest, or, for the
 //! calls a turn asked again for more already made, as the asking begins
-//! ([`crate::run::Engine::calls_standing`]: a call in the single-call form closes only
+//! ([`crate::run::engine::Engine::calls_standing`]: a call in the single-call form closes only
 //! at its reply's end, and would wait for the continuation to stream it back). When the turn
 //! then makes that call (the same tool, the same arguments, after the checks), the result
 //! already under way is taken; otherwise it is let go, and the person is told. A tool that
