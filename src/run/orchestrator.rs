@@ -162,10 +162,11 @@ impl Orchestrator {
                     // A turn asked again for more: the calls it made stand, so those of
                     // tools that only read go off now, not once the reply streams them.
                     for (tool, arguments) in engine.calls_standing() {
-                        let call = serde_json::json!({"tool": tool, "arguments": arguments});
                         let at = started.elapsed();
-                        let sent = early.offer(&self.catalogue, &call, most_early, deadline, at);
-                        if let Some(e) = sent {
+                        let call = (tool.as_str(), arguments);
+                        if let Some(e) =
+                            early.start(&self.catalogue, call, most_early, deadline, at)
+                        {
                             self.emit(&e);
                         }
                     }

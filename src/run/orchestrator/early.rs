@@ -53,9 +53,7 @@ impl Sent {
 
 impl EarlyCalls {
     /// Starts the call `written` (an element of a turn's `calls`, as
-    /// [`CallStream::feed`] gives it) when its tool only reads, its arguments meet the
-    /// tool's schema, the same call is not under way already, and fewer than `most` are.
-    /// The event that says so, when it started.
+    /// [`CallStream::feed`] gives it) as [`EarlyCalls::start`] does.
     pub(super) fn offer(
         &mut self,
         catalogue: &Arc<Catalogue>,
@@ -66,6 +64,20 @@ impl EarlyCalls {
     ) -> Option<Event> {
         let tool = CallStream::tool(written)?;
         let arguments = written.get("arguments")?.as_object()?;
+        self.start(catalogue, (tool, arguments), most, deadline, at)
+    }
+
+    /// Starts the call of `tool` with `arguments` when the tool only reads, the
+    /// arguments meet its schema, the same call is not under way already, and fewer than
+    /// `most` are. The event that says so, when it started.
+    pub(super) fn start(
+        &mut self,
+        catalogue: &Arc<Catalogue>,
+        (tool, arguments): (&str, &Map<String, Value>),
+        most: usize,
+        deadline: Deadline,
+        at: Duration,
+    ) -> Option<Event> {
         let reads_only = catalogue.get(tool).is_ok_and(|s| s.read_only);
         if !reads_only
             || self.sent.len() >= most
