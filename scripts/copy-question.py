@@ -16,7 +16,7 @@ first token that begins the call's own value is read. Each question is evaluated
       the AUC and the figures at the bar of BENCHMARKS.md. Q.jsonl (one
       {"id", "supported", "own", "unsaid"} per call) says which calls today's rule
       questions; BENCHMARKS.md's were read with the crate's own functions
-      (`tool_relevance::support`, `tool_fit::own_numbers`, `tool_fit::unsaid`), which are
+      (`support::support`, `tool_fit::own_numbers`, `tool_fit::unsaid`), which are
       not public, so without it only the rows that question every call are given.
 
 The reports come from the model alone: `toolloop eval DATA --decide direct --check

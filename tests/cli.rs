@@ -1088,12 +1088,12 @@ mod checks {
         let out = toolloop(&["checks"], b"");
         assert_eq!(out.status.code(), Some(0));
         let list = text(&out.stdout);
-        assert!(list.contains("tool-probability     on "), "{list}");
-        assert!(list.contains("date-layout          off"), "{list}");
-        let one = toolloop(&["checks", "invented-required"], b"");
+        assert!(list.contains("tool-probability   on "), "{list}");
+        assert!(list.contains("invented-required  off"), "{list}");
+        let one = toolloop(&["checks", "example-copy"], b"");
         let doc = text(&one.stdout);
         assert!(
-            doc.starts_with("invented-required (default off; asks the person)"),
+            doc.starts_with("example-copy (default on; declines the call)"),
             "{doc}"
         );
         assert!(doc.contains("Why:") && doc.contains("Example:"), "{doc}");
@@ -1107,41 +1107,43 @@ mod checks {
 
     #[test]
     fn an_unknown_check_is_a_usage_error_that_names_the_checks() {
-        let out = toolloop(&["ask", "hi", "--check", "date-layuot=off"], b"");
+        let out = toolloop(&["ask", "hi", "--check", "tool-fitt=off"], b"");
         assert_eq!(out.status.code(), Some(2));
         let err = text(&out.stderr);
-        assert!(err.contains("no check is called 'date-layuot'"), "{err}");
-        assert!(err.contains("date-layout"), "{err}");
+        assert!(err.contains("no check is called 'tool-fitt'"), "{err}");
+        assert!(err.contains("tool-fit"), "{err}");
         let out = toolloop(&["checks", "nope"], b"");
         assert_eq!(out.status.code(), Some(2));
     }
 
     #[test]
     fn what_a_check_did_is_shown_without_verbose_and_in_json() {
-        // A call of the weather tool for a question that names no city: with
-        // invented-required on, the call becomes a question, and the person sees why.
-        let call = r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Paris"}}"#;
-        let fake = fake_ollama(&[call]);
-        let out = weather_nowhere(&fake.url, &["--check", "invented-required=on"]);
-        assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+        // An answer that writes the prompt's own example, which nobody asked for: refused,
+        // the model is asked again, and the person sees why.
+        let copied = r#"{"kind":"final_answer","thought":"","content":"12.5 * 4 = 50"}"#;
+        let answer = r#"{"kind":"final_answer","thought":"","content":"Rain."}"#;
+        let fake = fake_ollama(&[copied, answer]);
+        let out = weather_nowhere(&fake.url, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         let err = text(&out.stderr);
         assert!(
-            err.contains("[Check] invented-required: get_weather: city not given by the person"),
+            err.contains("[Check] example-copy: the answer was refused"),
             "{err}"
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(v["checks"][0]["event"], "invented");
-        assert_eq!(v["checks"][0]["check"], "invented-required");
+        assert_eq!(v["answer"], "Rain.");
+        assert_eq!(v["checks"][0]["event"], "answer_refused");
+        assert_eq!(v["checks"][0]["check"], "example-copy");
         assert!(
             v["checks"][0]["line"]
                 .as_str()
                 .unwrap()
-                .contains("get_weather")
+                .contains("12.5 * 4")
         );
     }
 
     #[test]
-    fn a_check_off_by_default_leaves_the_call_as_the_model_wrote_it() {
+    fn a_call_no_check_acts_on_runs_as_the_model_wrote_it() {
         let call = r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Paris"}}"#;
         let answer = r#"{"kind":"final_answer","thought":"","content":"Rain."}"#;
         let fake = fake_ollama(&[call, answer]);

@@ -1013,11 +1013,11 @@ fn a_call_cut_twice_ends_the_run_unrun_with_its_own_exit_code() {
 }
 
 #[test]
-fn a_reply_cut_after_its_values_are_whole_is_still_run() {
-    // Only the closers are missing: the repair the product was built for.
+fn a_reply_cut_after_its_arguments_closed_is_still_run() {
+    // Only the turn's own closer is missing: the call is whole, as the model wrote it.
     let (seen, tools) = recording_tools();
     let model = Scripted::from_replies([
-        cut(r#"{"kind":"tool_call","thought":"","tool":"run_sql","arguments":{"query":"SELECT 1""#),
+        cut(r#"{"kind":"tool_call","thought":"","tool":"run_sql","arguments":{"query":"SELECT 1"}"#),
         ScriptedReply {
             stop: StopReason::Finished,
             ..cut(&answer("1"))
@@ -1031,6 +1031,32 @@ fn a_reply_cut_after_its_values_are_whole_is_still_run() {
     let out = o.run("Select one").unwrap();
     assert_eq!(*seen.lock().unwrap(), [r#"{"query":"SELECT 1"}"#]);
     assert_eq!(out.answer(), Some("1"));
+}
+
+#[test]
+fn a_reply_cut_while_its_arguments_were_open_is_asked_again() {
+    // The query is a whole string, but another argument could have followed it: the
+    // call was cut, and only the one written again whole is run.
+    let (seen, tools) = recording_tools();
+    let model = Scripted::from_replies([
+        cut(r#"{"kind":"tool_call","thought":"","tool":"run_sql","arguments":{"query":"SELECT 1""#),
+        ScriptedReply {
+            stop: StopReason::Finished,
+            ..cut(r#"{"kind":"tool_call","thought":"","tool":"run_sql","arguments":{"query":"SELECT 2"}}"#)
+        },
+        ScriptedReply {
+            stop: StopReason::Finished,
+            ..cut(&answer("2"))
+        },
+    ]);
+    let mut o = Orchestrator::builder()
+        .backend(model)
+        .catalogue(tools)
+        .build()
+        .unwrap();
+    let out = o.run("Select two").unwrap();
+    assert_eq!(*seen.lock().unwrap(), [r#"{"query":"SELECT 2"}"#]);
+    assert_eq!(out.answer(), Some("2"));
 }
 
 /// A run the model server fails ends with a `failed` event, the last one: a display
@@ -1050,4 +1076,56 @@ fn a_run_the_server_fails_ends_with_a_failed_event() {
         Some(Event::Failed { error }) => assert_eq!(*error, err.to_string()),
         other => panic!("{other:?}"),
     }
+}
+
+/// A right matrix with rows of zeros reads as a loop to `looping-reply`, which stops the
+/// stream there; closed by the repairer, the call would be `[[2.0]]`, a call nobody wrote.
+/// It is never run, by any path: not early while it streams, not once the reply is in.
+/// Asked again, the model writes it the same way, and the run ends saying why.
+#[test]
+fn a_call_cut_where_it_seemed_to_repeat_is_never_run() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&ran);
+    let mut tools = FnTools::new();
+    tools.add(
+        ToolSpec::new(
+            "matrix_rank",
+            "The rank of a matrix",
+            json!({"type": "object", "required": ["matrix"], "properties": {
+                "matrix": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}}}}),
+        )
+        .reading_only(),
+        move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Ok(json!(1))
+        },
+    );
+    let rows = ["[2.0, 0, 0, 0]", "[0, 0, 0, 0]", "[0, 0, 0, 0]", "[0, 0, 0, 0]"];
+    let matrix = format!(
+        r#"{{"kind": "tool_call", "thought": "", "tool": "matrix_rank", "arguments": {{"matrix": [{}]}}}}"#,
+        rows.join(", ")
+    );
+    let (log, observer) = events();
+    let mut o = Orchestrator::builder()
+        .backend(Scripted::new([matrix.clone(), matrix]))
+        .source(tools)
+        .timeout(Duration::from_secs(10))
+        .observer(observer)
+        .build()
+        .unwrap();
+    let out = o
+        .run("What is the rank of [[2,0,0,0],[0,0,0,0],[0,0,0,0],[0,0,0,0]]?")
+        .unwrap();
+    let log = log.lock().unwrap();
+    assert!(
+        log.iter().any(|e| matches!(e, Event::Repetition { .. })),
+        "the loop check did not cut it, so this test shows nothing: {log:?}"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the cut call ran");
+    assert!(out.steps.iter().all(|s| s.tool.is_none()), "{:?}", out.steps);
+    assert_eq!(out.stop_reason(), StopKind::CutOff);
+    assert_eq!(out.stop_reason().exit_code(), 6);
+    let why = out.ending.message().unwrap();
+    assert!(why.contains("repeat itself"), "{why}");
 }

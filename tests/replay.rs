@@ -12,10 +12,11 @@ use toolloop::tools::{Builtin, BuiltinConfig};
 use toolloop::{Orchestrator, StopKind};
 
 fn replay(file: &str, question: &str) -> toolloop::Outcome {
-    replay_grounded(file, question, false)
+    replay_with(file, question, &[])
 }
 
-fn replay_grounded(file: &str, question: &str, ground: bool) -> toolloop::Outcome {
+/// A replay with these checks turned on besides the defaults.
+fn replay_with(file: &str, question: &str, checks: &[&str]) -> toolloop::Outcome {
     let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
     let model = Scripted::from_file(&path).unwrap();
     let builtin = Builtin::new(&BuiltinConfig {
@@ -28,11 +29,8 @@ fn replay_grounded(file: &str, question: &str, ground: bool) -> toolloop::Outcom
         .backend(model)
         .catalogue(tools)
         .timeout(Duration::from_secs(10));
-    if ground {
-        // Off by default: they turned right calls into questions (BENCHMARKS.md).
-        for check in ["ungrounded-optional", "invented-required"] {
-            builder = builder.check(check, true);
-        }
+    for check in checks {
+        builder = builder.check(check, true);
     }
     let mut o = builder.build().unwrap();
     o.run(question).unwrap()
@@ -72,10 +70,9 @@ fn recorded_needless_repeat_is_declined_and_the_model_answers() {
     // Recorded before the decision step (no log-probabilities in the recording, so the
     // loop takes each call as the model wrote it) and before grounding, kept for the
     // repeat it shows.
-    let out = replay_grounded(
+    let out = replay(
         "qwen_capital_repeat.jsonl",
         "What is the capital of France?",
-        false,
     );
     assert_eq!(tools_used(&out), ["get_weather"]);
     assert_eq!(out.answer(), Some("Paris"));
@@ -87,10 +84,10 @@ fn recorded_needless_repeat_is_declined_and_the_model_answers() {
 fn recorded_call_with_a_city_nobody_named_becomes_a_question() {
     // The same recording with `invented-required` on: the model's `city: "Paris"` for a
     // question that names no city is not called; the person is asked which city.
-    let out = replay_grounded(
+    let out = replay_with(
         "qwen_capital_repeat.jsonl",
         "What is the capital of France?",
-        true,
+        &["invented-required"],
     );
     assert!(tools_used(&out).is_empty(), "{:?}", tools_used(&out));
     assert_eq!(out.stop_reason(), StopKind::ClarificationNeeded);

@@ -789,67 +789,50 @@ fn bound_to_every_interface_an_ip_address_is_a_host_but_a_name_is_not() {
 
 #[test]
 fn a_run_sets_its_own_checks_and_the_page_is_told_the_servers() {
-    // The weather for a question that names no city: with invented-required turned on
-    // for this run only, the call becomes a question and the event names the check.
+    // An answer that writes the prompt's own example: with example-copy turned off for
+    // this run only, it stands; with the server's defaults it is refused and the event
+    // names the check.
     let web = start(
         vec![
-            vec![
-                call("get_weather", json!({"city": "Paris"})),
-                answer("Rain."),
-            ],
-            vec![
-                call("get_weather", json!({"city": "Paris"})),
-                answer("Rain."),
-            ],
+            vec![answer("12.5 * 4 = 50")],
+            vec![answer("12.5 * 4 = 50"), answer("Rain.")],
         ],
         4,
     );
     let (status, tools) = request(&web, "GET", "/api/tools", None);
     assert_eq!(status, 200);
     let checks = tools["checks"].as_array().unwrap();
-    let invented = checks
+    let copy = checks
         .iter()
-        .find(|c| c["name"] == "invented-required")
+        .find(|c| c["name"] == "example-copy")
         .unwrap();
-    assert_eq!(invented["on"], false, "{invented}");
+    assert_eq!(copy["on"], true, "{copy}");
 
     let c = new_conversation(&web);
     let (status, run) = request(
         &web,
         "POST",
         &format!("/api/conversations/{c}/runs"),
-        Some(
-            &json!({"question": "What's the weather like?", "checks": {"invented-required": true}}),
-        ),
+        Some(&json!({"question": "What's the weather like?", "checks": {"example-copy": false}})),
     );
     assert_eq!(status, 202, "{run}");
     let id = run["run"].as_str().unwrap().to_string();
-    // The question waits for the person; nobody answers it here, so the run is stopped.
-    let events = stream(&web, &id, |e| {
-        if e["event"] == "clarify" {
-            request(&web, "POST", &format!("/api/runs/{id}/stop"), None);
-        }
-    });
-    let invented = events.iter().find(|e| e["event"] == "invented");
-    assert_eq!(
-        invented.map(|e| &e["check"]),
-        Some(&json!("invented-required")),
-        "{events:?}"
-    );
+    let events = stream(&web, &id, |_| {});
     assert!(
-        !kinds(&events).contains(&"tool_call"),
+        !kinds(&events).contains(&"answer_refused"),
         "{:?}",
         kinds(&events)
     );
 
-    // The next run, with the server's defaults, calls the tool as the model wrote it.
+    // The next run, with the server's defaults, refuses the copied answer.
     let c = new_conversation(&web);
     let (_, run) = ask(&web, &c, "What's the weather like?");
     let events = stream(&web, run["run"].as_str().unwrap(), |_| {});
-    assert!(
-        kinds(&events).contains(&"tool_call"),
-        "{:?}",
-        kinds(&events)
+    let refused = events.iter().find(|e| e["event"] == "answer_refused");
+    assert_eq!(
+        refused.map(|e| &e["check"]),
+        Some(&json!("example-copy")),
+        "{events:?}"
     );
 
     let (status, e) = request(

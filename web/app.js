@@ -229,15 +229,6 @@ function handle(view, run, e) {
         step(view, "repair", `Call declined (${e.check || "decision"})`, `${e.tool}: ${why}${source}; ${next}`);
       }
       break;
-    case "invented":
-      step(view, "repair", `Not called (${e.check})`, `${e.tool}: nobody gave ${e.arguments.join(", ")}`);
-      break;
-    case "reformatted":
-      step(view, "repair", `Rewritten (${e.check})`, `${e.tool}: ${e.argument} ${JSON.stringify(e.from)} → ${JSON.stringify(e.to)} (${e.why})`);
-      break;
-    case "ungrounded":
-      step(view, "repair", `Left out (${e.check})`, `${e.tool}: ${e.arguments.join(", ")} (nobody gave them)`);
-      break;
     case "more_calls":
       if (e.left && e.left.length) {
         step(view, "repair", `Asked for more calls (${e.check})`, `${e.made} made, which left out ${e.left.join(", ")} of the request; asked again for at least ${e.at_least}`);

@@ -1,32 +1,25 @@
-//! Optional arguments the person never gave are dropped before a call.
+//! What the person and the tools said in a run, and whether a call's values are among it.
 //!
-//! Under the narrowed schema a small model fills every optional parameter with something:
-//! asked for "movies directed by Herbert Ross", Qwen 0.5B added `"genre": "Fantasy"`; on
-//! BFCL most of its wrong calls were right but for an invented optional value
-//! (`"method": "integral"`, `"mission": "Mission 1"`, `"mu0": 9.81`). A value the person
-//! gave appears in what they wrote or in a tool's result; an invented one does not. So an
-//! optional argument whose value appears nowhere in the run's evidence (the person's
-//! messages and the tool results, never the system prompt) is left out, and the tool uses
-//! its own default. Required arguments are never touched: the schema demands them.
-//!
-//! toolloop's own feedback on a refused reply is not evidence: it quotes the model's
-//! values back.
+//! A value the person gave appears in what they wrote or in a tool's result; an invented
+//! one does not. The evidence is the person's messages and the tool results, never the
+//! system prompt, and never toolloop's own feedback on a refused reply (it quotes the
+//! model's values back).
 //!
 //! A required argument cannot be left out, and an invented one is the mark of a call the
 //! question did not ask for: on BFCL `irrelevance` Qwen 0.5B answered "How can I apply
 //! evolutionary algorithms in game AI?" with `evolve_creatures(population_size: 100, …)`
 //! and "What's the latest trend in technology?" with `region: "world"`. When a required
-//! value appears nowhere in the evidence, the call becomes a `clarify` that asks the
-//! person for it ([`invented_required`]): the issue's own rule, "an argument the person
-//! did not give should be left out, or asked for when it is required". Required values
+//! value appears nowhere in the evidence, [`invented_required`] names it: `tool-fit`
+//! puts such a call to the fit question, and `more-calls` holds back a call its asking
+//! added on such a value. Required values
 //! are checked leniently (one word of a string is enough, a two- or three-letter code
 //! counts as said, numbers are read with their units and separators as each language writes them,
 //! [`super::numbers`]; a value in a script the person did not write, "Moscow" for "из
 //! Москвы", is one words cannot judge and counts as said, [`super::words`]), because a
 //! wrong question costs the person a reply.
 //!
-//! The check is lexical on purpose: it must be cheap, predictable and explainable in the
-//! trace (`[GROUND] dropped ...`). A boolean cannot be checked this way and is kept.
+//! It is lexical, and so lenient: it never changes a value, it only tells a check to ask
+//! the model. A boolean cannot be judged this way and counts as said.
 
 use std::collections::HashSet;
 
@@ -34,11 +27,11 @@ use serde_json::{Map, Value};
 use unicode_script::Script;
 
 use crate::checks::numbers;
-use crate::checks::tool_relevance::STEMMER;
+use crate::checks::support::STEMMER;
 use crate::checks::words::{self, number_word, script, spaceless, words};
 use crate::turn::tool_schema;
 
-/// The words and numbers of the run's evidence, for [`ungrounded`].
+/// The words and numbers of the run's evidence.
 #[derive(Debug, Default, Clone)]
 pub struct Evidence {
     words: HashSet<String>,
@@ -118,28 +111,6 @@ impl Evidence {
         if size {
             self.scaled.push(n * scale);
         }
-    }
-
-    /// Whether the person wrote `n` only as a percentage: "8%" says 8, but "8% over 8
-    /// years" also says a plain 8, and then which one a value means cannot be told.
-    pub fn said_only_as_percent(&self, n: f64) -> bool {
-        let same = |m: &f64| (m - n).abs() <= 1e-9 * m.abs().max(n.abs()).max(1.0);
-        self.percents.iter().any(same) && !self.plain.iter().any(same)
-    }
-
-    /// The number the person said with a word for its size that `n` writes with more or
-    /// fewer zeros (`500000000` for "50 million"), when exactly one does. A small model
-    /// spelling out such a number miscounts its zeros (BFCL simple_python 65 and 128).
-    pub fn miscounted(&self, n: f64) -> Option<f64> {
-        if n == 0.0 || self.has_number(n) {
-            return None;
-        }
-        let mut near = self.scaled.iter().copied().filter(|m| {
-            let ratio = (n / m).abs().log10();
-            (ratio - ratio.round()).abs() < 1e-9 && (1.0..=3.0).contains(&ratio.round().abs())
-        });
-        let first = near.next()?;
-        near.all(|m| m == first).then_some(first)
     }
 
     /// The numbers written with digits, as written (`17` for "17%", `2340` for "2,340").
@@ -259,37 +230,6 @@ fn abbreviates(short: &str, word: &str) -> bool {
     short.chars().next() == word.chars().next() && short.chars().all(|c| letters.any(|w| w == c))
 }
 
-/// The optional arguments of a call (those not in the schema's `required`) that the
-/// evidence does not ground.
-pub fn ungrounded(
-    arguments: &Map<String, Value>,
-    schema: &Value,
-    evidence: &Evidence,
-) -> Vec<String> {
-    let required: Vec<&str> = schema["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    // A tool that marks nothing required (common among MCP servers) leaves the model to
-    // say what it wants; and a long string is the model's own composition (a query, a
-    // message), not a setting it picked.
-    if required.is_empty() {
-        return Vec::new();
-    }
-    arguments
-        .iter()
-        .filter(|(k, v)| !required.contains(&k.as_str()) && !composed(v))
-        .filter(|(k, v)| {
-            if vocabulary(&schema["properties"][k.as_str()]) {
-                !evidence.names_some_of(v)
-            } else {
-                !evidence.grounds(v)
-            }
-        })
-        .map(|(k, _)| k.clone())
-        .collect()
-}
-
 /// The required arguments of a call whose values nobody gave: a value the model
 /// invented where the schema demands one. Checked leniently (see the module docs); an
 /// `enum` parameter, a boolean, an object and composed text are never counted.
@@ -318,11 +258,9 @@ impl Evidence {
     /// string is enough (`"Los Angeles, CA"`, `"2022-07-10"` for "July 10, 2022"), a
     /// code of two or three letters counts as said (`"EUR"` for "Euros"), and composed
     /// text counts as said, and so does a single letter that begins a word said. A word
-    /// in a script the person did not write counts too ([`Evidence::judges`]): here
-    /// only, because leaving out an optional value the person never wrote is the
-    /// opt-in `ungrounded-optional`'s promise, and "Timer 25 minutes" for "Поставь
-    /// таймер на 25 минут" is such a value (`BENCHMARKS.md`, "Values in other
-    /// scripts").
+    /// in a script the person did not write counts too ([`Evidence::judges`]): words
+    /// cannot judge a value the person wrote in another script ("Moscow" for "из
+    /// Москвы").
     fn mentions(&self, v: &Value) -> bool {
         match v {
             Value::String(s) => {
@@ -353,22 +291,6 @@ impl Evidence {
 /// from the list, so it is never counted as invented.
 fn vocabulary(param: &Value) -> bool {
     tool_schema::listed_values(param).next().is_some()
-}
-
-impl Evidence {
-    /// Whether the person said some word of `v` (of some item, for an array), or a word
-    /// kin to one: the check for a value picked from the tool's own list
-    /// ([`vocabulary`]). Numbers must still be said.
-    fn names_some_of(&self, v: &Value) -> bool {
-        match v {
-            Value::String(s) => words(s).iter().any(|w| self.has_word(w) || self.has_kin(w)),
-            Value::Array(items) => {
-                items.iter().all(|i| i.is_string() || self.grounds(i))
-                    && items.iter().any(|i| self.names_some_of(i))
-            }
-            _ => self.grounds(v),
-        }
-    }
 }
 
 /// A string of more than [`SETTING_WORDS`] words: text the model wrote, not a value it
@@ -461,7 +383,7 @@ mod tests {
         assert!(unsaid("Is tipping customary in Japan?", "Tokyo"));
         assert!(!unsaid("Когда поезд из Москвы?", "Moscow") && !unsaid("z Krakowa", "Kraków"));
         assert!(unsaid("Когда поезд из Москвы?", "Казань"));
-        // An optional value must still be said to be kept by `ungrounded-optional`.
+        // Every word of a value must be said for it to be grounded.
         let timer = Evidence::of(["Поставь таймер на 25 минут."]);
         assert!(!timer.grounds(&json!("Timer 25 minutes")) && timer.grounds(&json!(25)));
         // A unit of one letter, the first of a word said.
@@ -510,25 +432,8 @@ mod tests {
     }
 
     #[test]
-    fn a_value_from_the_tools_own_list_needs_only_a_word_said() {
-        // BFCL simple_python_305: dropped because "Scored" and "Made" were never said.
-        let schema = json!({"type": "object", "required": ["player"], "properties": {
-            "player": {"type": "string"},
-            "indicators": {"type": "array", "items": {"type": "string",
-                "enum": ["Goals Scored", "Assists Made", "Saves Made"]}},
-            "unit": {"type": "string", "enum": ["km", "mi"]}}});
-        let said = Evidence::of(["The overall goal and assist of Messi"]);
-        let args = json!({"player": "Messi", "indicators": ["Goals Scored", "Assists Made"], "unit": "km"});
-        assert_eq!(
-            ungrounded(args.as_object().unwrap(), &schema, &said),
-            ["unit"]
-        );
-        let args = json!({"player": "Messi", "indicators": ["Saves Made"]});
-        assert_eq!(
-            ungrounded(args.as_object().unwrap(), &schema, &said),
-            ["indicators"]
-        );
-        // Required, it is never counted as invented: "carbs" gave "Carbohydrates" (374).
+    fn a_required_value_from_the_tools_own_list_is_never_invented() {
+        // "carbs" gave "Carbohydrates" (BFCL simple_python_374).
         let schema = json!({"type": "object", "required": ["food", "information"], "properties": {
             "food": {"type": "string"},
             "information": {"type": "array", "items": {"type": "string",
@@ -558,42 +463,12 @@ mod tests {
         assert!(!e.grounds(&Value::Null));
     }
 
-    #[test]
-    fn composed_text_and_tools_without_required_arguments_are_left_alone() {
-        let said = Evidence::of(["Say something nice"]);
-        let none_required = json!({"type": "object", "properties": {"text": {"type": "string"}}});
-        let args = json!({"text": "hi"});
-        assert!(ungrounded(args.as_object().unwrap(), &none_required, &said).is_empty());
-        let schema = json!({"type": "object", "required": ["to"],
-            "properties": {"to": {"type": "string"}, "body": {"type": "string"}, "tone": {"type": "string"}}});
-        let args = json!({"to": "Ann", "body": "Thank you so much for the lovely flowers", "tone": "warm"});
-        assert_eq!(
-            ungrounded(args.as_object().unwrap(), &schema, &said),
-            ["tone"]
-        );
-    }
 }
 
 /// The examples of this module's docs, as tests: its items are crate-private, so
 /// rustdoc cannot run them.
 #[cfg(test)]
 mod examples {
-    #[test]
-    fn an_optional_value_nobody_said_is_ungrounded() {
-        use crate::checks::grounding::{Evidence, ungrounded};
-        use serde_json::json;
-
-        let schema = json!({"type": "object", "required": ["city"],
-            "properties": {"city": {"type": "string"}, "unit": {"type": "string"}}});
-        let args = json!({"city": "Oslo", "unit": "fahrenheit"});
-        let said = Evidence::of(["What's the weather in Oslo?"]);
-        assert_eq!(
-            ungrounded(args.as_object().unwrap(), &schema, &said),
-            ["unit"]
-        );
-        let said = Evidence::of(["Weather in Oslo, in Fahrenheit please"]);
-        assert!(ungrounded(args.as_object().unwrap(), &schema, &said).is_empty());
-    }
 
     #[test]
     fn a_required_value_nobody_said_is_invented() {

@@ -33,7 +33,7 @@ impl Check for InventedRequired {
     fn judge_call(
         &self,
         ctx: &TurnContext<'_>,
-        call: &mut CallUnderCheck<'_>,
+        call: &CallUnderCheck<'_>,
         _findings: &mut Vec<Finding>,
     ) -> Option<Vec<String>> {
         let invented =

@@ -11,8 +11,8 @@ use super::{ALL, CheckInfo};
 /// use toolloop::checks::CheckLevels;
 ///
 /// let mut levels = CheckLevels::default();
-/// levels.set("date-layout", false).unwrap();
-/// assert!(!levels.is_on("date-layout"));
+/// levels.set("more-calls", false).unwrap();
+/// assert!(!levels.is_on("more-calls"));
 /// assert!(levels.is_on("tool-probability"));
 /// assert!(levels.set("no-such-check", true).is_err());
 /// ```

@@ -8,16 +8,19 @@
 //! `Finding`s and the `Verdict` that come back. The order is `ALL`'s:
 //!
 //! 1. while the reply streams: `looping-reply`;
-//! 2. once per turn that calls a tool: `nothing-new` on all of its calls (once results
-//!    are in), then `tool-probability`, `tool-fit` (which may first have the engine put
-//!    its question to the model), `tool-relevance`, then `more-calls`;
-//! 3. on each call, in the order of the calls: `date-layout`, `percent-fraction`,
-//!    `size-word-zeros`, `repeated-value`, `ungrounded-optional`, `invented-required`;
+//! 2. once per turn that calls a tool: `nothing-new` and `example-copy` on all of its
+//!    calls, then `tool-probability`, `tool-fit` (which may first have the engine put
+//!    its question to the model), then `more-calls` and `numbers-left`;
+//! 3. on each call, in the order of the calls: `more-calls` and `numbers-left` hold back
+//!    a call the asking added on a value nobody gave; `invented-required` (off by
+//!    default) turns a call into a question for a required value nobody gave;
 //! 4. on a final answer: `example-copy` (an answer that writes the prompt's example).
+//!
+//! No check changes a value the model wrote: a check lets a call through as written,
+//! declines it, holds it back, or asks the model again or the person.
 //!
 //! Pure: imports no backend, tool or run; only `turn/` and the leaf modules.
 
-pub(crate) mod date_layout;
 pub(crate) mod example_copy;
 pub(crate) mod grounding;
 pub(crate) mod invented_required;
@@ -27,26 +30,19 @@ pub(crate) mod more_calls;
 pub(crate) mod nothing_new;
 pub(crate) mod numbers;
 pub(crate) mod numbers_left;
-pub(crate) mod percent_fraction;
-pub(crate) mod repeated_value;
-pub(crate) mod size_word_zeros;
+pub(crate) mod support;
 pub(crate) mod tool_fit;
 pub(crate) mod tool_probability;
-pub(crate) mod tool_relevance;
-pub(crate) mod ungrounded_optional;
 pub(crate) mod words;
 
 #[cfg(test)]
 mod tests;
-
-use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
 use crate::calibration::Thresholds;
 use crate::message::ChatReply;
 use crate::tool_spec::ToolSpec;
-use crate::turn::tool_schema::SELF_CONSTRAINING;
 pub(crate) use grounding::Evidence;
 pub use levels::{CheckLevels, all};
 pub(crate) use looping_reply::{Loop, StreamWatch};
@@ -60,10 +56,6 @@ pub enum Effect {
     Cuts,
     /// Declines the call: the model is asked again, for an answer or among other tools.
     Declines,
-    /// Rewrites an argument's value.
-    Rewrites,
-    /// Leaves an argument out of the call.
-    Drops,
     /// Turns the call into a question for the person.
     Asks,
     /// Asks the model again for one call more.
@@ -75,8 +67,6 @@ impl std::fmt::Display for Effect {
         f.write_str(match self {
             Effect::Cuts => "cuts the reply",
             Effect::Declines => "declines the call",
-            Effect::Rewrites => "rewrites a value",
-            Effect::Drops => "leaves an argument out",
             Effect::Asks => "asks the person",
             Effect::AsksForMore => "asks the model for one call more",
         })
@@ -176,15 +166,13 @@ pub(crate) fn places(value: f64, bar: f64) -> usize {
         .unwrap_or(6)
 }
 
-/// One call under check: its tool, its arguments, and which of them a check rewrote.
+/// One call under check: its tool, its arguments and its place in the turn.
 #[derive(Debug)]
 pub(crate) struct CallUnderCheck<'a> {
     /// The tool's spec.
     pub spec: &'a ToolSpec,
-    /// The arguments, as the checks so far left them.
-    pub arguments: &'a mut Map<String, Value>,
-    /// Arguments an earlier check rewrote, which later rewrites leave alone.
-    pub rewritten: BTreeSet<String>,
+    /// The arguments as the model wrote them.
+    pub arguments: &'a Map<String, Value>,
     /// Its place among the turn's calls.
     pub index: usize,
 }
@@ -253,30 +241,6 @@ pub(crate) enum Finding {
         tool: String,
         /// What they found.
         judgement: Judgement,
-    },
-    /// An argument's value was rewritten.
-    Rewritten {
-        /// The check that did it.
-        check: &'static str,
-        /// The tool.
-        tool: String,
-        /// The argument.
-        argument: String,
-        /// What the model wrote.
-        from: Value,
-        /// What the tool is called with.
-        to: Value,
-        /// Why, in words.
-        why: String,
-    },
-    /// Arguments were left out of a call.
-    Dropped {
-        /// The check that did it.
-        check: &'static str,
-        /// The tool.
-        tool: String,
-        /// The arguments left out.
-        arguments: Vec<String>,
     },
     /// A call is not run now: the model is told why beside the other calls' results.
     Held {
@@ -371,12 +335,12 @@ pub(crate) trait Check: Sync {
         false
     }
 
-    /// Judges one call: may rewrite or drop its arguments (each change a finding), or
-    /// return the arguments to ask the person for.
+    /// Judges one call: may hold it back (a [`Finding::Held`]), or return the arguments
+    /// to ask the person for instead; never changes it.
     fn judge_call(
         &self,
         _ctx: &TurnContext<'_>,
-        _call: &mut CallUnderCheck<'_>,
+        _call: &CallUnderCheck<'_>,
         _findings: &mut Vec<Finding>,
     ) -> Option<Vec<String>> {
         None
@@ -390,14 +354,8 @@ pub(crate) static ALL: &[&dyn Check] = &[
     &example_copy::ExampleCopy,
     &tool_probability::ToolProbability,
     &tool_fit::ToolFit,
-    &tool_relevance::ToolRelevance,
     &more_calls::MoreCalls,
     &numbers_left::NumbersLeft,
-    &date_layout::DateLayout,
-    &percent_fraction::PercentFraction,
-    &size_word_zeros::SizeWordZeros,
-    &repeated_value::RepeatedValue,
-    &ungrounded_optional::UngroundedOptional,
     &invented_required::InventedRequired,
 ];
 
@@ -484,17 +442,17 @@ impl Checks {
 
     /// Judges a turn's calls: the checks that judge the turn by all of its calls (a
     /// decline there is the verdict), the turn-level checks on the tool that stands for
-    /// the turn ([`tool_relevance::turn_tool`]; neither when `judge_turn` is false: only an answer was
+    /// the turn ([`support::turn_tool`]; neither when `judge_turn` is false: only an answer was
     /// allowed), then each call's checks in the order of the calls. Stops at the first
     /// verdict that is not [`Verdict::Go`].
     pub fn judge(
         &self,
         ctx: &TurnContext<'_>,
-        calls: &mut [(String, Map<String, Value>)],
+        calls: &[(String, Map<String, Value>)],
         judge_turn: bool,
     ) -> (Vec<Finding>, Verdict) {
         let mut findings = Vec::new();
-        let turn = tool_relevance::turn_tool(ctx, calls).filter(|_| judge_turn);
+        let turn = support::turn_tool(ctx, calls).filter(|_| judge_turn);
         if let Some(tool) = &turn
             && let Some(mut judgement) = self.judge_calls(ctx, calls)
         {
@@ -546,18 +504,17 @@ impl Checks {
                 );
             }
         }
-        for (index, (tool, arguments)) in calls.iter_mut().enumerate() {
+        for (index, (tool, arguments)) in calls.iter().enumerate() {
             let Some(spec) = ctx.specs.iter().find(|s| s.name == *tool) else {
                 continue;
             };
-            let mut call = CallUnderCheck {
+            let call = CallUnderCheck {
                 spec,
                 arguments,
-                rewritten: BTreeSet::new(),
                 index,
             };
             for c in &self.on {
-                if let Some(missing) = c.judge_call(ctx, &mut call, &mut findings) {
+                if let Some(missing) = c.judge_call(ctx, &call, &mut findings) {
                     let tool = tool.clone();
                     let check = c.info().name;
                     return (
@@ -578,43 +535,5 @@ impl Checks {
 impl Default for Checks {
     fn default() -> Self {
         Checks::new(&CheckLevels::default())
-    }
-}
-
-impl CallUnderCheck<'_> {
-    /// The schema of the argument `name`.
-    pub fn param(&self, name: &str) -> &Value {
-        &self.spec.input_schema["properties"][name]
-    }
-
-    /// Whether the schema of argument `name` constrains its value itself (`enum`,
-    /// `const`, `pattern`, `format`): such a value is left to the schema.
-    pub fn constrained(&self, name: &str) -> bool {
-        let param = self.param(name);
-        SELF_CONSTRAINING.iter().any(|k| param.get(*k).is_some())
-    }
-
-    /// Rewrites argument `name` to `to`, as a finding of `check`.
-    pub fn rewrite(
-        &mut self,
-        check: &'static str,
-        name: &str,
-        to: Value,
-        why: String,
-        findings: &mut Vec<Finding>,
-    ) {
-        let Some(value) = self.arguments.get_mut(name) else {
-            return;
-        };
-        let from = std::mem::replace(value, to.clone());
-        self.rewritten.insert(name.to_string());
-        findings.push(Finding::Rewritten {
-            check,
-            tool: self.spec.name.clone(),
-            argument: name.to_string(),
-            from,
-            to,
-            why,
-        });
     }
 }

@@ -64,7 +64,7 @@ impl Check for MoreCalls {
     fn judge_call(
         &self,
         ctx: &TurnContext<'_>,
-        call: &mut CallUnderCheck<'_>,
+        call: &CallUnderCheck<'_>,
         findings: &mut Vec<Finding>,
     ) -> Option<Vec<String>> {
         let from = ctx.added_from?;

@@ -107,14 +107,14 @@ impl Check for NumbersLeft {
     fn judge_call(
         &self,
         ctx: &TurnContext<'_>,
-        call: &mut CallUnderCheck<'_>,
+        call: &CallUnderCheck<'_>,
         findings: &mut Vec<Finding>,
     ) -> Option<Vec<String>> {
         let from = ctx.added_from?;
         if call.index < from || ctx.left.is_empty() {
             return None;
         }
-        let carried = carried([&*call.arguments]);
+        let carried = carried([call.arguments]);
         if !ctx.left.iter().any(|&n| carried.has_number(n)) {
             let tool = &call.spec.name;
             let left: Vec<String> = ctx.left.iter().map(|n| n.to_string()).collect();

@@ -3,8 +3,8 @@
 //! and the call is declined when its share of "yes" is below the threshold.
 //!
 //! Words cannot decide this: a request in German shares no word with an English tool
-//! description, and `tool-relevance` declined nearly every right call made in another
-//! language (`BENCHMARKS.md`). The model reads the request in whatever language it was
+//! description, and a check that declined on shared words declined nearly every right
+//! call made in another language. The model reads the request in whatever language it was
 //! written, so the question is put to the same model on the same server, constrained to
 //! `{"answer": "yes" | "no"}`, and only its probabilities at the answer are read. On
 //! Qwen2.5-Coder 0.5B that share told right calls from needless ones far better than the
@@ -57,7 +57,7 @@ pub(crate) mod kept;
 
 use serde_json::{Value, json};
 
-use super::{Check, CheckInfo, Effect, Judgement, TurnContext, grounding, numbers, tool_relevance};
+use super::{Check, CheckInfo, Effect, Judgement, TurnContext, grounding, numbers, support};
 use crate::message::{ChatReply, Message, TokenLogprob};
 use crate::tool_spec::ToolSpec;
 
@@ -255,20 +255,20 @@ fn said_numbers(v: &Value, said: &grounding::Evidence, count: &mut usize) -> boo
     }
 }
 
-/// How much of the request `tool`'s own text covers ([`tool_relevance::support`]).
+/// How much of the request `tool`'s own text covers ([`support::support`]).
 fn support(ctx: &TurnContext<'_>, tool: &str) -> Option<f64> {
     ctx.specs
         .iter()
         .find(|s| s.name == tool)
-        .and_then(|s| tool_relevance::support(ctx.question, s))
+        .and_then(|s| support::support(ctx.question, s))
 }
 
 /// Whether a request with `support` shares enough content words with the tool (at least
-/// [`tool_relevance::MIN_SUPPORT`]): evidence *for* the call, so it is not questioned.
+/// [`support::MIN_SUPPORT`]): evidence *for* the call, so it is not questioned.
 /// The absence of shared words is no evidence against it (a request in German shares
 /// none with an English description); then the model is asked.
 pub(crate) fn supported(support: Option<f64>) -> bool {
-    support.is_some_and(|s| s >= tool_relevance::MIN_SUPPORT)
+    support.is_some_and(|s| s >= support::MIN_SUPPORT)
 }
 
 /// The schema of the answer to the fit question.

@@ -445,7 +445,7 @@ pub enum Command {
     /// List the checks between the model's reply and the tool, with their defaults; with
     /// a name, that check's whole doc. Set them with --check NAME=on|off.
     ///
-    /// Example: toolloop checks date-layout
+    /// Example: toolloop checks tool-fit
     #[command(after_help = EXIT_CODES)]
     Checks {
         /// One check's name.

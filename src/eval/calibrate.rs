@@ -29,7 +29,7 @@ use serde::Serialize;
 use super::{Case, CaseResult, Half, half};
 use crate::calibration::Thresholds;
 use crate::checks::grounding::Evidence;
-use crate::checks::{tool_fit, tool_relevance};
+use crate::checks::{support, tool_fit};
 
 /// What one case showed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -222,7 +222,7 @@ pub fn observe(cases: &[Case], results: &[CaseResult]) -> Vec<Observation> {
                         case.tools
                             .iter()
                             .find(|t| t.name == call.name)
-                            .and_then(|t| tool_relevance::support(&case.question, t)),
+                            .and_then(|t| support::support(&case.question, t)),
                     ),
                 p_tool,
                 fit: r.fit.unwrap_or(1.0),

@@ -133,7 +133,7 @@ fn replayed(
     let Ok(parsed) = Turn::parse(text) else {
         return Replay::Unreadable;
     };
-    let mut calls = match parsed.turn {
+    let calls = match parsed.turn {
         Turn::ToolCall {
             tool, arguments, ..
         } => vec![(tool, arguments)],
@@ -165,7 +165,7 @@ fn replayed(
         added_from: None,
         left: &left,
     };
-    match checks.judge(&ctx, &mut calls, true).1 {
+    match checks.judge(&ctx, &calls, true).1 {
         Verdict::Go => Replay::Calls(
             calls
                 .into_iter()

@@ -60,8 +60,8 @@ pub enum StopKind {
     InvalidReplies,
     /// The person stopped the run ([`crate::deadline::StopHandle`]).
     Cancelled,
-    /// The model's call was cut at the token limit inside its arguments twice; it was
-    /// not run.
+    /// The model's call was cut before its arguments ended twice (at the token limit,
+    /// or where it began to repeat itself); it was not run.
     CutOff,
 }
 
@@ -154,12 +154,15 @@ pub enum Ending {
     },
     /// The person stopped the run.
     Cancelled,
-    /// A call cut at the token limit inside its arguments, twice: not run.
+    /// A call cut before its arguments ended, twice: not run.
     CutOff {
         /// The tool the cut call was for.
         tool: String,
         /// The token limit of the last request, where known.
         num_predict: Option<u32>,
+        /// Whether the last cut was where the reply began to repeat itself, not the
+        /// token limit.
+        looped: bool,
     },
 }
 
@@ -221,7 +224,16 @@ impl Ending {
                 format!("the model's replies were not valid turns: {detail}")
             }
             Ending::Cancelled => "stopped before an answer".into(),
-            Ending::CutOff { tool, num_predict } => format!(
+            Ending::CutOff {
+                tool, looped: true, ..
+            } => format!(
+                "the call of {tool} was cut twice before its arguments ended, the last time \
+                 where it began to repeat itself; it was not run. Turn `looping-reply` off \
+                 if the repetition is what the call needs"
+            ),
+            Ending::CutOff {
+                tool, num_predict, ..
+            } => format!(
                 "the call of {tool} was cut off at the token limit{}, twice; it was not run. \
                  Raise `num_predict`",
                 num_predict.map_or(String::new(), |n| format!(" ({n} tokens)"))

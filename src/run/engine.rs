@@ -330,7 +330,12 @@ impl Engine {
         }
         let rejected =
             (self.schema().check(&parsed.turn).err()).or_else(|| feedback::echoed(&parsed.turn));
-        let cut = reply.stop == StopReason::Length && parsed.fixes.contains(Fix::CutValue);
+        // A reply stopped before its end (the token limit, a loop) and closed by the
+        // repairer is cut, and so is a call that was still open there: what the repairer
+        // closed is not what the model wrote.
+        let cut = reply.stop != StopReason::Finished
+            && parsed.fixes.contains(Fix::Truncated)
+            && retry::cut_inside_a_call(&reply.text, &parsed.turn);
         if (rejected.is_some() || cut)
             && let Some(first) = self.asked_again.take()
         {
@@ -355,7 +360,7 @@ impl Engine {
             return;
         }
         if cut && let Some(tool) = first_tool(&parsed.turn) {
-            return self.cut_call(&reply.text, tool);
+            return self.cut_call(&reply.text, tool, reply.stop);
         }
         self.accept(reply, parsed.turn, !parsed.fixes.is_empty());
     }
@@ -363,7 +368,7 @@ impl Engine {
     /// A turn that passed the schema: the checks judge its calls or its answer
     /// ([`crate::checks`]); then it goes into the history and is carried out.
     fn accept(&mut self, reply: &ChatReply, mut turn: Turn, repaired: bool) {
-        let mut calls: Vec<Call> = match &turn {
+        let calls: Vec<Call> = match &turn {
             Turn::ToolCall {
                 tool, arguments, ..
             } => vec![(tool.clone(), arguments.clone())],
@@ -378,7 +383,7 @@ impl Engine {
         // A turn asked for again is judged against the one it extends, once.
         let asked = self.asked_again.take();
         if !calls.is_empty() {
-            match self.judge(reply, turn, repaired, &mut calls, asked.as_ref()) {
+            match self.judge(reply, turn, repaired, &calls, asked.as_ref()) {
                 Some((back, v)) => (turn, verdict) = (back, v),
                 None => return,
             }

@@ -149,34 +149,6 @@ pub enum Event {
         /// Bytes of the reply kept.
         kept: usize,
     },
-    /// Optional arguments the person never gave were left out of a call
-    /// (`crate::checks::grounding`).
-    Ungrounded {
-        /// The check that left them out.
-        #[serde(default)]
-        check: String,
-        /// The tool.
-        tool: String,
-        /// The arguments left out.
-        arguments: Vec<String>,
-    },
-    /// An argument was rewritten the way its tool documents it: a date into the layout
-    /// its description names, a percentage into a fraction ([`crate::checks`]).
-    Reformatted {
-        /// The check that rewrote it.
-        #[serde(default)]
-        check: String,
-        /// The tool.
-        tool: String,
-        /// The argument.
-        argument: String,
-        /// The value the model wrote.
-        from: Value,
-        /// The value the tool is called with.
-        to: Value,
-        /// Why, in words.
-        why: String,
-    },
     /// Required arguments whose values nobody gave: the call was not made and the person
     /// is asked for them instead (`crate::checks::grounding::invented_required`).
     Invented {
@@ -199,7 +171,7 @@ pub enum Event {
         /// The share of probability it gave to calling a tool.
         p_tool: f64,
         /// The share of the question's words the tool's own text has
-        /// (`crate::checks::tool_relevance`); none when the question has no content word.
+        /// (`tool-fit` reads it); none when the question has no content word.
         support: Option<f64>,
         /// Whether the call's values are the person's own numbers and nothing else, which
         /// counts for it as shared words do (`tool-fit`).
@@ -351,8 +323,8 @@ pub enum Event {
 }
 
 impl Event {
-    /// What a check did, in one line, for an event that says so (`date-layout:
-    /// get_tip: tip_percent 18 → 0.18 (…)`); none for every other event, and for a
+    /// What a check did, in one line, for an event that says so (`more-calls: get_weather
+    /// not run: …`); none for every other event, and for a
     /// decision that let the call go ahead. The command line prints these without `-v`.
     pub fn check_line(&self) -> Option<String> {
         Some(match self {
@@ -365,22 +337,6 @@ impl Event {
                 // A paragraph that loops is named by its beginning.
                 crate::http::shorten(phrase, 120)
             ),
-            Event::Ungrounded {
-                check,
-                tool,
-                arguments,
-            } => format!(
-                "{check}: {tool}: left out {} (nobody gave it)",
-                arguments.join(", ")
-            ),
-            Event::Reformatted {
-                check,
-                tool,
-                argument,
-                from,
-                to,
-                why,
-            } => format!("{check}: {tool}: {argument} {from} → {to} ({why})"),
             Event::Invented {
                 check,
                 tool,
@@ -476,30 +432,6 @@ impl From<Finding> for Event {
                 reason: judgement.reason,
                 thresholds: None,
                 instead: judgement.instead,
-            },
-            Finding::Rewritten {
-                check,
-                tool,
-                argument,
-                from,
-                to,
-                why,
-            } => Event::Reformatted {
-                check: check.to_string(),
-                tool,
-                argument,
-                from,
-                to,
-                why,
-            },
-            Finding::Dropped {
-                check,
-                tool,
-                arguments,
-            } => Event::Ungrounded {
-                check: check.to_string(),
-                tool,
-                arguments,
             },
             Finding::Held {
                 check,

@@ -294,6 +294,42 @@ pub fn repair_to_string(input: &str) -> Result<(String, Fixes), RepairError> {
 /// building one where possible. Skipping a value accepts two things reading it refuses
 /// (numbers out of range and lone surrogate escapes), so text that might hold either is
 /// read in full.
+/// How deep the text's first JSON value is still open where the text ends: the objects
+/// and arrays not closed, and one more when it ends inside a string. 0 for a value that
+/// closed, or no value at all. It tells where a reply was cut: `{"a": [1, ` is open 2
+/// deep, `{"a": "x` too. A strict scan, not a repair: the repairer's own reading of a
+/// broken text is what it made of it, not where the writer stopped.
+pub(crate) fn open_depth(text: &str) -> usize {
+    let Some(start) = text.find(['{', '[']) else {
+        return 0;
+    };
+    let mut depth = 0usize;
+    let (mut in_string, mut escaped) = (false, false);
+    for b in text[start..].bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return 0;
+                }
+            }
+            _ => {}
+        }
+    }
+    depth + usize::from(in_string)
+}
+
 fn is_strict_json(text: &str) -> bool {
     if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
         return false;
@@ -1409,6 +1445,15 @@ mod tests {
     fn fixed(input: &str) -> (Value, Vec<Fix>) {
         let r = repair(input).unwrap_or_else(|e| panic!("{input:?}: {e}"));
         (r.value, r.fixes.to_vec())
+    }
+
+    #[test]
+    fn open_depth_says_where_a_value_was_cut() {
+        assert_eq!(open_depth(r#"{"a": [1, 2]}"#), 0);
+        assert_eq!(open_depth(r#"{"a": [1, "#), 2);
+        assert_eq!(open_depth(r#"{"a": "x]"#), 2);
+        assert_eq!(open_depth(r#"```json {"a": {"b": "\"}"#), 3);
+        assert_eq!(open_depth("no json here"), 0);
     }
 
     #[test]

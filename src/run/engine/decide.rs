@@ -122,7 +122,7 @@ impl Engine {
         reply: &ChatReply,
         turn: Turn,
         repaired: bool,
-        calls: &mut [Call],
+        calls: &[Call],
         asked: Option<&super::retry::AskedAgain>,
     ) -> Option<(Turn, Verdict)> {
         let said = feedback::evidence(&self.history);

@@ -68,26 +68,38 @@ impl Engine {
         true
     }
 
-    /// A call whose reply stopped at the token limit inside a value (a path, a SQL
-    /// statement cut part-way) is never run: repaired, it would be a call nobody wrote.
-    /// The model is asked again with twice the room once; a second cut ends the run.
-    pub(super) fn cut_call(&mut self, raw: &str, tool: String) {
+    /// A call whose reply was cut before it ended (at the token limit, or stopped where it
+    /// began to repeat itself) is never run: repaired, it would be a call nobody wrote
+    /// (a path or a SQL statement cut part-way, a matrix closed after its first row).
+    /// The model is asked again once, with twice the room; a second cut ends the run.
+    pub(super) fn cut_call(&mut self, raw: &str, tool: String, stop: StopReason) {
         self.cut_calls += 1;
         let num_predict = self.num_predict();
+        let looped = stop == StopReason::Stopped;
         if self.cut_calls > 1 {
-            self.state = State::Done(Ending::CutOff { tool, num_predict });
+            self.state = State::Done(Ending::CutOff {
+                tool,
+                num_predict,
+                looped,
+            });
             return;
         }
-        let error = format!(
-            "the call of {tool} was cut off at the token limit inside its arguments, so it was \
-             not run"
-        );
+        let error = match looped {
+            true => format!(
+                "the call of {tool} was cut where it began to repeat itself, before its \
+                 arguments ended, so it was not run"
+            ),
+            false => format!(
+                "the call of {tool} was cut off at the token limit before its arguments \
+                 ended, so it was not run"
+            ),
+        };
         self.events.push(Event::Invalid {
             error: error.clone(),
             attempt: self.cut_calls,
         });
         self.history
-            .extend(feedback::invalid_reply(raw, StopReason::Length, &error));
+            .extend(feedback::invalid_reply(raw, stop, &error));
     }
 
     /// The token limit for the next request: the configured one, doubled after a call
@@ -214,6 +226,20 @@ impl Engine {
             first.calls,
             Verdict::Go,
         );
+    }
+}
+
+/// Whether a reply cut where `text` ends was inside one of its calls: the single-call
+/// form's arguments (or tool name), or a call of the list form. Calls the list form closed
+/// before the cut are whole, as the model wrote them.
+pub(super) fn cut_inside_a_call(text: &str, turn: &Turn) -> bool {
+    let depth = crate::turn::repair::open_depth(text);
+    match turn {
+        // The turn's object, then its arguments.
+        Turn::ToolCall { .. } => depth >= 2,
+        // The turn's object, its list of calls, then a call.
+        Turn::ToolCalls { .. } => depth >= 3,
+        _ => false,
     }
 }
 

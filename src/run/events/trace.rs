@@ -129,8 +129,6 @@ impl Trace {
                 },
             ),
             Event::Repetition { .. }
-            | Event::Ungrounded { .. }
-            | Event::Reformatted { .. }
             | Event::Invented { .. }
             | Event::MoreCalls { .. }
             | Event::AskedAgainFailed { .. }

@@ -1,18 +1,10 @@
-//! `tool-relevance`: a call whose tool the question's words do not point to is declined
-//! unless the model was sure of it, and a call the question points away from is asked
-//! again among the tools it points to.
+//! How much of a request a tool's own text covers: the share of the request's content
+//! words, Snowball-stemmed, that the tool's name, description and parameters also have.
 //!
-//! A small model under the narrowed schema calls some tool for nearly every question, and
-//! its own probabilities hardly tell a fitting tool from an unfitting one (on BFCL's
-//! irrelevance cases Qwen 0.5B gave the call 0.58–0.999). What does tell them apart is
-//! whether the question and the tool share a content word: of 200 BFCL questions that no
-//! offered function fits, 112 share none with the function's name, description and
-//! parameters; of 400 questions that one fits, 5 share none (`BENCHMARKS.md`). [`support`]
-//! is that share, over the question's content words, after Snowball stemming.
-//!
-//! It is a signal, not a verdict: "How much is 12.5 * 4?" shares no word with "Exact
-//! arithmetic", so the loop declines a call only when support is low *and* the model
-//! itself was not sure ([`super::tool_probability`]).
+//! `tool-fit` reads it as evidence *for* a call: a tool that shares the request's words
+//! is not put to the fit question. It is a signal, never a verdict on its own: a request
+//! in another language shares no word with an English tool description, and "How much
+//! is 12.5 * 4?" shares none with "Exact arithmetic".
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -20,89 +12,12 @@ use std::sync::LazyLock;
 use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::Value;
 
-use super::{Check, CheckInfo, Effect, Judgement, TurnContext};
 use crate::tool_spec::ToolSpec;
 use crate::turn::tool_schema;
 
-/// The check's declaration.
-pub static INFO: CheckInfo = CheckInfo {
-    name: "tool-relevance",
-    default_on: false,
-    effect: Effect::Declines,
-    what: "declines a call the question's words do not point to, unless the model was sure",
-    why: "a small model's own probability hardly tells a fitting tool from an unfitting one",
-    example: "\"What is the capital of France?\" with a BMI tool (support 0.00, p 0.95): declined",
-    safety: "Off by default: it declines on words, and a request in another language shares no word with an English tool description, so it declined right calls the model was sure of (p 0.86–0.99). `tool-fit` decides by meaning instead.",
-    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B, validation halves, on against off: everyday 13 calls made right, 3 made wrong (right calls in other languages declined); BFCL 14 right, 0 wrong. Gemma 3 270M: everyday 2 right, 0 wrong; BFCL 4 right, 0 wrong.",
-};
-
-/// Below this share of the question's content words in the tool's own text
-/// ([`support`]), a call goes ahead only if the model was sure of it.
+/// At this share of the request's content words in the tool's own text ([`support`])
+/// or more, the words point to the tool.
 pub const MIN_SUPPORT: f64 = 0.2;
-/// How sure the model must be of a call the question's words do not point to. Measured:
-/// Qwen 0.5B gave calls that fit BFCL questions 0.77–0.999 and unfitting ones 0.58–0.999,
-/// so only near-certainty overrides the missing words.
-pub const SURE: f64 = 0.99;
-/// How much more of the question another tool must cover for the model to be asked to
-/// choose again among the tools that cover most of it.
-pub const MARGIN: f64 = 0.25;
-
-/// The `tool-relevance` check. It acts only where a threshold is set (the decision by
-/// probability) and the model's probability was read.
-#[derive(Debug)]
-pub struct ToolRelevance;
-
-impl Check for ToolRelevance {
-    fn info(&self) -> &'static CheckInfo {
-        &INFO
-    }
-
-    fn judge_turn(&self, ctx: &TurnContext<'_>, tool: &str, judgement: &mut Judgement) {
-        let Some(p_tool) = judgement.read_p_tool(ctx.reply) else {
-            return;
-        };
-        let supports: Vec<(String, Option<f64>)> = ctx
-            .specs
-            .iter()
-            .map(|s| (s.name.clone(), support(ctx.question, s)))
-            .collect();
-        let own = supports
-            .iter()
-            .find(|(n, _)| n == tool)
-            .and_then(|(_, s)| *s);
-        judgement.support = own;
-        if ctx.thresholds.is_none() {
-            return;
-        }
-        if let Some(s) = own
-            && s < MIN_SUPPORT
-            && p_tool < SURE
-            && !judgement.declined
-        {
-            judgement.declined = true;
-            judgement.by.get_or_insert(self.info().name);
-            judgement.reason = Some(format!(
-                "support {s:.2} < {MIN_SUPPORT:.2}, p {p_tool:.2} < {SURE:.2}"
-            ));
-        }
-        let best = supports.iter().filter_map(|(_, s)| *s).fold(0.0, f64::max);
-        // Other tools are offered when the question points to them much more, and also
-        // whenever this call is declined while the question does point to another tool:
-        // BFCL multiple_109 called `mutation_type.find` (support 0) for proteins in the
-        // plasma membrane, beside `cellbio.get_proteins` (0.20), and was sent to answer.
-        if let Some(own) = own
-            && best >= MIN_SUPPORT
-            && (best >= own + MARGIN || (judgement.declined && best > own))
-        {
-            judgement.by.get_or_insert(self.info().name);
-            judgement.instead = supports
-                .into_iter()
-                .filter(|(_, s)| s.is_some_and(|s| s >= best - 0.05))
-                .map(|(n, _)| n)
-                .collect();
-        }
-    }
-}
 
 /// The English Snowball stemmer, made once (grounding uses it too).
 pub(crate) static STEMMER: LazyLock<Stemmer> =
@@ -342,7 +257,7 @@ mod tests {
 mod examples {
     #[test]
     fn support_counts_the_questions_words_in_the_tools_text() {
-        use crate::checks::tool_relevance::support;
+        use crate::checks::support::support;
         use crate::tools::ToolSpec;
         use serde_json::json;
 
