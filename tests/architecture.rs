@@ -250,4 +250,3 @@ fn each_folder_says_what_it_owns_and_may_import() {
         );
     }
 }
-

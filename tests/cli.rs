@@ -1287,3 +1287,18 @@ mod calibrate {
         assert!(help.contains("--calibration"), "{help}");
     }
 }
+
+/// `docs/checks.md` is made from the checks' declarations; edit those, then run
+/// `toolloop checks --markdown > docs/checks.md`.
+#[test]
+fn the_checks_page_is_what_the_declarations_make() {
+    let out = toolloop(&["checks", "--markdown"], b"");
+    assert_eq!(out.status.code(), Some(0));
+    let made = String::from_utf8(out.stdout).unwrap();
+    let page =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/checks.md")).unwrap();
+    assert!(
+        made.trim_end() == page.trim_end(),
+        "docs/checks.md is stale: run `toolloop checks --markdown > docs/checks.md`"
+    );
+}

@@ -1017,7 +1017,9 @@ fn a_reply_cut_after_its_arguments_closed_is_still_run() {
     // Only the turn's own closer is missing: the call is whole, as the model wrote it.
     let (seen, tools) = recording_tools();
     let model = Scripted::from_replies([
-        cut(r#"{"kind":"tool_call","thought":"","tool":"run_sql","arguments":{"query":"SELECT 1"}"#),
+        cut(
+            r#"{"kind":"tool_call","thought":"","tool":"run_sql","arguments":{"query":"SELECT 1"}"#,
+        ),
         ScriptedReply {
             stop: StopReason::Finished,
             ..cut(&answer("1"))
@@ -1042,7 +1044,9 @@ fn a_reply_cut_while_its_arguments_were_open_is_asked_again() {
         cut(r#"{"kind":"tool_call","thought":"","tool":"run_sql","arguments":{"query":"SELECT 1""#),
         ScriptedReply {
             stop: StopReason::Finished,
-            ..cut(r#"{"kind":"tool_call","thought":"","tool":"run_sql","arguments":{"query":"SELECT 2"}}"#)
+            ..cut(
+                r#"{"kind":"tool_call","thought":"","tool":"run_sql","arguments":{"query":"SELECT 2"}}"#,
+            )
         },
         ScriptedReply {
             stop: StopReason::Finished,
@@ -1101,7 +1105,12 @@ fn a_call_cut_where_it_seemed_to_repeat_is_never_run() {
             Ok(json!(1))
         },
     );
-    let rows = ["[2.0, 0, 0, 0]", "[0, 0, 0, 0]", "[0, 0, 0, 0]", "[0, 0, 0, 0]"];
+    let rows = [
+        "[2.0, 0, 0, 0]",
+        "[0, 0, 0, 0]",
+        "[0, 0, 0, 0]",
+        "[0, 0, 0, 0]",
+    ];
     let matrix = format!(
         r#"{{"kind": "tool_call", "thought": "", "tool": "matrix_rank", "arguments": {{"matrix": [{}]}}}}"#,
         rows.join(", ")
@@ -1123,7 +1132,11 @@ fn a_call_cut_where_it_seemed_to_repeat_is_never_run() {
         "the loop check did not cut it, so this test shows nothing: {log:?}"
     );
     assert_eq!(ran.load(Ordering::SeqCst), 0, "the cut call ran");
-    assert!(out.steps.iter().all(|s| s.tool.is_none()), "{:?}", out.steps);
+    assert!(
+        out.steps.iter().all(|s| s.tool.is_none()),
+        "{:?}",
+        out.steps
+    );
     assert_eq!(out.stop_reason(), StopKind::CutOff);
     assert_eq!(out.stop_reason().exit_code(), 6);
     let why = out.ending.message().unwrap();

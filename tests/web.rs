@@ -802,10 +802,7 @@ fn a_run_sets_its_own_checks_and_the_page_is_told_the_servers() {
     let (status, tools) = request(&web, "GET", "/api/tools", None);
     assert_eq!(status, 200);
     let checks = tools["checks"].as_array().unwrap();
-    let copy = checks
-        .iter()
-        .find(|c| c["name"] == "example-copy")
-        .unwrap();
+    let copy = checks.iter().find(|c| c["name"] == "example-copy").unwrap();
     assert_eq!(copy["on"], true, "{copy}");
 
     let c = new_conversation(&web);

@@ -39,19 +39,19 @@
 
 use serde_json::{Map, Value};
 
-use super::{Check, CheckInfo, Effect, Evidence, Judgement, TurnContext};
+use super::{Check, CheckInfo, Effect, Evidence, Judgement, Reads, TurnContext};
 use crate::turn::prompt::{EXAMPLE_VALUE, example_in, example_numbers};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "example-copy",
     default_on: true,
+    reads: Reads::Reply,
     effect: Effect::Declines,
-    what: "declines a turn whose every call carries the prompt's own example value or its number 12.5, or the example a tool's description gives for a required id or amount, where the person never said it; refuses an answer that writes the example (12.5 * 4) where nobody gave 12.5, and asks again",
+    what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4) or a tool description's example id where the person never said it",
     why: "a very small model copies the examples it was shown into calls the request never asked for",
     example: "\"Wie spät ist es in Tokio?\" with a calculator among the tools: calculator(expression: \"12.5 * 4\") is the prompt's example: declined, the model answers",
     safety: "It acts only on a value equal to the example toolloop's own prompt shows, and only where the person's words do not ground it; it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
-    measured: "Invariant: every right call of BFCL (1,000), the everyday, language and scripts sets passes unchanged. Gemma 3 270M, validation halves, off -> on (live): five-language no-tool requests answered without a tool 1 -> 15 of 15, everyday ones 0 -> 7 of 15, right calls unchanged. Qwen 0.5B: nothing moved (it copied the example in 3 of 70 first replies, which tool-fit declined already). The example's 12.5 and a description's example id (eighteenth pass), Qwen 0.5B calibrated, one at a time: no-tool requests answered without a call, held-back errands 6 -> 9 of 14, five languages 20 -> 23 of 25, everyday 19 -> 21 of 30; no right call lost. Answers that write the example (nineteenth pass), Qwen 0.5B: 7 of 226 runs ended on one -> 0, every score the same. BENCHMARKS.md, \"Examples copied\", \"Examples copied, again\" and \"An answer that is the prompt's example\".",
 };
 
 /// The `example-copy` check.

@@ -462,7 +462,6 @@ mod tests {
         assert!(e.grounds(&json!(true)));
         assert!(!e.grounds(&Value::Null));
     }
-
 }
 
 /// The examples of this module's docs, as tests: its items are crate-private, so

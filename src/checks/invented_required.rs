@@ -7,18 +7,18 @@
 //! ([`super::grounding::invented_required`]), because a wrong question costs the person
 //! a reply.
 
-use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, TurnContext, grounding};
+use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Reads, TurnContext, grounding};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "invented-required",
     default_on: false,
+    reads: Reads::Call,
     effect: Effect::Asks,
     what: "asks the person for a required value nobody gave instead of calling",
     why: "a required value the model made up is the mark of a call the question did not ask for",
     example: "\"latest trend in technology?\" with `region: \"world\"`: the person is asked for `region`",
     safety: "Unsafe: it turns a right call into a question when a value was said in other words (\"a quarter of an hour\" for 15 minutes). Off by default.",
-    measured: "Invariant: on, it breaks 8 of 60 everyday and 46 of 1,000 BFCL right calls (values said in other words, or known: 52 cards). Qwen 0.5B, validation halves, on against off: everyday 3 made right, 1 wrong; BFCL 3 right, 0 wrong (mostly needless calls on irrelevance). Gemma 3 270M: everyday 7 right, 0 wrong; BFCL 3 right, 0 wrong: its only guard against needless calls (its p(tool) is 0.97-0.99 on every request).",
 };
 
 /// The `invented-required` check.

@@ -21,6 +21,7 @@
 //!
 //! Pure: imports no backend, tool or run; only `turn/` and the leaf modules.
 
+pub mod doc;
 pub(crate) mod example_copy;
 pub(crate) mod grounding;
 pub(crate) mod invented_required;
@@ -73,13 +74,41 @@ impl std::fmt::Display for Effect {
     }
 }
 
-/// A check's declaration: its name, its default, and its doc in clippy's sections.
+/// What a check reads to decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// The reply's text as it streams.
+    Stream,
+    /// The parsed reply: its calls or its answer, and the model's probabilities.
+    Reply,
+    /// One call's values against the person's words.
+    Call,
+    /// The run's record: the calls made and their results.
+    Record,
+}
+
+impl std::fmt::Display for Reads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Reads::Stream => "the reply as it streams",
+            Reads::Reply => "the parsed reply and the model's probabilities",
+            Reads::Call => "each call's values",
+            Reads::Record => "the run's record",
+        })
+    }
+}
+
+/// A check's declaration: its name, its default, and its doc in clippy's sections. The
+/// list `toolloop checks` prints and `docs/checks.md` are made from these alone
+/// ([`doc`]).
 #[derive(Debug)]
 pub struct CheckInfo {
     /// The name a person sets it by (`tool-probability`).
     pub name: &'static str,
     /// Whether it runs unless the person turns it off.
     pub default_on: bool,
+    /// What it reads.
+    pub reads: Reads,
     /// What it does when it fires.
     pub effect: Effect,
     /// What it does, in one line.
@@ -91,9 +120,6 @@ pub struct CheckInfo {
     /// Why its default is safe: what evidence it acts on, and whether a right call can
     /// come out changed (`src/eval/invariant.rs` tests that none does by default).
     pub safety: &'static str,
-    /// What it did, measured: on the invariant's right calls and on the validation
-    /// halves of the real-model runs (`BENCHMARKS.md`), against the same run with it off.
-    pub measured: &'static str,
 }
 
 /// What the checks see of a turn.

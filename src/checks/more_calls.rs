@@ -19,18 +19,18 @@
 //! first call's result at once, on a value of its own: the prompt example's `12.5 * 4`
 //! for a temperature not yet known.
 
-use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, TurnContext};
+use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, Reads, TurnContext};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "more-calls",
     default_on: true,
+    reads: Reads::Reply,
     effect: Effect::AsksForMore,
     what: "asks again for one call more when the model closed its list of calls while giving another some weight",
     why: "a small model often closes a list of calls after the first where the request asks for several",
     example: "\"What moves can a Pikachu learn? Also, check if Bulbasaur can learn Solar Beam\" answered with one call, p(one more) 0.0075 ≥ 0.00013: asked again for at least two",
-    safety: "It reads the model's own probability and never changes a call: the model writes at least one call more, held to it by the schema; on llama-server it continues after the calls it made, which stand as written, and elsewhere it writes them again. Only a first turn in the list form is asked again, once. Of the right first turns of the validation halves, 98% came through unchanged (one BFCL `multiple` list became two calls). A request whose second step needs the first one's result is its known risk: asked again, Qwen wrote that step at once with a value of its own (the calculator on 25 °C before the weather came back). So a call added by the asking whose required value nobody gave is not run: the model is told so with the other calls' results and may make it once the value is in. Turn the check off where calls depend on each other.",
-    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B, validation halves, on against off: BFCL parallel 11 → 13 of 25, parallel_multiple 1 → 10, everyday parallel 1 → 3 of 5; simple_python and everyday one-tool requests unchanged; BFCL multiple 20 → 19 (a right one-call list asked again; 1 of 7 such lists on that half, 1 of 11 on the tuning half). BENCHMARKS.md, \"One more call\".",
+    safety: "It reads the model's own probability and never changes a call: the model writes at least one call more, held to it by the schema; on llama-server it continues after the calls it made, which stand as written, and elsewhere it writes them again. Only a first turn in the list form is asked again, once. A request whose second step needs the first one's result is its known risk: asked again, a small model may write that step at once with a value of its own. So a call added by the asking whose required value nobody gave is not run: the model is told so with the other calls' results and may make it once the value is in. Turn the check off where calls depend on each other.",
 };
 
 /// The least share the model must have given one more call, where it closed its list, for

@@ -32,18 +32,18 @@
 use serde_json::{Map, Value};
 
 use super::grounding::Evidence;
-use super::{Check, CheckInfo, Effect, Judgement, TurnContext};
+use super::{Check, CheckInfo, Effect, Judgement, Reads, TurnContext};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "nothing-new",
     default_on: true,
+    reads: Reads::Record,
     effect: Effect::Declines,
     what: "after results, declines a turn whose every call repeats a call of the run or feeds a tool its own result",
     why: "after a result a small model calls again: the same call, the same failing call, or the calculator on its own quotient, turn after turn",
     example: "\"Combien font 250 divisé par 4 ?\": calculator(\"250 / 4\") gave 62.5, then calculator(\"62.5 / 4\") is declined (62.5 is the calculator's own result, not the person's): the model answers 62.5",
     safety: "It reads only the run's own record: the calls made, their results and the person's words. It never changes a call, and it acts only once results are in, so a first turn passes unchanged. A request of several steps with one tool, each on the result before, is its known risk: the second step is declined and the model answers from the first.",
-    measured: "Invariant: stands aside (first turns only). Qwen 0.5B, whole questions with the tools run (scripts/whole-questions.sh), on against off, tuning / validation: requests per question 7.1 / 6.4 → 3.8 / 3.6, seconds 8.1 / 9.9 → 4.4 / 4.2, right 8 / 6 → 9 / 6 of 16; with the line after results too, 2.9 requests and 9 / 8 right (BENCHMARKS.md, \"Whole questions\").",
 };
 
 /// One call of the run that came back, as the checks see it (borrowed from the run's

@@ -24,18 +24,18 @@ use serde_json::{Map, Value};
 
 use super::grounding::Evidence;
 use super::numbers;
-use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, TurnContext};
+use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, Reads, TurnContext};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "numbers-left",
     default_on: true,
+    reads: Reads::Call,
     effect: Effect::AsksForMore,
     what: "asks again for one call more when a single call used some of the request's numbers and left others out",
     why: "asked for one thing on several inputs, a small model often makes the call for the first input only, in the single-call form, where no probability shows a second",
     example: "\"seasons 2017, 2018 and 2019\" answered with one call for 2017: asked again for at least two; a call added that carries none of 2018 or 2019 is not run",
     safety: "It never changes a call: the model writes at least one call more (on llama-server after the call it made, which stands as written; elsewhere writing it again), and a call the asking added that uses none of the numbers left out is not run. Only a first turn of one call in the single-call form, with the model's probabilities read, is asked again, once. Its risk is a number that is not an input (\"m/s^2\", \"type 2 diabetes\"): asked again, the model may use it in a second call.",
-    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B, on against off, the same binary: BFCL parallel 9/25 / 12/25 → 14/25 / 14/25 (tuning / validation); the 7 turns it asked again all became right, and in two earlier runs 7 of 9 did with none lost. parallel_multiple, simple_python, multiple and the everyday sets unchanged. Generated tokens per case 125 → 139 on parallel. Gemma 3 270M: parallel 0 → 0 of 20, no call lost since a turn asked again that comes back invalid falls back to the first turn's calls (before that mend, 6 runs of 20 ended with no call); tokens per case 88 → 302 there and seconds 13.6 → 29.7 (turn it off for Gemma), the everyday one-tool set 77 → 92 tokens. BENCHMARKS.md, \"Numbers a single call left out\".",
 };
 
 /// The numbers `question` writes with digits that none of `calls` carries, when the

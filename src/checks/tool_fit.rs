@@ -57,7 +57,7 @@ pub(crate) mod kept;
 
 use serde_json::{Value, json};
 
-use super::{Check, CheckInfo, Effect, Judgement, TurnContext, grounding, numbers, support};
+use super::{Check, CheckInfo, Effect, Judgement, Reads, TurnContext, grounding, numbers, support};
 use crate::message::{ChatReply, Message, TokenLogprob};
 use crate::tool_spec::ToolSpec;
 
@@ -65,12 +65,12 @@ use crate::tool_spec::ToolSpec;
 pub static INFO: CheckInfo = CheckInfo {
     name: "tool-fit",
     default_on: true,
+    reads: Reads::Reply,
     effect: Effect::Declines,
-    what: "asks the model whether the tool does what the request asks when it was unsure of a call that shares no word with the tool and is not the request's own numbers alone, or that carries a required value nobody said, reads its yes against its yes for the same tool with no request, and declines the call when the request drew too little (held to more, by a calibrated weight, where the model's probability at the tool's name went to names no tool has)",
+    what: "asks the model aside whether the tool is needed for the request when it was unsure of a call, and declines the call when the answer falls below the calibrated bar",
     why: "a small model under the narrowed schema calls some tool for nearly every question, and words cannot tell which calls fit in other languages",
     example: "\"Who write Don Quixote?\" with a music-composition tool: \"Is the tool needed?\" yes 0.53 against 0.64 for no request, fit 0.39 < 0.41: declined, the model answers",
     safety: "It only declines, never changes a value, and never questions a call the model was sure of (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`).",
-    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B calibrated, validation halves, against the word-overlap defaults before it: right calls the model alone made still made 70 of 70 (was 55). Read against the tool's own leaning (one slot, each way calibrated): BFCL irrelevance declined 9 -> 16 of 25, the five-language no-tool requests 10 -> 13 of 15, everyday ones 10 -> 10; right first calls still made 70 of 71 both ways (tuning 73 of 74, before 75 of 75). Gemma 3 270M: its answers barely separate (no-tool requests declined 0 -> 5 of 55 on validation; 2 right calls of 39 on the tuning halves lost at the bar's edge). BENCHMARKS.md, \"The fit answer against the tool's own leaning\". With the name the model chose weighed beside it (calibrated 0.04), Qwen's no-tool requests answered without a call on the validation halves of all five sets 34 -> 38 of 48 (everyday 11 -> 12 of 15), right first calls kept 68 of 70 either way: \"The name the model chose\". A call of the person's own numbers not asked: the arithmetic questions asked whole 9 -> 10 of 18 right (held-back whole questions 5 of 8 either way), a sixth fewer requests, no needless call let through on any set: \"The person's own numbers\". Qwen, asked whether the tool is needed rather than whether the assistant should call it (the tuning half's pick of five wordings), each wording calibrated: on the validation halves of the own, BFCL and held-back sets needless first calls declined 76 -> 86 of 139, right ones kept 96 -> 95 of 98; BFCL irrelevance's validation half whole 67 -> 71 of 120 answered without a call, as many seconds; Gemma 3 270M one needless call worse a half: \"The fit question worded otherwise\".",
 };
 
 /// The `tool-fit` check.

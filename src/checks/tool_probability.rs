@@ -13,19 +13,19 @@
 //! position before the grammar filters them, so tokens that the grammar would refuse are
 //! simply not counted.
 
-use super::{Check, CheckInfo, Effect, Judgement, TurnContext};
+use super::{Check, CheckInfo, Effect, Judgement, Reads, TurnContext};
 use crate::message::ChatReply;
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "tool-probability",
     default_on: true,
+    reads: Reads::Reply,
     effect: Effect::Declines,
     what: "declines a call whose share of the model's probability is below the threshold",
     why: "a small model under the narrowed schema calls some tool for nearly every question",
     example: "\"Tell me a joke\" answered with a call at p(tool) 0.31 < 0.50: the model is asked to answer",
     safety: "It reads the model's own probability and only declines, never changes a value: the declined model is asked again. Its threshold is measured per model (`toolloop calibrate`); uncalibrated, 0.5.",
-    measured: "Invariant: stands aside (no probabilities). Qwen 0.5B, recorded replies judged with it off: unchanged on every half (no call there was below 0.5).",
 };
 
 /// The `tool-probability` check.

@@ -451,8 +451,11 @@ pub enum Command {
         /// One check's name.
         name: Option<String>,
         /// Machine-readable output.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "markdown")]
         json: bool,
+        /// Every check's doc as the Markdown page `docs/checks.md`.
+        #[arg(long, conflicts_with = "name")]
+        markdown: bool,
     },
     /// List the tool catalogue.
     ///

@@ -100,7 +100,11 @@ pub fn main() -> ExitCode {
             max_calls_per_turn,
         } => run_schema(&tools, decide.into(), max_calls_per_turn),
         Command::Tools { tools, json } => run_tools(&tools, json),
-        Command::Checks { name, json } => run_checks(name.as_deref(), json),
+        Command::Checks {
+            name,
+            json,
+            markdown,
+        } => run_checks(name.as_deref(), json, markdown),
         Command::ServeTools { addr, opts } => run_serve(&addr, &opts),
         Command::Web(w) => run_web(&w.model, &w.tools, w.no_tools, &w.web),
     }
@@ -512,48 +516,26 @@ fn run_schema(tools: &ToolArgs, decide: schema::Decide, max_calls: u32) -> ExitC
     }
 }
 
-fn run_checks(name: Option<&str>, json: bool) -> ExitCode {
-    let checks: Vec<_> = crate::checks::all()
-        .filter(|c| name.is_none_or(|n| n == c.name))
-        .collect();
-    if checks.is_empty() {
-        let names: Vec<_> = crate::checks::all().map(|c| c.name).collect();
-        return usage(format!(
-            "no check is called '{}'; the checks are: {}",
-            name.unwrap_or_default(),
-            names.join(", ")
-        ));
-    }
-    let text = if json {
-        let list: Vec<_> = checks
-            .iter()
-            .map(|c| {
-                serde_json::json!({"name": c.name, "default": if c.default_on {"on"} else {"off"},
-                    "effect": c.effect.to_string(), "what": c.what, "why": c.why, "example": c.example,
-                    "safety": c.safety, "measured": c.measured})
-            })
-            .collect();
-        serde_json::to_string_pretty(&list).unwrap_or_default()
-    } else if name.is_some() {
-        let c = checks[0];
-        let default = if c.default_on { "on" } else { "off" };
-        let mut text = format!(
-            "{} (default {default}; {})\n\nWhat it does: {}\n\nWhy: {}\n\nExample: {}\n\nIts default: {}",
-            c.name, c.effect, c.what, c.why, c.example, c.safety
-        );
-        if !c.measured.is_empty() {
-            text.push_str(&format!("\n\nMeasured: {}", c.measured));
+fn run_checks(name: Option<&str>, json: bool, markdown: bool) -> ExitCode {
+    use crate::checks::doc;
+    let text = match (name, json) {
+        _ if markdown => doc::markdown(),
+        (Some(n), _) if doc::page(n).is_none() => {
+            let names: Vec<_> = crate::checks::all().map(|c| c.name).collect();
+            return usage(format!(
+                "no check is called '{n}'; the checks are: {}",
+                names.join(", ")
+            ));
         }
-        text
-    } else {
-        let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
-        let mut out = String::new();
-        for c in &checks {
-            let default = if c.default_on { "on " } else { "off" };
-            out.push_str(&format!("{:width$}  {default}  {}\n", c.name, c.what));
+        (Some(n), true) => {
+            let one = doc::json()
+                .as_array()
+                .and_then(|l| l.iter().find(|c| c["name"] == n).cloned());
+            serde_json::to_string_pretty(&[one]).unwrap_or_default()
         }
-        out.push_str("\nSet one with --check NAME=on|off; `toolloop checks NAME` shows its doc.");
-        out
+        (Some(n), false) => doc::page(n).unwrap_or_default(),
+        (None, true) => serde_json::to_string_pretty(&doc::json()).unwrap_or_default(),
+        (None, false) => doc::list(),
     };
     output_status(print_stdout(&text), 0)
 }

@@ -456,4 +456,3 @@ fn several_calls_run_together_and_come_back_in_order_each_marked() {
     assert_eq!(e.steps()[0].ms, 5);
     assert_eq!(e.next_step(), Step::CallModel);
 }
-
