@@ -96,7 +96,7 @@ impl Default for Thresholds {
 }
 
 /// The share of the model's probability for the names on offer, at its call's tool name
-/// ([`crate::checks::name_share`]), at and above which the name counts as the model's own
+/// (`name_share`, in `tool-probability`), at and above which the name counts as the model's own
 /// choice ([`Thresholds::name_weight`] does not count). Below it the model's choice
 /// mostly went to a name no tool has (`recipe`, `calculator` from the prompt's example):
 /// on the held-back sets of other tools and languages Qwen2.5-Coder 0.5B called the right

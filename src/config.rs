@@ -167,7 +167,7 @@ impl Default for Config {
             narrowing: Narrowing::PerTool,
             // Measured best on BFCL with both real models (BENCHMARKS.md); without
             // log-probabilities from the server it decides as `Direct` does.
-            decide: Decide::Probability,
+            decide: Decide::default(),
             checks: CheckLevels::default(),
             thresholds: None,
             calibration: crate::calibration::default_path(),

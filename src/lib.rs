@@ -83,7 +83,12 @@ pub mod backend;
 mod calibration;
 pub mod checks;
 #[cfg(feature = "cli")]
-pub mod cli;
+mod cli;
+/// The command line's entry point, for the `toolloop` binary alone: the command line is
+/// built into the library (it reads the library's internals), and is no part of its API.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub use cli::main as cli_main;
 mod config;
 mod deadline;
 // Driven by the command line only (nothing of it is public), so built without `cli` it

@@ -2,5 +2,5 @@
 //! file only hands over to it.
 
 fn main() -> std::process::ExitCode {
-    toolloop::cli::main()
+    toolloop::cli_main()
 }

@@ -48,7 +48,8 @@ pub(crate) use grounding::Evidence;
 pub use levels::{CheckLevels, all};
 pub(crate) use looping_reply::{Loop, StreamWatch};
 pub(crate) use nothing_new::Earlier;
-pub use tool_probability::{Leaning, name_leaning, name_share, tool_share};
+pub use tool_probability::Leaning;
+pub use tool_probability::tool_share;
 
 /// What a check does when it fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -104,27 +104,7 @@ pub(crate) fn value_offset(text: &str, key: &str) -> Option<usize> {
 /// tells needless calls apart ([`crate::Thresholds::name_weight`]). `None` when the reply
 /// has no call or no log-probabilities, or the name was given (a turn continued from
 /// its calls).
-///
-/// ```
-/// use toolloop::backend::{ChatReply, TokenLogprob};
-/// use toolloop::checks::name_share;
-///
-/// let text = r#"{"kind": "tool_call", "thought": "", "tool": "book_taxi", "arguments": {}}"#;
-/// let tok = |t: &str| TokenLogprob { token: t.into(), logprob: -0.1, top: vec![] };
-/// let logprobs = vec![
-///     tok(r#"{"kind": "tool_call", "thought": "", "tool": ""#),
-///     TokenLogprob {
-///         token: "book".into(),
-///         logprob: 0.15f64.ln(),
-///         top: vec![("recipe".into(), 0.2f64.ln()), ("book".into(), 0.15f64.ln()), ("find".into(), 0.05f64.ln())],
-///     },
-///     tok(r#"_taxi", "arguments": {}}"#),
-/// ];
-/// let reply = ChatReply { text: text.into(), logprobs, ..ChatReply::default() };
-/// let share = name_share(&reply, &["find_recipe", "book_taxi"]).unwrap();
-/// assert!((share - 0.2).abs() < 1e-9);
-/// ```
-pub fn name_share(reply: &ChatReply, names: &[&str]) -> Option<f64> {
+pub(crate) fn name_share(reply: &ChatReply, names: &[&str]) -> Option<f64> {
     let p: f64 = name_choices(reply)?
         .iter()
         .filter(|(value, _)| !value.is_empty() && names.iter().any(|n| n.starts_with(value)))
@@ -159,28 +139,7 @@ fn name_choices(reply: &ChatReply) -> Option<Vec<(String, f64)>> {
 /// against the call, and recorded on every judged call, so a person can see what the
 /// model reached for. `None` as for [`name_share`], or when every name the server
 /// reported begins a listed name.
-///
-/// ```
-/// use toolloop::backend::{ChatReply, TokenLogprob};
-/// use toolloop::checks::name_leaning;
-///
-/// let text = r#"{"kind": "tool_call", "thought": "", "tool": "set_reminder", "arguments": {}}"#;
-/// let tok = |t: &str| TokenLogprob { token: t.into(), logprob: -0.1, top: vec![] };
-/// let logprobs = vec![
-///     tok(r#"{"kind": "tool_call", "thought": "", "tool": ""#),
-///     TokenLogprob {
-///         token: "set".into(),
-///         logprob: 0.05f64.ln(),
-///         top: vec![("ping".into(), 0.4f64.ln()), ("set".into(), 0.05f64.ln()), ("timer".into(), 0.1f64.ln())],
-///     },
-///     tok(r#"_reminder", "arguments": {}}"#),
-/// ];
-/// let reply = ChatReply { text: text.into(), logprobs, ..ChatReply::default() };
-/// let leaning = name_leaning(&reply, &["set_reminder"]).unwrap();
-/// assert_eq!(leaning.name, "ping");
-/// assert!((leaning.p - 0.4).abs() < 1e-9);
-/// ```
-pub fn name_leaning(reply: &ChatReply, names: &[&str]) -> Option<Leaning> {
+pub(crate) fn name_leaning(reply: &ChatReply, names: &[&str]) -> Option<Leaning> {
     name_choices(reply)?
         .into_iter()
         .filter_map(|(value, p)| {
@@ -196,7 +155,8 @@ pub fn name_leaning(reply: &ChatReply, names: &[&str]) -> Option<Leaning> {
         .max_by(|a, b| a.p.total_cmp(&b.p))
 }
 
-/// A beginning of a tool name the model gave probability to ([`name_leaning`]).
+/// A beginning of a tool name the model gave probability to, where no tool on offer
+/// begins so.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Leaning {
     /// The name's beginning, as the token wrote it (`ping`, `rem`, `calculator`).
@@ -581,5 +541,78 @@ mod tests {
         assert_eq!(kind_value_offset("{\"kind\":\"x\"}"), Some(9));
         assert_eq!(kind_value_offset("{\"kind\" : \"x\"}"), Some(11));
         assert_eq!(kind_value_offset("{\"kind\": 5}"), None);
+    }
+}
+
+/// The examples of the name readers' docs, as tests: the readers are crate-private, so
+/// rustdoc cannot run them.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn the_share_of_the_names_on_offer_is_read_where_the_name_begins() {
+        use super::name_share;
+        use crate::backend::{ChatReply, TokenLogprob};
+
+        let text = r#"{"kind": "tool_call", "thought": "", "tool": "book_taxi", "arguments": {}}"#;
+        let tok = |t: &str| TokenLogprob {
+            token: t.into(),
+            logprob: -0.1,
+            top: vec![],
+        };
+        let logprobs = vec![
+            tok(r#"{"kind": "tool_call", "thought": "", "tool": ""#),
+            TokenLogprob {
+                token: "book".into(),
+                logprob: 0.15f64.ln(),
+                top: vec![
+                    ("recipe".into(), 0.2f64.ln()),
+                    ("book".into(), 0.15f64.ln()),
+                    ("find".into(), 0.05f64.ln()),
+                ],
+            },
+            tok(r#"_taxi", "arguments": {}}"#),
+        ];
+        let reply = ChatReply {
+            text: text.into(),
+            logprobs,
+            ..ChatReply::default()
+        };
+        let share = name_share(&reply, &["find_recipe", "book_taxi"]).unwrap();
+        assert!((share - 0.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn where_the_probability_went_is_the_likeliest_name_not_on_offer() {
+        use super::name_leaning;
+        use crate::backend::{ChatReply, TokenLogprob};
+
+        let text =
+            r#"{"kind": "tool_call", "thought": "", "tool": "set_reminder", "arguments": {}}"#;
+        let tok = |t: &str| TokenLogprob {
+            token: t.into(),
+            logprob: -0.1,
+            top: vec![],
+        };
+        let logprobs = vec![
+            tok(r#"{"kind": "tool_call", "thought": "", "tool": ""#),
+            TokenLogprob {
+                token: "set".into(),
+                logprob: 0.05f64.ln(),
+                top: vec![
+                    ("ping".into(), 0.4f64.ln()),
+                    ("set".into(), 0.05f64.ln()),
+                    ("timer".into(), 0.1f64.ln()),
+                ],
+            },
+            tok(r#"_reminder", "arguments": {}}"#),
+        ];
+        let reply = ChatReply {
+            text: text.into(),
+            logprobs,
+            ..ChatReply::default()
+        };
+        let leaning = name_leaning(&reply, &["set_reminder"]).unwrap();
+        assert_eq!(leaning.name, "ping");
+        assert!((leaning.p - 0.4).abs() < 1e-9);
     }
 }

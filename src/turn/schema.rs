@@ -79,12 +79,13 @@ pub enum Narrowing {
 #[non_exhaustive]
 pub enum Decide {
     /// `kind` first: the decision is the first token.
-    #[default]
     Direct,
     /// `thought` first (at most `REASON_MAX` characters), then `kind`.
     Reason,
     /// `kind` first, and a call the model itself gave too little probability
-    /// (`crate::checks::tool_probability`) is declined: the model is asked for an answer instead.
+    /// (`tool-probability`) is declined: the model is asked for an answer instead. The
+    /// default, in the type and in [`crate::Config`] alike.
+    #[default]
     Probability,
 }
 
