@@ -257,3 +257,27 @@ fn the_library_example_runs() {
         "the tool's result reached the model"
     );
 }
+
+/// The README's table of checks names every check with its default, and nothing else.
+#[test]
+fn the_readmes_checks_are_the_declared_ones() {
+    let readme = readme();
+    let mut rows: Vec<(String, String)> = readme
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            let default = *cells.get(2)?;
+            matches!(default, "on" | "off").then(|| (name.to_string(), default.to_string()))
+        })
+        .collect();
+    let mut declared: Vec<(String, String)> = toolloop::checks::all()
+        .map(|c| {
+            let d = if c.default_on { "on" } else { "off" };
+            (c.name.to_string(), d.to_string())
+        })
+        .collect();
+    rows.sort();
+    declared.sort();
+    assert_eq!(rows, declared);
+}
