@@ -1,15 +1,14 @@
 //! The thresholds the decision step declines calls by, and the file that keeps them per
 //! model and server.
 //!
-//! How sure a model is of a call, and how it answers the fit question, differ from model
-//! to model: Qwen2.5-Coder 0.5B gives needless calls a median 0.89, Gemma 3 270M gives
-//! every call 0.97–0.99 (`BENCHMARKS.md`). One threshold for all models either declines
-//! right calls of one or lets every needless call of the other through. So `toolloop
-//! calibrate` measures them on a labelled set against the person's own model and server
-//! and writes them here; `ask`, `chat`, `eval`, `web` and the library
-//! ([`crate::OrchestratorBuilder`]) read the entry for the model and server they use. A
-//! model nobody calibrated gets [`Thresholds::default`], which never declines a call the
-//! model gave 0.9 or more.
+//! How sure a model is of a call, and how it answers the fit question, differ from model to
+//! model: Qwen2.5-Coder 0.5B gives needless calls a median 0.89, Gemma 3 270M gives every
+//! call 0.97–0.99. One threshold for all models either declines right calls of one or lets
+//! every needless call of the other through. So `toolloop calibrate` measures them on a
+//! labelled set against the person's own model and server and writes them here; `ask`,
+//! `chat`, `eval`, `web` and the library ([`crate::OrchestratorBuilder`]) read the entry
+//! for the model and server they use. A model nobody calibrated gets
+//! [`Thresholds::default`], which never declines a call the model gave 0.9 or more.
 
 use std::path::{Path, PathBuf};
 
@@ -68,18 +67,16 @@ pub struct Thresholds {
     pub outdated_for: Option<String>,
 }
 
-/// The wording of the fit question today (`tool-fit`'s `question`): 0 was "To reply to
-/// this request, should the assistant call the tool NAME?", 1 is "Is the tool NAME
-/// needed to reply to this request?" (`BENCHMARKS.md`, "The fit question worded
-/// otherwise").
+/// The wording of the fit question today (`tool-fit`'s `question`): 0 was "To reply to this
+/// request, should the assistant call the tool NAME?", 1 is "Is the tool NAME needed to
+/// reply to this request?".
 pub const FIT_QUESTION: u32 = 1;
 
 impl Default for Thresholds {
-    /// For a model nobody calibrated: a call the model gave 0.9 or more always goes
-    /// ahead, and below that only a clear "no" to the fit question declines it: 0.35 is
-    /// below the fit of every right call of both real models on their tuning halves
-    /// (Gemma 3 270M's lowest was 0.39; `BENCHMARKS.md`, "The fit answer against the
-    /// tool's own leaning").
+    /// For a model nobody calibrated: a call the model gave 0.9 or more always goes ahead,
+    /// and below that only a clear "no" to the fit question declines it: 0.35 is below the
+    /// fit of every right call of both real models on their tuning halves (Gemma 3 270M's
+    /// lowest was 0.39).
     fn default() -> Self {
         Thresholds {
             p_min: 0.5,
@@ -96,12 +93,11 @@ impl Default for Thresholds {
 }
 
 /// The share of the model's probability for the names on offer, at its call's tool name
-/// (`name_share`, in `tool-probability`), at and above which the name counts as the model's own
-/// choice ([`Thresholds::name_weight`] does not count). Below it the model's choice
-/// mostly went to a name no tool has (`recipe`, `calculator` from the prompt's example):
-/// on the held-back sets of other tools and languages Qwen2.5-Coder 0.5B called the right
-/// tool 11 times in 27 there, 33 in 39 above (`BENCHMARKS.md`, "Which tool the model
-/// picks").
+/// (`name_share`, in `tool-probability`), at and above which the name counts as the model's
+/// own choice ([`Thresholds::name_weight`] does not count). Below it the model's choice
+/// mostly went to a name no tool has (`recipe`, `calculator` from the prompt's example): on
+/// the held-back sets of other tools and languages Qwen2.5-Coder 0.5B called the right tool
+/// 11 times in 27 there, 33 in 39 above.
 pub const NAME_SURE: f64 = 0.2;
 
 impl Thresholds {

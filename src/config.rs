@@ -116,8 +116,7 @@ pub struct Config {
     pub max_repeats: u32,
     /// The most tool calls the first model turn of a run may carry (default 8; later turns
     /// carry one; 1 leaves the several-call form out of the schema and the prompt). The
-    /// calls of a turn run side by side; a turn that brings nothing new ends the calling
-    /// (`BENCHMARKS.md`, "Several calls by default").
+    /// calls of a turn run side by side; a turn that brings nothing new ends the calling.
     pub max_calls_per_turn: u32,
     /// Tool-reported errors in a row before the tool is declared unavailable (default 3).
     pub max_tool_failures: u32,
@@ -165,8 +164,8 @@ impl Default for Config {
             },
             system: None,
             narrowing: Narrowing::PerTool,
-            // Measured best on BFCL with both real models (BENCHMARKS.md); without
-            // log-probabilities from the server it decides as `Direct` does.
+            // Measured best on BFCL with both real models; without log-probabilities from
+            // the server it decides as `Direct` does.
             decide: Decide::default(),
             checks: CheckLevels::default(),
             thresholds: None,

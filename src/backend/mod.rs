@@ -63,26 +63,25 @@ pub struct GenOptions {
     /// Stops the generation once the log-probabilities streamed so far satisfy this, and
     /// the reply comes back with [`StopReason::Stopped`]. The fit question is read at one
     /// token, the first where "yes" and "no" carry most of the probability; Qwen2.5-Coder
-    /// 0.5B gives that at its first token and wrote 13 more (`BENCHMARKS.md`, "A fit
-    /// answer ends where it is read"). Never read from a configuration file.
+    /// 0.5B gives that at its first token and wrote 13 more. Never read from a
+    /// configuration file.
     #[serde(skip)]
     pub stop_once: Option<StopOnce>,
-    /// The reply's beginning, already written: a server that can continue a reply under
-    /// the schema (llama-server) is sent it as the assistant's message and generates only
-    /// the rest, and the reply's text then begins with it. Another server is asked for a
-    /// whole reply, as if it were not set. A turn asked again for one call more keeps the
-    /// calls it made this way instead of writing them again (`BENCHMARKS.md`, "Continuing
-    /// a turn asked again"). Never read from a configuration file.
+    /// The reply's beginning, already written: a server that can continue a reply under the
+    /// schema (llama-server) is sent it as the assistant's message and generates only the
+    /// rest, and the reply's text then begins with it. Another server is asked for a whole
+    /// reply, as if it were not set. A turn asked again for one call more keeps the calls
+    /// it made this way instead of writing them again. Never read from a configuration
+    /// file.
     #[serde(skip)]
     pub prefill: Option<String>,
-    /// Where an answer's reply has nothing left to choose, and what the schema forces
-    /// after it. A server that reports its counts on every token (llama-server, asked for
+    /// Where an answer's reply has nothing left to choose, and what the schema forces after
+    /// it. A server that reports its counts on every token (llama-server, asked for
     /// `timings_per_token`, and known to be one from the preflight or an earlier question
-    /// aside) stops there, and the reply's text is completed with the rest; another
-    /// writes the rest itself, as if it were not set. An answer's `content` is
-    /// followed by an empty `thought` and the object's close, six tokens with the end of
-    /// the reply that Qwen2.5-Coder 0.5B wrote one by one at its usual pace
-    /// (`BENCHMARKS.md`, "An answer ends at its content"). Never read from a
+    /// aside) stops there, and the reply's text is completed with the rest; another writes
+    /// the rest itself, as if it were not set. An answer's `content` is followed by an
+    /// empty `thought` and the object's close, six tokens with the end of the reply that
+    /// Qwen2.5-Coder 0.5B wrote one by one at its usual pace. Never read from a
     /// configuration file.
     #[serde(skip)]
     pub answer_end: Option<AnswerEnd>,

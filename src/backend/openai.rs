@@ -155,11 +155,11 @@ impl OpenAi {
             body.insert("timings_per_token".into(), json!(true));
         }
         if request.options.aside && props.llama {
-            // The whole prompt evaluated each time: read at one token, the fit answer
-            // moved with how much of its prompt the slot had cached (a "yes" of 0.47,
-            // 0.48 or 0.50 for one question with 73, 33 or 43 tokens cached, 0.52 every
-            // time without), and the decision's bar sits within that spread of the
-            // calls it tells apart (`BENCHMARKS.md`, "The fit answer without the cache").
+            // The whole prompt evaluated each time: read at one token, the fit answer moved
+            // with how much of its prompt the slot had cached (a "yes" of 0.47, 0.48 or
+            // 0.50 for one question with 73, 33 or 43 tokens cached, 0.52 every time
+            // without), and the decision's bar sits within that spread of the calls it
+            // tells apart.
             body.insert("cache_prompt".into(), json!(false));
         }
         Value::Object(body)

@@ -3,13 +3,13 @@
 //! instead.
 //!
 //! The prompt shows one example call, the calculator on `12.5 * 4` (`turn/prompt.rs`:
-//! without an example the small models called no tool at all). Gemma 3 270M copies it:
-//! on the five-language and numbers sets, whose tools include a calculator, 61 of its 70
-//! first replies carried `12.5 * 4` (a weather question, an order's status, "hello"), and
-//! on the seven-language set it set timers labelled `12.5 * 4` (`BENCHMARKS.md`,
-//! "Examples copied"). Such a value is known to come from toolloop's own text, not from
-//! the request: that is the evidence, not a guess from words. A request that says it
-//! ("What is 12.5 times 4?") makes it the person's, and the call goes ahead.
+//! without an example the small models called no tool at all). Gemma 3 270M copies it: on
+//! the five-language and numbers sets, whose tools include a calculator, 61 of its 70 first
+//! replies carried `12.5 * 4` (a weather question, an order's status, "hello"), and on the
+//! seven-language set it set timers labelled `12.5 * 4`. Such a value is known to come from
+//! toolloop's own text, not from the request: that is the evidence, not a guess from words.
+//! A request that says it ("What is 12.5 times 4?") makes it the person's, and the call
+//! goes ahead.
 //!
 //! Qwen2.5-Coder 0.5B copies less whole: it takes the example's `12.5` as an amount
 //! (`convert_currency(amount: 12.5)` for "Is there a chemist open right now in Leeds?",
@@ -27,13 +27,12 @@
 //! is often four aces) or optional values (often the tool's default written out): the
 //! invariant, over every form of a right call BFCL accepts, lost calls on each.
 //!
-//! An answer can copy the example too. Qwen2.5-Coder 0.5B answered "Thanks, that's all
-//! I needed.", "Dobré ráno!" and a Hindi request for a song with "12.5 * 4 = 50", and a
-//! Finnish question for a pharmacy with "Tampereessa on 12.5 * 4 = 50": 7 of the 156
-//! runs on the everyday, errands and scripts sets ended on such an answer
-//! (`BENCHMARKS.md`, "An answer that is the prompt's example"). An answer that writes the example's
-//! expression ([`example_in`]) where neither the person nor a tool ever gave its
-//! fractional number is refused, and the model is asked for its answer again with the
+//! An answer can copy the example too. Qwen2.5-Coder 0.5B answered "Thanks, that's all I
+//! needed.", "Dobré ráno!" and a Hindi request for a song with "12.5 * 4 = 50", and a
+//! Finnish question for a pharmacy with "Tampereessa on 12.5 * 4 = 50": 7 of the 156 runs
+//! on the everyday, errands and scripts sets ended on such an answer. An answer that writes
+//! the example's expression ([`example_in`]) where neither the person nor a tool ever gave
+//! its fractional number is refused, and the model is asked for its answer again with the
 //! example out of its prompt (`run/engine/retry.rs`). A question that says 12.5 (or a
 //! result of 12.5) makes the expression theirs: "50 / 4 = 12.5, and 12.5 * 4 = 50" stands.
 

@@ -12,14 +12,14 @@
 //! numerals of the Godfather list change); it looks only at a fixed window of recent words,
 //! so each new piece costs the same however long the reply is.
 //!
-//! A loop of more words than a pair and one more is caught as an exact repetition: the
-//! same run of 4 to [`CYCLE_MAX`] words [`CYCLE_REPEATS`] times in a row. Small models
-//! write those too: Gemma 3 270M the same call again and again (`calculate_tip` with the
-//! same bill until the token limit), Qwen2.5-Coder 0.5B a list of five vegetables over
-//! and over, both models a sentence of an answer; 37 of the 1,372 replies recorded in
-//! this round's evaluations ran on that way, none of them a right call
-//! (`BENCHMARKS.md`, "Loops longer than a pair"). A run of more words, up to a paragraph
-//! ([`LONG_CYCLE_MAX`]), counts when it comes [`LONG_CYCLE_REPEATS`] times in a row.
+//! A loop of more words than a pair and one more is caught as an exact repetition: the same
+//! run of 4 to [`CYCLE_MAX`] words [`CYCLE_REPEATS`] times in a row. Small models write
+//! those too: Gemma 3 270M the same call again and again (`calculate_tip` with the same
+//! bill until the token limit), Qwen2.5-Coder 0.5B a list of five vegetables over and over,
+//! both models a sentence of an answer; 37 of the 1,372 replies recorded in this round's
+//! evaluations ran on that way, none of them a right call. A run of more words, up to a
+//! paragraph ([`LONG_CYCLE_MAX`]), counts when it comes [`LONG_CYCLE_REPEATS`] times in a
+//! row.
 //!
 //! A loop inside one word has no pairs: "Tampereessa on 1000000…" to the token limit
 //! (Qwen, 242 zeros), `"expression": "12.5 * 4.0000…"` (Gemma). The same letter or
@@ -91,8 +91,7 @@ pub const LONG_CYCLE_MAX: usize = 96;
 /// How many times in a row a run of more than [`CYCLE_MAX`] words must repeat exactly to
 /// count as a loop. Fewer than a short run's: the same 17 words or more, word for word,
 /// three times over, is no sentence a person asked for (none of 389 replies recorded on
-/// Qwen did it but that one; `BENCHMARKS.md`, "Each call named as it is written; a loop
-/// of a whole paragraph").
+/// Qwen did it but that one).
 pub const LONG_CYCLE_REPEATS: usize = 3;
 
 /// How many times in a row one letter or digit must come to count as a loop: more than

@@ -4,10 +4,10 @@
 //! Offered several calls in a turn, Qwen2.5-Coder 0.5B writes the list form for requests
 //! that ask for several things and then often closes the list after the first call. Where
 //! it closes it, the probabilities beside the `]` tell the two apart: for a request that
-//! needs one call the model gave one more call (`,`) at most a few hundred-thousandths,
-//! for one that needs more it mostly gave it a few ten-thousandths and up ([`super::tool_probability::more_share`];
-//! `BENCHMARKS.md`, "One more call"). A turn above [`MIN_MORE`] is asked again with the
-//! schema's list held to at least one call more, which the model then writes.
+//! needs one call the model gave one more call (`,`) at most a few hundred-thousandths, for
+//! one that needs more it mostly gave it a few ten-thousandths and up
+//! ([`super::tool_probability::more_share`]). A turn above [`MIN_MORE`] is asked again with
+//! the schema's list held to at least one call more, which the model then writes.
 //!
 //! A turn with the single-call form (`tool_call`) is left alone: the model was sure there
 //! was one thing to call, and the probabilities there carry no sign of a second.

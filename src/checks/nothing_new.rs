@@ -2,16 +2,15 @@
 //! asked for is not run: the model is asked for its answer instead, on the history as it
 //! was before that turn.
 //!
-//! Asked whole questions with the tools run for real (`scripts/whole-questions.sh`,
-//! `BENCHMARKS.md` "Whole questions"), Qwen2.5-Coder 0.5B called a tool again after
-//! nearly every result: the same call again (the weather in Paris, twice), the same call
-//! that had just failed (`"Tokio"` three times, until the tool was declared unavailable),
-//! or the tool fed its own result (`250 / 4`, then `62.5 / 4`, then `15.625 / 4`, ten
-//! turns, and the last quotient given as the answer). The model's own probability does
-//! not tell these turns apart from a needed second step (0.78–0.999 for the calculator
-//! fed its own result), nor did a question put to it ("do these results answer the
-//! question?": "yes" for every case, needed step or not). What tells them apart is the
-//! run's own record:
+//! Asked whole questions with the tools run for real (`scripts/whole-questions.sh`),
+//! Qwen2.5-Coder 0.5B called a tool again after nearly every result: the same call again
+//! (the weather in Paris, twice), the same call that had just failed (`"Tokio"` three
+//! times, until the tool was declared unavailable), or the tool fed its own result (`250 /
+//! 4`, then `62.5 / 4`, then `15.625 / 4`, ten turns, and the last quotient given as the
+//! answer). The model's own probability does not tell these turns apart from a needed
+//! second step (0.78–0.999 for the calculator fed its own result), nor did a question put
+//! to it ("do these results answer the question?": "yes" for every case, needed step or
+//! not). What tells them apart is the run's own record:
 //!
 //! - **a repeat**: the same tool with the same arguments as a call of this run, which
 //!   can only bring the same result or the same error;

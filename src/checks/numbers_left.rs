@@ -10,10 +10,9 @@
 //! call's: a call that took some numbers from the request and left others out has not
 //! used all the person gave.
 //!
-//! The rule was fixed before any run and has no threshold to tune. On BFCL's ground
-//! truth a right first call leaves a number of its request out in 9% of `simple_python`
-//! and 65% of `parallel`; the right calls it asked again on the measured sets came
-//! back as they were (`BENCHMARKS.md`, "Numbers a single call left out").
+//! The rule was fixed before any run and has no threshold to tune. On BFCL's ground truth a
+//! right first call leaves a number of its request out in 9% of `simple_python` and 65% of
+//! `parallel`; the right calls it asked again on the measured sets came back as they were.
 //!
 //! What the asking adds is held to that evidence: a call the asking added that carries
 //! none of the numbers the first call left out is not run (the model is told so with the

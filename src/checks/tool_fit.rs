@@ -3,43 +3,41 @@
 //! and the call is declined when its share of "yes" is below the threshold.
 //!
 //! Words cannot decide this: a request in German shares no word with an English tool
-//! description, and a check that declined on shared words declined nearly every right
-//! call made in another language. The model reads the request in whatever language it was
+//! description, and a check that declined on shared words declined nearly every right call
+//! made in another language. The model reads the request in whatever language it was
 //! written, so the question is put to the same model on the same server, constrained to
 //! `{"answer": "yes" | "no"}`, and only its probabilities at the answer are read. On
 //! Qwen2.5-Coder 0.5B that share told right calls from needless ones far better than the
-//! model's own probability of calling (`BENCHMARKS.md`, "Deciding by meaning").
+//! model's own probability of calling.
 //!
 //! The share is read against the tool's own leaning: the same question with the request
 //! left empty ([`baseline_question`]), asked once per tool and kept for the orchestrator's
-//! later runs ([`Baselines`]), and for later processes in a file ([`kept`]). A small model says "yes" more readily for some tool
-//! descriptions than for others whatever is asked, by as much as the whole gap between
-//! right and needless calls; set against that leaning ([`against_baseline`]), one bar
-//! serves every tool (`BENCHMARKS.md`, "The fit answer against the tool's own leaning").
+//! later runs ([`Baselines`]), and for later processes in a file ([`kept`]). A small model
+//! says "yes" more readily for some tool descriptions than for others whatever is asked, by
+//! as much as the whole gap between right and needless calls; set against that leaning
+//! ([`against_baseline`]), one bar serves every tool.
 //!
 //! It costs one short request (about 90 prompt tokens and 6 generated), and one more the
-//! first time a tool is asked about, asked only when
-//! the model's share of probability for the call was below the calibrated "sure" level
-//! ([`crate::Thresholds`]) *and* either the request shares no content word with the
-//! tool's own text ([`supported`]) or the call carries a required value the person never
-//! said ([`unsaid`]). Shared words are evidence for a call, and so are the request's own
-//! numbers, in any language: a call whose values are those and nothing else (`"300 - 45"`
-//! for "Subtract 45 from 300, then halve it", [`own_numbers`]) goes ahead unquestioned.
-//! A call that shares words is asked about all the same when its values were made up: a
-//! needless call to a near-miss tool shares words with the request ("Is tipping
-//! customary in Japan?" and `calculate_tip`) but has to invent what the tool needs
-//! (`bill_amount: 12.5`), so such a call is asked about too, and held to the same
-//! calibrated bar (a bar of its own was tried: on the tuning half it overfitted,
-//! `BENCHMARKS.md` "A value nobody said"). Missing words are no evidence against a call,
-//! and neither words nor values decline one alone; the model's answer does.
+//! first time a tool is asked about, asked only when the model's share of probability for
+//! the call was below the calibrated "sure" level ([`crate::Thresholds`]) *and* either the
+//! request shares no content word with the tool's own text ([`supported`]) or the call
+//! carries a required value the person never said ([`unsaid`]). Shared words are evidence
+//! for a call, and so are the request's own numbers, in any language: a call whose values
+//! are those and nothing else (`"300 - 45"` for "Subtract 45 from 300, then halve it",
+//! [`own_numbers`]) goes ahead unquestioned. A call that shares words is asked about all
+//! the same when its values were made up: a needless call to a near-miss tool shares words
+//! with the request ("Is tipping customary in Japan?" and `calculate_tip`) but has to
+//! invent what the tool needs (`bill_amount: 12.5`), so such a call is asked about too, and
+//! held to the same calibrated bar (a bar of its own was tried: on the tuning half it
+//! overfitted). Missing words are no evidence against a call, and neither words nor values
+//! decline one alone; the model's answer does.
 //!
 //! The question asks whether the tool is *needed*. Of five wordings written before any
 //! answer was read, the tuning half of the everyday set picked this one, and on the
-//! validation halves of every set it told needless calls from right ones better than
-//! the wording before it ("should the assistant call the tool?"), in other languages
-//! most of all (`BENCHMARKS.md`, "The fit question worded otherwise"). A calibration
-//! made with another wording holds a bar on another scale and is not used
-//! ([`crate::FIT_QUESTION`]).
+//! validation halves of every set it told needless calls from right ones better than the
+//! wording before it ("should the assistant call the tool?"), in other languages most of
+//! all. A calibration made with another wording holds a bar on another scale and is not
+//! used ([`crate::FIT_QUESTION`]).
 //!
 //! Nor does the name. Where the model's probability at its call's tool name went to
 //! names no tool on offer has (`recipe`, the prompt's example `calculator`), it wanted a
@@ -198,12 +196,11 @@ pub(crate) fn unsaid(
 /// writes it (`"3,5"`, "three"). Such a call carries the request's own numbers, which is
 /// evidence for it as shared words are, and in any language: on Qwen2.5-Coder 0.5B's
 /// recorded first calls of six sets, 16 such calls went to a right tool and 2 were
-/// needless, while word problems put to the calculator ("Subtract 45 from 300, then
-/// halve it", "7 tickets at 12.40 each") read fit 0.39–0.42 and were declined
-/// (`BENCHMARKS.md`, "The person's own numbers"). A needless call mostly has to find its
-/// numbers elsewhere ("How many days are in a leap year?" gave `"366 / 2"`), and is
-/// asked. What it costs: one that takes them from the request goes unasked, as
-/// `str_to_int("5")` for "Find the integral of x^3 from 1 to 5" did, one of the 59 BFCL
+/// needless, while word problems put to the calculator ("Subtract 45 from 300, then halve
+/// it", "7 tickets at 12.40 each") read fit 0.39–0.42 and were declined. A needless call
+/// mostly has to find its numbers elsewhere ("How many days are in a leap year?" gave `"366
+/// / 2"`), and is asked. What it costs: one that takes them from the request goes unasked,
+/// as `str_to_int("5")` for "Find the integral of x^3 from 1 to 5" did, one of the 59 BFCL
 /// `irrelevance` requests that write a number.
 pub(crate) fn own_numbers(
     calls: &[(String, serde_json::Map<String, Value>)],
@@ -306,14 +303,13 @@ pub(crate) struct Asked {
     pub messages: Vec<Message>,
 }
 
-/// The fit question about `spec` with the request left empty: what the model answers
-/// about the tool whatever is asked. Qwen2.5-Coder 0.5B's share of "yes" to it ranged
-/// from 0.50 to 0.68 over BFCL's tools, as wide as the gap between its answers for a
-/// right call and for a needless one, so a tool whose description draws a "yes" from it
-/// got one for questions it does not fit, and one that draws a "no" lost right calls.
-/// Read beside the answer for the request ([`against_baseline`]), the leaning of each
-/// tool drops out: contextual calibration, after Zhao et al. 2021, "Calibrate Before
-/// Use" (`BENCHMARKS.md`, "The fit answer against the tool's own leaning").
+/// The fit question about `spec` with the request left empty: what the model answers about
+/// the tool whatever is asked. Qwen2.5-Coder 0.5B's share of "yes" to it ranged from 0.50
+/// to 0.68 over BFCL's tools, as wide as the gap between its answers for a right call and
+/// for a needless one, so a tool whose description draws a "yes" from it got one for
+/// questions it does not fit, and one that draws a "no" lost right calls. Read beside the
+/// answer for the request ([`against_baseline`]), the leaning of each tool drops out:
+/// contextual calibration, after Zhao et al. 2021, "Calibrate Before Use".
 pub(crate) fn baseline_question(spec: &ToolSpec) -> Vec<Message> {
     question("", spec)
 }
@@ -437,10 +433,9 @@ impl Baselines {
 /// no log-probabilities or no such token.
 ///
 /// Every token counts, one the server left out of the content too: Qwen2.5-Coder 0.5B's
-/// answers begin with a code fence llama-server drops, and there the model gives "Yes"
-/// and "No" in plain words most of its probability. Read inside the JSON instead, the
-/// calibration declined 7 of 13 needless calls where this reading declines 11
-/// (`BENCHMARKS.md`, "Two things the decision could not read").
+/// answers begin with a code fence llama-server drops, and there the model gives "Yes" and
+/// "No" in plain words most of its probability. Read inside the JSON instead, the
+/// calibration declined 7 of 13 needless calls where this reading declines 11.
 pub(crate) fn read(reply: &ChatReply) -> Option<f64> {
     read_tokens(&reply.logprobs)
 }

@@ -5,9 +5,9 @@
 //! What it wrote there is only the most likely choice; the probabilities beside it say how
 //! sure it was. A small model that calls a tool for every question still gives the answer
 //! kinds some weight when no tool fits, and [`tool_share`] measures that weight: the
-//! probability of the tokens that begin `tool_call`, over that of every kind's tokens,
-//! at that one position. The loop declines a call whose share is below a threshold
-//! measured on data (`BENCHMARKS.md`) and asks for an answer instead.
+//! probability of the tokens that begin `tool_call`, over that of every kind's tokens, at
+//! that one position. The loop declines a call whose share is below a threshold measured on
+//! data and asks for an answer instead.
 //!
 //! Both llama-server and Ollama (0.12.11 and later) report the most likely tokens at each
 //! position before the grammar filters them, so tokens that the grammar would refuse are
@@ -93,17 +93,15 @@ pub(crate) fn value_offset(text: &str, key: &str) -> Option<usize> {
     None
 }
 
-/// The share of probability the model gave, at the token where its first call's tool
-/// name begins, to the names of the tools on offer (`names`), the only ones the schema
-/// lets it write. Where most of it went to names no tool has (`recipe` for
-/// `find_recipe`, or the prompt's example `calculator` where no calculator is listed),
-/// the name written was picked from what was left: on three held-back sets, under 0.2
-/// the tool was the right one 11 times in 27, at 0.2 or more 33 times in 39
-/// (`BENCHMARKS.md`, "Which tool the model picks"). Recorded (the `Decision` event,
-/// `toolloop eval`'s `p_name`), and weighed by `tool-fit` where calibration found it
-/// tells needless calls apart ([`crate::Thresholds::name_weight`]). `None` when the reply
-/// has no call or no log-probabilities, or the name was given (a turn continued from
-/// its calls).
+/// The share of probability the model gave, at the token where its first call's tool name
+/// begins, to the names of the tools on offer (`names`), the only ones the schema lets it
+/// write. Where most of it went to names no tool has (`recipe` for `find_recipe`, or the
+/// prompt's example `calculator` where no calculator is listed), the name written was
+/// picked from what was left: on three held-back sets, under 0.2 the tool was the right one
+/// 11 times in 27, at 0.2 or more 33 times in 39. Recorded (the `Decision` event, `toolloop
+/// eval`'s `p_name`), and weighed by `tool-fit` where calibration found it tells needless
+/// calls apart ([`crate::Thresholds::name_weight`]). `None` when the reply has no call or
+/// no log-probabilities, or the name was given (a turn continued from its calls).
 pub(crate) fn name_share(reply: &ChatReply, names: &[&str]) -> Option<f64> {
     let p: f64 = name_choices(reply)?
         .iter()

@@ -3,8 +3,7 @@
 //! it, in any script.
 //!
 //! Five things differ from splitting at spaces, each from a right call that was taken
-//! for a value nobody said (`BENCHMARKS.md`, "Values in other scripts" and "Eight more
-//! languages"):
+//! for a value nobody said:
 //! - a script written without spaces (kana, Han, Hangul, Thai) has no word ends to cut
 //!   at, so a run of it is one word and a value is looked for inside it ([`spaceless`]),
 //!   and a mark that is no letter (a Thai tone mark, a Devanagari virama) stays in its

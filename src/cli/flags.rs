@@ -420,18 +420,18 @@ pub enum Command {
         jobs: u32,
         /// Keep right calls by this many times the fit answer's spread between two asks.
         /// With 2, bars kept 95–97% of a later run's right calls, measured on Qwen2.5-Coder
-        /// 0.5B (BENCHMARKS.md); 0 sets the bar just under the lowest right call of this
-        /// run (or at the right calls' floor, when that is lower), which declines more
-        /// needless calls and, where the server's answers move, right ones too.
+        /// 0.5B; 0 sets the bar just under the lowest right call of this run (or at the
+        /// right calls' floor, when that is lower), which declines more needless calls and,
+        /// where the server's answers move, right ones too.
         #[arg(long, value_name = "Z", default_value_t = crate::eval::calibrate::NOISE_Z,
               value_parser = margin)]
         margin: f64,
-        /// Hold the bar on the fit under the floor that this share of right calls like
-        /// the tuning half's clear (from 0.5 to 0.999). The default, 0.9, kept 96% of
-        /// right first calls on sets calibration never runs; `off` holds it under
-        /// nothing, which declines more needless calls (BFCL irrelevance, Qwen2.5-Coder
-        /// 0.5B: 15 of 25 answered without a call against 11) and more right calls of
-        /// requests unlike the set's (BENCHMARKS.md).
+        /// Hold the bar on the fit under the floor that this share of right calls like the
+        /// tuning half's clear (from 0.5 to 0.999). The default, 0.9, kept 96% of right
+        /// first calls on sets calibration never runs; `off` holds it under nothing, which
+        /// declines more needless calls (BFCL irrelevance, Qwen2.5-Coder 0.5B: 15 of 25
+        /// answered without a call against 11) and more right calls of requests unlike the
+        /// set's.
         #[arg(long, value_name = "LEVEL|off", default_value_t = crate::eval::calibrate::PREDICT,
               value_parser = floor_level)]
         floor: f64,

@@ -12,12 +12,12 @@
 //! they hold.
 //!
 //! The fit answer of one call is not a fixed number. On a server with several slots the
-//! same question, asked again, moved by up to 0.044 (Qwen2.5-Coder 0.5B at four slots;
-//! `BENCHMARKS.md`, "A margin for the fit's own noise"), about the whole gap between right
-//! and needless calls, and a bar set just under the tuning half's lowest right call
-//! declined right calls of the next run that had read a little lower. So the tuning
-//! half's questioned calls are asked a second time ([`noise`]), and [`choose`] keeps the
-//! right calls as though each read [`NOISE_Z`] times that spread lower.
+//! same question, asked again, moved by up to 0.044 (Qwen2.5-Coder 0.5B at four slots),
+//! about the whole gap between right and needless calls, and a bar set just under the
+//! tuning half's lowest right call declined right calls of the next run that had read a
+//! little lower. So the tuning half's questioned calls are asked a second time ([`noise`]),
+//! and [`choose`] keeps the right calls as though each read [`NOISE_Z`] times that spread
+//! lower.
 //!
 //! Nor is one set's lowest right call another's. A bar just under the everyday set's
 //! lowest declined right calls of other requests that read a little lower, with no noise
@@ -87,11 +87,10 @@ pub const KEEP: f64 = 0.97;
 /// How many times the fit's spread between two asks a right call must clear the bar by,
 /// unless `toolloop calibrate --margin` says otherwise.
 ///
-/// The bar has to hold for every right call of the next run, each read with a draw of
-/// its own. Two, chosen by [`KEEP`] on the tuning half: the bars of three calibration
-/// runs of Qwen2.5-Coder 0.5B, applied to a fourth run, kept 97.4% of its tuning half's
-/// right calls with a margin of two, 96.4% with one and 91.8% with none
-/// (`BENCHMARKS.md`, "A margin for the fit's own noise").
+/// The bar has to hold for every right call of the next run, each read with a draw of its
+/// own. Two, chosen by [`KEEP`] on the tuning half: the bars of three calibration runs of
+/// Qwen2.5-Coder 0.5B, applied to a fourth run, kept 97.4% of its tuning half's right calls
+/// with a margin of two, 96.4% with one and 91.8% with none.
 pub const NOISE_Z: f64 = 2.0;
 
 /// The fewest calls read twice from which [`noise`] estimates a spread.
@@ -122,12 +121,11 @@ pub fn noise(first: &[Observation], again: &[Observation]) -> Option<f64> {
 /// prediction bound from the tuning half's right calls ([`right_fit`]).
 ///
 /// [`KEEP`] alone puts the bar just under the lowest of the tuning half's right calls,
-/// about ten of them asked; a right call of another set reads below the lowest of ten
-/// one time in eleven even drawn alike, and other sets are not drawn alike. Bars of one
-/// at a time, set that way on the everyday set, declined 5 of 16 right first calls of the
-/// whole questions (`BENCHMARKS.md`, "The fit answer without the cache"). PREDICT was
-/// chosen on the tuning halves of sets calibration never runs and held on their
-/// validation halves (`BENCHMARKS.md`, "A floor for right calls of other sets").
+/// about ten of them asked; a right call of another set reads below the lowest of ten one
+/// time in eleven even drawn alike, and other sets are not drawn alike. Bars of one at a
+/// time, set that way on the everyday set, declined 5 of 16 right first calls of the whole
+/// questions. PREDICT was chosen on the tuning halves of sets calibration never runs and
+/// held on their validation halves.
 pub const PREDICT: f64 = 0.9;
 
 /// The fewest right calls of the tuning half asked the fit question from which
@@ -244,8 +242,8 @@ pub const P_WEIGHTS: [f64; 5] = [0.0, 0.1, 0.2, 0.3, 0.5];
 /// that [`choose`] tries. Up to 0.04, not more: on Qwen2.5-Coder 0.5B the tuning half
 /// picked 0.06 when it was offered, and on the held-back sets' validation halves that
 /// declined 3 of 70 right calls more, where 0.04 declined none more and as many needless
-/// calls but 5 (`BENCHMARKS.md`, "The name the model chose"). Right calls of tools whose
-/// names the model writes differently ("remind" for `set_reminder`) read short too.
+/// calls but 5. Right calls of tools whose names the model writes differently ("remind" for
+/// `set_reminder`) read short too.
 pub const NAME_WEIGHTS: [f64; 3] = [0.0, 0.02, 0.04];
 
 /// What `t` does on each half of `obs`.
@@ -286,10 +284,9 @@ fn cuts(values: impl Iterator<Item = f64>) -> Vec<f64> {
 /// calls, then the lowest (most lenient) thresholds.
 ///
 /// Questioning more is the tie-break because a p(tool) near 1 is no evidence that a call
-/// fits: asking fewer (a "sure" level just above the tuning half's needless calls, 0.999
-/// on Qwen2.5-Coder 0.5B) let validation needless calls at 0.9991 and 0.9998 through
-/// unasked (`BENCHMARKS.md`, "A value nobody said"). A question costs a second; a
-/// needless call costs the person a wrong answer.
+/// fits: asking fewer (a "sure" level just above the tuning half's needless calls, 0.999 on
+/// Qwen2.5-Coder 0.5B) let validation needless calls at 0.9991 and 0.9998 through unasked.
+/// A question costs a second; a needless call costs the person a wrong answer.
 ///
 /// That holds only where questions decline something. When the best thresholds decline
 /// no needless call of the tuning half, the model's answers to the fit question carried
@@ -299,14 +296,13 @@ fn cuts(values: impl Iterator<Item = f64>) -> Vec<f64> {
 /// [`Thresholds::questions`], because `calibrate` itself measures with a bar that
 /// declines nothing and must still ask.
 ///
-/// A right call counts as kept only when it would be kept read `margin` lower (by
-/// default [`NOISE_Z`] times one fit answer's spread, [`noise`]); needless calls are
-/// counted as read. And the bar on the fit goes no higher than the floor under the
-/// tuning half's right calls ([`right_fit`], drawn at `floor`, by default [`PREDICT`]):
-/// the lowest of them says where this set's right calls end, the floor where another
-/// set's are likely to. With `floor` `None` the bar is held under nothing, as before the
-/// floor: it declines more needless calls, and right calls of other requests that read
-/// lower (`BENCHMARKS.md`, "A floor for right calls of other sets").
+/// A right call counts as kept only when it would be kept read `margin` lower (by default
+/// [`NOISE_Z`] times one fit answer's spread, [`noise`]); needless calls are counted as
+/// read. And the bar on the fit goes no higher than the floor under the tuning half's right
+/// calls ([`right_fit`], drawn at `floor`, by default [`PREDICT`]): the lowest of them says
+/// where this set's right calls end, the floor where another set's are likely to. With
+/// `floor` `None` the bar is held under nothing, as before the floor: it declines more
+/// needless calls, and right calls of other requests that read lower.
 pub fn choose(
     obs: &[Observation],
     calibrated_for: &str,

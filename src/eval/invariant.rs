@@ -1,11 +1,11 @@
-//! The invariant every check must keep: **a right call passes unchanged**. A scripted
-//! model plays each case's ground-truth call (the first possible value of each argument,
-//! an optional one left out where BFCL allows that); the call the loop dispatches must
-//! pass BFCL's own checker against that ground truth. A check that changes, drops or
-//! refuses a right call breaks it, whatever it gains elsewhere. The scripted model gives
-//! no probabilities, so the two checks that decide whether to call at all stand aside
-//! here: this is the invariant of the checks on values (and of the schema, the repairer
-//! and the driver); the decision is measured on real models (`BENCHMARKS.md`).
+//! The invariant every check must keep: **a right call passes unchanged**. A scripted model
+//! plays each case's ground-truth call (the first possible value of each argument, an
+//! optional one left out where BFCL allows that); the call the loop dispatches must pass
+//! BFCL's own checker against that ground truth. A check that changes, drops or refuses a
+//! right call breaks it, whatever it gains elsewhere. The scripted model gives no
+//! probabilities, so the two checks that decide whether to call at all stand aside here:
+//! this is the invariant of the checks on values (and of the schema, the repairer and the
+//! driver); the decision is measured on real models.
 //!
 //! Run over the everyday set shipped in `tests/data/everyday` on every `cargo test`, and
 //! over BFCL's non-live categories with a ground truth when they are fetched

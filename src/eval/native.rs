@@ -9,9 +9,9 @@ use super::{Call, Case, CaseResult, NativeTarget};
 use crate::config::Config;
 use crate::run::budget::Budget;
 
-/// One case through the server's native tool calling: the functions as OpenAI `tools`,
-/// one request, the calls read from `message.tool_calls` as an OpenAI client reads them
-/// (no repair, no loop). This is the baseline `BENCHMARKS.md` compares toolloop with.
+/// One case through the server's native tool calling: the functions as OpenAI `tools`, one
+/// request, the calls read from `message.tool_calls` as an OpenAI client reads them (no
+/// repair, no loop). This is the baseline toolloop is compared with.
 pub fn native_case(target: &NativeTarget, case: &Case, config: &Config) -> CaseResult {
     let started = Instant::now();
     let tools: Vec<Value> = case

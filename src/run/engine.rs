@@ -540,8 +540,8 @@ impl Engine {
     fn invalid(&mut self, raw: &str, stop: StopReason, rejection: Rejection) {
         self.invalid_streak += 1;
         let error = rejection.to_string();
-        // Told what to write instead, Gemma 3 270M wrote the placeholder again 49 times
-        // of 49 (`BENCHMARKS.md`): asking again would only cost the requests.
+        // Told what to write instead, Gemma 3 270M wrote the placeholder again 49 times of
+        // 49: asking again would only cost the requests.
         let hopeless = rejection.ends_the_run();
         if !hopeless {
             let attempt = self.invalid_streak;

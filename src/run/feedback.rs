@@ -2,9 +2,9 @@
 //! keeps the history inside the context window.
 //!
 //! Every sentence the model reads from toolloop itself is here, so a change to any of them
-//! is one place to measure (`BENCHMARKS.md` records what each wording did with the real
-//! models). The style follows smolagents: a mistake of the model goes back to it as an
-//! observation that says what was wrong and what is valid, and the model retries.
+//! is one place to measure (each wording was measured with the real models). The style
+//! follows smolagents: a mistake of the model goes back to it as an observation that says
+//! what was wrong and what is valid, and the model retries.
 //!
 //! The context guard exists because Ollama silently drops the oldest messages when the
 //! prompt exceeds `num_ctx` (`docs/ARCHITECTURE.md`, "facts that decide the design"): the
@@ -21,14 +21,14 @@ use crate::turn::schema::Rejection;
 
 /// What follows the last result of a turn whose calls all succeeded.
 ///
-/// Without it, Qwen2.5-Coder 0.5B called a tool again after nearly every result, on
-/// whole questions with the tools run (`scripts/whole-questions.sh`, `BENCHMARKS.md`
-/// "Whole questions"): the same call, or the calculator on its own result, so a question
-/// of one call took three model turns or more, and the answer was sometimes the last of
-/// a chain of quotients. The prompt's "When a tool result arrives, answer from it" did
-/// not stop it; a line beside the result did. With only "If this answers the question,
-/// reply with final_answer." the model answered every time, also where a second step was
-/// asked for; this wording names both, and did as well or better on both halves.
+/// Without it, Qwen2.5-Coder 0.5B called a tool again after nearly every result, on whole
+/// questions with the tools run (`scripts/whole-questions.sh`): the same call, or the
+/// calculator on its own result, so a question of one call took three model turns or more,
+/// and the answer was sometimes the last of a chain of quotients. The prompt's "When a tool
+/// result arrives, answer from it" did not stop it; a line beside the result did. With only
+/// "If this answers the question, reply with final_answer." the model answered every time,
+/// also where a second step was asked for; this wording names both, and did as well or
+/// better on both halves.
 pub const AFTER_RESULTS: &str = "\nIf this answers the question, reply with final_answer; if the \
      question asks for another step, call the tool for it.";
 
@@ -111,11 +111,10 @@ const INVALID_REPLY: &str = "Your last reply was not valid: ";
 const ONE_OBJECT: &str = "Reply with exactly one JSON object.";
 
 /// Words of toolloop's instructions to the model that no answer of the model's own holds.
-/// Qwen2.5-Coder 0.5B, after the calculator failed three times, answered "error:
-/// calculator is unavailable now. Answer directly without it." (a held-back whole
-/// question, `BENCHMARKS.md` "toolloop's own words as the answer"); asked again, with or
-/// without being told why, it wrote back the last message it had read each time. The
-/// `told` text of `more-calls` is among them: it is toolloop's too.
+/// Qwen2.5-Coder 0.5B, after the calculator failed three times, answered "error: calculator
+/// is unavailable now. Answer directly without it." (a held-back whole question); asked
+/// again, with or without being told why, it wrote back the last message it had read each
+/// time. The `told` text of `more-calls` is among them: it is toolloop's too.
 const INSTRUCTIONS: [&str; 6] = [
     ANSWER_WITHOUT,
     "reply with final_answer",

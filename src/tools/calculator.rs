@@ -8,16 +8,15 @@
 //!
 //! The operators are Python's, and so is every value of an expression Python reads
 //! (`tests/calculator_reference.rs`). The way people write arithmetic is read too, where
-//! Python would refuse it and a person's meaning is plain: `2^20` is a power, `×` `÷`
-//! `−` are `*` `/` `-`, `2,340` is 2340, `3,5` and `1.250,50` are read with their
-//! decimal comma, and `17% * 2,340` takes 17/100. A model copies these from the request:
-//! "What is 17% of 2,340?" and "What's 2 to the power of 20?" came to the calculator as
-//! `17% * 2,340` and `2^20`, were refused, and were written the same way again after the
-//! error, so the run ended on the error instead of the value (`BENCHMARKS.md`, "The
-//! calculator reads what people write", "A decimal comma"). Where a reading could be
-//! another (a comma that groups thousands or a decimal one, a percent), it comes with
-//! the value ([`Evaluated::read`]); where it is a guess (`100 + 10%`: a tenth of a unit,
-//! or ten percent more?), the expression is refused with what to write instead.
+//! Python would refuse it and a person's meaning is plain: `2^20` is a power, `×` `÷` `−`
+//! are `*` `/` `-`, `2,340` is 2340, `3,5` and `1.250,50` are read with their decimal
+//! comma, and `17% * 2,340` takes 17/100. A model copies these from the request: "What is
+//! 17% of 2,340?" and "What's 2 to the power of 20?" came to the calculator as `17% *
+//! 2,340` and `2^20`, were refused, and were written the same way again after the error, so
+//! the run ended on the error instead of the value. Where a reading could be another (a comma that
+//! groups thousands or a decimal one, a percent), it comes with the value
+//! ([`Evaluated::read`]); where it is a guess (`100 + 10%`: a tenth of a unit, or ten
+//! percent more?), the expression is refused with what to write instead.
 
 use std::fmt;
 
@@ -300,13 +299,13 @@ fn tokenize(s: &str) -> Result<Vec<Spanned>, CalcError> {
                         text.push_str(&s[frac..i]);
                     }
                 }
-                // Any other comma between digits is a decimal comma, as most of Europe
-                // and Latin America write one (`3,5`, `19,99`, `1.250,50` with its
-                // thousands grouped by dots): a model copies it from the request ("Calcule
-                // 3,5 fois 8" came as `3,5 * 8`), and arithmetic has no other reading
-                // for it. Refused, the model wrote it again (`BENCHMARKS.md`, "A decimal
-                // comma"). Only a comma not taken as a group of thousands above is read so,
-                // and the reading comes with the value, like a group's.
+                // Any other comma between digits is a decimal comma, as most of Europe and
+                // Latin America write one (`3,5`, `19,99`, `1.250,50` with its thousands
+                // grouped by dots): a model copies it from the request ("Calcule 3,5 fois
+                // 8" came as `3,5 * 8`), and arithmetic has no other reading for it.
+                // Refused, the model wrote it again. Only a comma not taken as a group of
+                // thousands above is read so, and the reading comes with the value, like a
+                // group's.
                 if i == ungrouped
                     && b.get(i) == Some(&b',')
                     && b.get(i + 1).is_some_and(u8::is_ascii_digit)
@@ -376,8 +375,8 @@ fn tokenize(s: &str) -> Result<Vec<Spanned>, CalcError> {
                     '÷' => Tok::Op("/"),
                     '−' => Tok::Op("-"),
                     // A word is named whole, and said to go: the model wrote `420 km / 28
-                    // litres` again after "not 'k'" (`BENCHMARKS.md`, "A decimal comma").
-                    // The expression is not read without it: `2 dozen * 3` is not `2 * 3`.
+                    // litres` again after "not 'k'". The expression is not read without it:
+                    // `2 dozen * 3` is not `2 * 3`.
                     _ if ch.is_alphabetic() => {
                         let word: String = s[start..]
                             .chars()

@@ -2,12 +2,12 @@
 //! reply while it streams.
 //!
 //! A turn of several calls is written one call after another, and on a CPU each takes a
-//! second or two: a person asking for the weather in three cities waits three times as
-//! long for the turn as for its first call (`BENCHMARKS.md`, "When the first call goes
-//! off"). [`CallStream`] reads the reply piece by piece and gives back each element of the
-//! top-level `calls` list once its object closes, so that the person sees which calls are
-//! written while the model writes the rest. It judges nothing: whether the turn is valid,
-//! and which of its calls run, is decided on the whole reply afterwards, as for any reply.
+//! second or two: a person asking for the weather in three cities waits three times as long
+//! for the turn as for its first call. [`CallStream`] reads the reply piece by piece and
+//! gives back each element of the top-level `calls` list once its object closes, so that
+//! the person sees which calls are written while the model writes the rest. It judges
+//! nothing: whether the turn is valid, and which of its calls run, is decided on the whole
+//! reply afterwards, as for any reply.
 //!
 //! Written by hand, like [`super::answer_stream`]: a JSON parser takes whole values, and
 //! this needs to know where in an unfinished one the text has come to. It is a state

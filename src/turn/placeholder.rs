@@ -4,8 +4,8 @@
 //! ([`super::schema::CallSchema::check`]) read it.
 
 /// What the prompt shows in place of an answer's text. A model too small to follow the
-/// kinds writes it back word for word as its answer (Gemma 3 270M, 92 of 93 answers
-/// recorded in `BENCHMARKS.md`); the schema refuses that turn
+/// kinds writes it back word for word as its answer (Gemma 3 270M does, nearly always);
+/// the schema refuses that turn
 /// ([`crate::turn::schema::Rejection::Placeholder`]) and the run ends on it, so it never
 /// passes for an answer.
 pub(crate) const ANSWER_PLACEHOLDER: &str = "<the answer for the user>";

@@ -1,16 +1,16 @@
 //! The system prompt.
 //!
 //! Ollama does not show the `format` schema to the model, so the prompt must describe the
-//! protocol. With a 0.5B model the prompt decides more than anything else (`BENCHMARKS.md`):
-//! a bare "reply with JSON of these kinds" made it copy placeholders and never call a
-//! tool; listing the two kinds, one sentence on when to use a tool, the numbered tool list
-//! and one example written as `user asks "..." -> {...}` made it call the right tools.
-//! Adding a `clarify` line and "if no tool fits, answer directly" dropped tool calls to
-//! zero, so neither is here: the schema still allows `clarify`. Each tool's parameters
-//! follow its line with their descriptions: without them Qwen wrote `"SPX"` where the tool
-//! listed "S&P 500", `"major"` for a scale's key and ISO dates where the tool asked for
-//! another layout; with them BFCL `multiple` went from 76% to 84% (`BENCHMARKS.md`).
-//! Change this text only with a measurement before and after (`toolloop eval`).
+//! protocol. With a 0.5B model the prompt decides more than anything else: a bare "reply
+//! with JSON of these kinds" made it copy placeholders and never call a tool; listing the
+//! two kinds, one sentence on when to use a tool, the numbered tool list and one example
+//! written as `user asks "..." -> {...}` made it call the right tools. Adding a `clarify`
+//! line and "if no tool fits, answer directly" dropped tool calls to zero, so neither is
+//! here: the schema still allows `clarify`. Each tool's parameters follow its line with
+//! their descriptions: without them Qwen wrote `"SPX"` where the tool listed "S&P 500",
+//! `"major"` for a scale's key and ISO dates where the tool asked for another layout; with
+//! them BFCL `multiple` went from 76% to 84%. Change this text only with a measurement
+//! before and after (`toolloop eval`).
 //!
 //! The prompt is built once per run and never changes, so the server's prompt cache is
 //! reused from one iteration to the next; the one exception is an answer that copies the
@@ -52,8 +52,7 @@ pub fn build_system_prompt_for(tools: &[ToolSpec], extra: Option<&str>, decide: 
 }
 
 /// [`build_system_prompt_for`] where a turn may carry up to `max_calls` calls: the
-/// `tool_calls` kind is written out too (a model that is not shown it never uses it,
-/// `BENCHMARKS.md`).
+/// `tool_calls` kind is written out too (a model that is not shown it never uses it).
 pub fn system_prompt(
     tools: &[ToolSpec],
     extra: Option<&str>,

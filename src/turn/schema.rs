@@ -73,7 +73,7 @@ pub enum Narrowing {
 /// Under the grammar the model commits at the first token where the kinds differ. With
 /// `kind` first (`Direct`) that is the first thing it writes, before any reason; with
 /// `thought` first (`Reason`) it writes one short reason, then the kind, so the decision
-/// follows the reason. `BENCHMARKS.md` has what each did with the real models.
+/// follows the reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -101,11 +101,10 @@ impl Decide {
     ///
     /// Otherwise, too, an answer's `thought` is held to nothing (`""`). Written after the
     /// content it changes nothing the person gets, and it was 12% of what Qwen2.5-Coder
-    /// 0.5B generated over whole questions, 11 tokens an answer (`BENCHMARKS.md`, "An
-    /// answer's thought"). It stays in the schema because its comma ends the content:
-    /// without it the model's likeliest end of the string, `",` as one token, is ruled
-    /// out, and it wrote on ("5928" became "5928 is the product of 123.5 and 48, which
-    /// equals 70240.0000").
+    /// 0.5B generated over whole questions, 11 tokens an answer. It stays in the schema
+    /// because its comma ends the content: without it the model's likeliest end of the
+    /// string, `",` as one token, is ruled out, and it wrote on ("5928" became "5928 is the
+    /// product of 123.5 and 48, which equals 70240.0000").
     fn shape(self, variant: Value) -> Value {
         let Value::Object(mut v) = variant else {
             return variant;
@@ -268,10 +267,9 @@ impl CallSchema {
             let mut v = static_variant("tool_calls").clone();
             v["properties"]["calls"]["items"] = json!({"oneOf": items});
             v["properties"]["calls"]["maxItems"] = json!(max_calls);
-            // No minimum of two: held to two, Qwen 0.5B invented a second call for
-            // requests that need one (the weather in Paris, then in London), which
-            // scored better on BFCL's `parallel` but broke whole questions
-            // (`BENCHMARKS.md`, "Several calls by default").
+            // No minimum of two: held to two, Qwen 0.5B invented a second call for requests
+            // that need one (the weather in Paris, then in London), which scored better on
+            // BFCL's `parallel` but broke whole questions.
             schemas.push(v);
             fixed.push(None);
         }

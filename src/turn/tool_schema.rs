@@ -1,12 +1,12 @@
 //! A tool's own `inputSchema`, made ready to be a variant's `arguments` in the grammar.
 //!
-//! A tool's schema is written for validators, not for llama.cpp's grammar converter, and
-//! a few of its words would hurt there: a `$ref` only resolves from the root, an
-//! unbounded string lets a small model ramble until the token limit, and a negated
-//! character class lets the model write a bare quote that breaks the JSON
-//! (`quote_safe`). Nothing a description says in words goes into the grammar: a layout
-//! read from words ("city and state") refused right values the tool takes ("Seattle",
-//! "Washington, D.C."), 20 of BFCL's 1,000 right calls (`BENCHMARKS.md`).
+//! A tool's schema is written for validators, not for llama.cpp's grammar converter, and a
+//! few of its words would hurt there: a `$ref` only resolves from the root, an unbounded
+//! string lets a small model ramble until the token limit, and a negated character class
+//! lets the model write a bare quote that breaks the JSON (`quote_safe`). Nothing a
+//! description says in words goes into the grammar: a layout read from words ("city and
+//! state") refused right values the tool takes ("Seattle", "Washington, D.C."), 20 of
+//! BFCL's 1,000 right calls.
 
 use serde_json::{Map, Value, json};
 

@@ -64,14 +64,13 @@ impl OpenAi {
         });
     }
 
-    /// The slot a question aside names now, if any, by the server's own `GET /slots`:
-    /// none while the aside slot is busy. Several toolloop processes on one server (a
-    /// script running `toolloop ask` four at once) each count only their own requests, so
-    /// each named the same slot: their questions waited in line for it, a median 15.5 s
-    /// against 5.6 s unnamed (`BENCHMARKS.md`, "Questions aside wait for a busy slot"). A
-    /// server without the endpoint gets the aside slot named on the process's own count
-    /// alone; one whose answer does not come or cannot be read gets no slot named, since a
-    /// wait is the risk.
+    /// The slot a question aside names now, if any, by the server's own `GET /slots`: none
+    /// while the aside slot is busy. Several toolloop processes on one server (a script
+    /// running `toolloop ask` four at once) each count only their own requests, so each
+    /// named the same slot: their questions waited in line for it, a median 15.5 s against
+    /// 5.6 s unnamed. A server without the endpoint gets the aside slot named on the
+    /// process's own count alone; one whose answer does not come or cannot be read gets no
+    /// slot named, since a wait is the risk.
     ///
     /// A turn names no slot, and llama-server puts it in the idle slot whose tokens share
     /// the longest start with its prompt. That can be the aside slot, where an earlier
@@ -144,11 +143,10 @@ fn aside_of(slots: &[Value], aside: u32) -> Option<u32> {
 /// This process's requests under way, per server: one is counted from before it is sent
 /// until its reply is read or dropped.
 ///
-/// Only a question asked while no other request of the process to the server is under
-/// way names the slot: with four runs at once on four slots, questions waiting for a
-/// named slot that was busy stalled Gemma 3 270M's llama-server twice, for 76 and 108 s
-/// with every slot idle, until the runs timed out (`BENCHMARKS.md`, "Fit questions in a
-/// slot of their own").
+/// Only a question asked while no other request of the process to the server is under way
+/// names the slot: with four runs at once on four slots, questions waiting for a named slot
+/// that was busy stalled Gemma 3 270M's llama-server twice, for 76 and 108 s with every
+/// slot idle, until the runs timed out.
 #[derive(Debug)]
 pub(super) struct InFlight(String);
 

@@ -1,14 +1,13 @@
 //! The tools' leanings kept between processes, per model and server.
 //!
 //! A tool's leaning, the model's answer to the fit question with the request left empty
-//! ([`super::baseline_question`]), depends on the question and the model only, and one
-//! at a time llama-server gives the same answer to it every time (the question goes
-//! without the prompt cache: `BENCHMARKS.md`, "The fit answer without the cache"). Yet
-//! each `toolloop ask` is a process of its own, and asked it again for every tool it put
-//! to the fit question: a second request, its whole prompt evaluated, about as long as
-//! the fit question itself (about 1 s each on two cores: a quarter of the whole
-//! questions' time went to the two). Kept in a file, a tool's leaning is asked the first
-//! time a person's tools meet the model, and read after that.
+//! ([`super::baseline_question`]), depends on the question and the model only, and one at a
+//! time llama-server gives the same answer to it every time (the question goes without the
+//! prompt cache). Yet each `toolloop ask` is a process of its own, and asked it again for
+//! every tool it put to the fit question: a second request, its whole prompt evaluated,
+//! about as long as the fit question itself (about 1 s each on two cores: a quarter of the
+//! whole questions' time went to the two). Kept in a file, a tool's leaning is asked the
+//! first time a person's tools meet the model, and read after that.
 //!
 //! The key is the question's own text and the schema of its answer, so a toolloop that
 //! words the question otherwise asks again; `toolloop calibrate` forgets its model's

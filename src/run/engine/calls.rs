@@ -16,9 +16,8 @@ use crate::turn::schema::CallSchema;
 
 /// What a run needs that depends only on the tools and the settings, prepared once per
 /// orchestrator: the schemas its requests are held to (building one compiles validators,
-/// which took most of a run's own time when it was done per run: `BENCHMARKS.md`, "Loop
-/// overhead"), and what the model answered about each tool for no request
-/// ([`crate::checks::tool_fit::Baselines`]).
+/// which took most of a run's own time when it was done per run), and what the model
+/// answered about each tool for no request ([`crate::checks::tool_fit::Baselines`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Prepared {
     /// The first turn's: several calls when the settings allow them.
@@ -201,8 +200,8 @@ impl Engine {
     /// A turn that brought nothing new — every call a repeat, or a result the model was
     /// already shown in this run (a calculator called with its own result) — ends the
     /// calling: the next turn may only answer. Small models otherwise go on calling after
-    /// every result until the repeat limit, a model turn each (`BENCHMARKS.md`, "Several
-    /// calls by default"); a tool that returns the same text twice has nothing more to say.
+    /// every result until the repeat limit, a model turn each; a tool that returns the same
+    /// text twice has nothing more to say.
     fn settle(&mut self, calls: Vec<Pending>) {
         let n = calls.len();
         // Answered without running and ok: a repeat, answered from memory.
@@ -213,7 +212,7 @@ impl Engine {
         // Several calls at once are for the things a request asks for together, which the
         // first turn sees; after results, one call at a time. Offered the form after a
         // result, Qwen 0.5B wrote a second call nobody asked for each turn (the calculator
-        // on its own result, then its square: BENCHMARKS.md, "Several calls by default").
+        // on its own result, then its square).
         self.results_in = true;
         if nothing_new && !self.forced_answer {
             self.forced_answer = true;

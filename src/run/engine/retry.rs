@@ -3,11 +3,10 @@
 //! check wants more calls of (`more-calls`, `numbers-left`) is asked for once more, and
 //! when that reply is not a valid turn the first one is carried out as it was. The asking
 //! was the engine's idea, so its failure must not cost the calls the model already made
-//! right: on Gemma 3 270M six runs of twenty ended with no call at all that way
-//! (`BENCHMARKS.md`, "Numbers a single call left out"). An answer a check refuses
-//! (`example-copy`) is asked for again without the example it copied. A part of
-//! [`crate::run::engine`] in a file of its own so that the state machine reads in one
-//! sitting.
+//! right: on Gemma 3 270M six runs of twenty ended with no call at all that way. An answer
+//! a check refuses (`example-copy`) is asked for again without the example it copied. A
+//! part of [`crate::run::engine`] in a file of its own so that the state machine reads in
+//! one sitting.
 
 use super::{Call, Engine, State};
 use crate::checks::Verdict;
@@ -40,11 +39,10 @@ impl Engine {
     /// A final answer a check refuses (`example-copy`: it writes the prompt's example) is
     /// asked for again on the history as it was, with the example out of the system prompt
     /// for the rest of the run, and only an answer allowed: the model chose to answer. Told
-    /// why instead, with its copy in the history, Qwen2.5-Coder 0.5B wrote it again 3
-    /// times of 3; without the example it answered in its own words (`BENCHMARKS.md`, "An
-    /// answer that is the prompt's example"). Only where the prompt holds the example, the
-    /// evidence that the answer copied it, and so once a run at most; `true` when the
-    /// answer was refused.
+    /// why instead, with its copy in the history, Qwen2.5-Coder 0.5B wrote it again 3 times
+    /// of 3; without the example it answered in its own words. Only where the prompt holds
+    /// the example, the evidence that the answer copied it, and so once a run at most;
+    /// `true` when the answer was refused.
     pub(super) fn refuse_answer(&mut self, turn: &Turn) -> bool {
         let Turn::FinalAnswer { content, .. } = turn else {
             return false;
@@ -180,10 +178,8 @@ impl Engine {
     /// The beginning of the reply the next request asks for, already written
     /// ([`crate::backend::GenOptions::prefill`]), so that a server that can continue a
     /// reply has the model write only the rest:
-    /// - a turn asked again for one call more begins with the calls it made. Written
-    ///   whole again, the cases of BFCL `parallel` asked again took 9.6 s each with
-    ///   Qwen2.5-Coder 0.5B, continued 6.9 s (`BENCHMARKS.md`, "Continuing a turn asked
-    ///   again");
+    /// - a turn asked again for one call more begins with the calls it made, which the
+    ///   model would otherwise write again, at the cost of their tokens;
     /// - any other turn begins with what its schema forces before the kind
     ///   ([`crate::turn::schema::CallSchema::beginning`]).
     pub fn prefill(&self) -> Option<String> {
@@ -193,15 +189,15 @@ impl Engine {
         }
     }
 
-    /// The calls of a turn asked again for more ([`Engine::prefill`] begins the reply
-    /// with them), as the checks left them; empty when no turn is asked again. However
-    /// the asking ends they are what the turn makes: continued, the reply holds them as
+    /// The calls of a turn asked again for more ([`Engine::prefill`] begins the reply with
+    /// them), as the checks left them; empty when no turn is asked again. However the
+    /// asking ends they are what the turn makes: continued, the reply holds them as
     /// written; failed, the turn before is carried out. So a caller may start those of
-    /// tools that only read before the reply asked for comes: a call the asking made
-    /// first in the single-call form went off only once the continuation streamed it back
-    /// (`BENCHMARKS.md`, "Calls asked again sent at the asking"). A server that does not
-    /// continue replies has the model write the turn whole, most often with the same
-    /// calls first; one it does not make again is let go like any call sent early.
+    /// tools that only read before the reply asked for comes: a call the asking made first
+    /// in the single-call form went off only once the continuation streamed it back. A
+    /// server that does not continue replies has the model write the turn whole, most often
+    /// with the same calls first; one it does not make again is let go like any call sent
+    /// early.
     pub fn calls_standing(&self) -> &[Call] {
         match &self.asked_again {
             Some(a) => &a.calls,

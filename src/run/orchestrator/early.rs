@@ -13,7 +13,6 @@
 //! reads only changes nothing by running, so a call the turn did not make costs its time
 //! and no more. Tools that change things are never started early.
 //!
-//! Measured in `BENCHMARKS.md`, "Calls sent as they are written".
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -18,12 +18,12 @@ impl CallSchema {
     /// `None` where the schema has no list form or `calls` is not its last field (the
     /// beginning would not end inside the list).
     ///
-    /// It ends at the comma, not at the call's brace, for the server's cache. Its
-    /// tokenizer reads a run of punctuation as one piece: a beginning that ended at
-    /// `"}}` was read there as one token, and the same text with the model's `,` after it
-    /// as another, so the next turn's prompt parted from the cache one token before the
-    /// model's own calls and evaluated them again. After `", "` the model writes ` {"`,
-    /// which starts a piece of its own (`BENCHMARKS.md`, "Continuing a turn asked again").
+    /// It ends at the comma, not at the call's brace, for the server's cache. Its tokenizer
+    /// reads a run of punctuation as one piece: a beginning that ended at `"}}` was read
+    /// there as one token, and the same text with the model's `,` after it as another, so
+    /// the next turn's prompt parted from the cache one token before the model's own calls
+    /// and evaluated them again. After `", "` the model writes ` {"`, which starts a piece
+    /// of its own.
     ///
     /// ```
     /// use serde_json::json;
@@ -75,8 +75,7 @@ impl CallSchema {
     /// Given to a server that continues a reply ([`crate::backend::GenOptions::prefill`]),
     /// it is read with the prompt in one batch, and the model's first token is the kind's
     /// value: the four tokens before it are the grammar's, which the server otherwise
-    /// generates one at a time, each a whole step of the model (`BENCHMARKS.md`,
-    /// "A turn begun at its kind").
+    /// generates one at a time, each a whole step of the model.
     ///
     /// ```
     /// use toolloop::turn::schema::{CallSchema, Decide};
