@@ -148,14 +148,10 @@ pub struct Engine {
     unavailable: BTreeSet<String>,
     /// The first turn's schema, the one after results and the answer-only one.
     prepared: std::sync::Arc<Prepared>,
-    /// Set when calling brings nothing new: from then on only an answer is allowed.
-    forced_answer: bool,
-    /// After a declined call: the tools that fit better (none: only an answer).
-    shortlist: Option<CallSchema>,
+    /// What the next request may write.
+    next: Next,
     /// The turn's calls a check held back: place, and what the model is told instead.
     held: Vec<(usize, String)>,
-    /// The turn a check asked again for more calls, carried out if the reply fails.
-    asked_again: Option<retry::AskedAgain>,
     guard: ContextGuard,
     history: Vec<Message>,
     run_start: usize,
@@ -164,11 +160,6 @@ pub struct Engine {
     /// Calls cut at the token limit so far: after the first, requests get twice the room
     /// (`num_predict`); a second ends the run.
     cut_calls: u32,
-    /// The model's share of "yes" to the fit question about the turn being judged: the
-    /// outer `Some` once asked, the inner one when it could be read.
-    fit: Option<Option<crate::checks::tool_fit::Fit>>,
-    /// The tool that answer is about.
-    fit_tool: Option<String>,
     repeats: Repeats,
     failures: Failures,
     steps: Vec<StepRecord>,
@@ -178,8 +169,58 @@ pub struct Engine {
     budget: Budget,
     /// The successful results shown to the model in this run.
     shown: BTreeSet<String>,
+    /// Before or after the first results.
+    stage: Stage,
+}
+
+/// Where the run is in its calling: the schema of its turns follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// No result in yet: a turn may carry several calls.
+    First,
     /// Results are in: one call per turn from now on ([`Engine::settle`]).
-    results_in: bool,
+    AfterResults,
+}
+
+/// What the next model request may write, beside the stage's own schema.
+#[derive(Debug)]
+enum Next {
+    /// The stage's schema.
+    Stage,
+    /// After a declined call: the tools that fit better (none: only an answer).
+    Among(CallSchema),
+    /// A turn a check asked again for more calls, held to the schema given; the turn is
+    /// carried out as it was if the reply fails.
+    AskedAgain(Box<retry::AskedAgain>, CallSchema),
+    /// Only an answer, for the rest of the run: calling brought nothing new, a call was
+    /// repeated too often, or an answer was refused and asked for again.
+    AnswerOnly,
+}
+
+impl Engine {
+    /// Back to the stage's schema after a turn is carried out; an answer-only run stays so.
+    fn next_as_stage(&mut self) {
+        if !matches!(self.next, Next::AnswerOnly) {
+            self.next = Next::Stage;
+        }
+    }
+
+    /// Only an answer from now on.
+    fn answer_only_from_now(&mut self) {
+        self.next = Next::AnswerOnly;
+    }
+
+    /// The turn asked again for more calls that is waiting for its reply, taken out:
+    /// the reply is judged against it, or it is carried out in the reply's stead.
+    fn take_asked_again(&mut self) -> Option<retry::AskedAgain> {
+        match std::mem::replace(&mut self.next, Next::Stage) {
+            Next::AskedAgain(first, _) => Some(*first),
+            other => {
+                self.next = other;
+                None
+            }
+        }
+    }
 }
 
 impl Engine {
@@ -210,17 +251,13 @@ impl Engine {
             specs,
             unavailable: BTreeSet::new(),
             prepared,
-            forced_answer: false,
-            shortlist: None,
+            next: Next::Stage,
             held: Vec::new(),
-            asked_again: None,
             history,
             run_start,
             iterations: 0,
             invalid_streak: 0,
             cut_calls: 0,
-            fit: None,
-            fit_tool: None,
             repeats: Repeats::default(),
             failures: Failures::default(),
             steps: Vec::new(),
@@ -228,7 +265,7 @@ impl Engine {
             usage: Usage::default(),
             budget: Budget::default(),
             shown: BTreeSet::new(),
-            results_in: false,
+            stage: Stage::First,
         }
     }
 
@@ -279,16 +316,16 @@ impl Engine {
     }
 
     fn answer_only(&self) -> bool {
-        self.forced_answer || self.iterations + 1 >= self.config.max_iterations
+        matches!(self.next, Next::AnswerOnly) || self.iterations + 1 >= self.config.max_iterations
     }
 
     /// The schema for the next model request.
     pub fn schema(&self) -> &CallSchema {
-        match &self.shortlist {
+        match (&self.next, self.stage) {
             _ if self.answer_only() => &self.prepared.answer,
-            Some(shortlist) => shortlist,
-            None if self.results_in => self.prepared.after_results(),
-            None => &self.prepared.first,
+            (Next::Among(schema) | Next::AskedAgain(_, schema), _) => schema,
+            (_, Stage::AfterResults) => self.prepared.after_results(),
+            (_, Stage::First) => &self.prepared.first,
         }
     }
 
@@ -316,7 +353,7 @@ impl Engine {
         let parsed = match Turn::parse(&reply.text) {
             Ok(p) => p,
             Err(e) => {
-                return match self.asked_again.take() {
+                return match self.take_asked_again() {
                     Some(first) => self.fall_back(first, e.to_string()),
                     None => self.invalid(&reply.text, reply.stop, Rejection::NotATurn(e)),
                 };
@@ -337,7 +374,7 @@ impl Engine {
             && parsed.fixes.contains(Fix::Truncated)
             && retry::cut_inside_a_call(&reply.text, &parsed.turn);
         if (rejected.is_some() || cut)
-            && let Some(first) = self.asked_again.take()
+            && let Some(first) = self.take_asked_again()
         {
             let error = rejected.map_or("the reply was cut at the token limit".into(), |r| {
                 r.to_string()
@@ -350,7 +387,7 @@ impl Engine {
             let last = self.iterations + 1 >= self.config.max_iterations;
             let valid =
                 !rejection.ends_the_run() && self.prepared.first.check(&parsed.turn).is_ok();
-            if last && !self.forced_answer && valid {
+            if last && !matches!(self.next, Next::AnswerOnly) && valid {
                 self.iterations += 1;
                 let iterations = self.iterations;
                 self.state = State::Done(Ending::MaxIterations { iterations });
@@ -362,12 +399,18 @@ impl Engine {
         if cut && let Some(tool) = first_tool(&parsed.turn) {
             return self.cut_call(&reply.text, tool, reply.stop);
         }
-        self.accept(reply, parsed.turn, !parsed.fixes.is_empty());
+        self.accept(reply, parsed.turn, !parsed.fixes.is_empty(), None);
     }
 
     /// A turn that passed the schema: the checks judge its calls or its answer
     /// ([`crate::checks`]); then it goes into the history and is carried out.
-    fn accept(&mut self, reply: &ChatReply, mut turn: Turn, repaired: bool) {
+    fn accept(
+        &mut self,
+        reply: &ChatReply,
+        mut turn: Turn,
+        repaired: bool,
+        answered: Option<decide::Answered>,
+    ) {
         let calls: Vec<Call> = match &turn {
             Turn::ToolCall {
                 tool, arguments, ..
@@ -381,9 +424,9 @@ impl Engine {
         };
         let mut verdict = Verdict::Go;
         // A turn asked for again is judged against the one it extends, once.
-        let asked = self.asked_again.take();
+        let asked = self.take_asked_again();
         if !calls.is_empty() {
-            match self.judge(reply, turn, repaired, &calls, asked.as_ref()) {
+            match self.judge(reply, turn, repaired, &calls, asked.as_ref(), answered) {
                 Some((back, v)) => (turn, verdict) = (back, v),
                 None => return,
             }
@@ -403,7 +446,7 @@ impl Engine {
     ) {
         let thought = turn.thought().to_string();
         self.invalid_streak = 0;
-        self.shortlist = None;
+        self.next_as_stage();
         self.iterations += 1;
         // The model's own text whenever it is JSON, so the server's cache holds all of it;
         // text that is not JSON (cut, a template token) goes back in the canonical form.

@@ -85,7 +85,9 @@ impl Engine {
                     tool: tool.clone(),
                     count,
                 });
-                self.forced_answer |= count >= self.config.max_repeats;
+                if count >= self.config.max_repeats {
+                    self.next = super::Next::AnswerOnly;
+                }
                 Some((feedback::repeated_call(&tool, earlier), true))
             } else if self.unavailable.contains(&tool) {
                 Some((feedback::unavailable(&tool), false))
@@ -213,9 +215,9 @@ impl Engine {
         // first turn sees; after results, one call at a time. Offered the form after a
         // result, Qwen 0.5B wrote a second call nobody asked for each turn (the calculator
         // on its own result, then its square).
-        self.results_in = true;
-        if nothing_new && !self.forced_answer {
-            self.forced_answer = true;
+        self.stage = super::Stage::AfterResults;
+        if nothing_new && !matches!(self.next, super::Next::AnswerOnly) {
+            self.answer_only_from_now();
             self.events.push(Event::NothingNew {
                 tools: calls.iter().map(|c| c.tool.clone()).collect(),
             });

@@ -5,12 +5,23 @@
 
 use serde_json::Value;
 
-use super::{Call, Engine, State, schema_of};
+use super::{Call, Engine, Next, State, schema_of};
 use crate::checks::{Earlier, Finding, TurnContext, Verdict, numbers_left};
 use crate::message::{ChatReply, Message};
 use crate::run::events::Event;
 use crate::run::feedback;
 use crate::turn::Turn;
+
+/// The model's answers to the fit question about a turn, once it was asked: the one that
+/// fit best, and the tool it is about.
+#[derive(Debug)]
+pub(super) struct Answered {
+    /// Its share of "yes", against the tool's leaning where that is known; `None` where
+    /// it could not be read.
+    fit: Option<crate::checks::tool_fit::Fit>,
+    /// The tool it is about.
+    tool: Option<String>,
+}
 
 impl Engine {
     /// The fit question waiting for the model ([`super::Step::AskFit`]); empty when none is.
@@ -104,11 +115,11 @@ impl Engine {
                 score(&a.1).total_cmp(&score(&b.1))
             });
         let (tool, fit) = best.unzip();
-        self.fit = Some(fit.flatten());
-        self.fit_tool = tool;
-        self.accept(&call_reply, *turn, repaired);
-        self.fit = None;
-        self.fit_tool = None;
+        let answered = Answered {
+            fit: fit.flatten(),
+            tool,
+        };
+        self.accept(&call_reply, *turn, repaired, Some(answered));
     }
 
     /// Judges the calls of `turn`: `None` when the turn is held for the fit question or
@@ -124,6 +135,7 @@ impl Engine {
         repaired: bool,
         calls: &[Call],
         asked: Option<&super::retry::AskedAgain>,
+        answered: Option<Answered>,
     ) -> Option<(Turn, Verdict)> {
         let said = feedback::evidence(&self.history);
         let thresholds = self.config.thresholds();
@@ -160,15 +172,16 @@ impl Engine {
             specs: &self.specs,
             reply,
             thresholds: thresholds.as_ref(),
-            fit: self.fit.flatten(),
-            fit_tool: self.fit_tool.as_deref(),
+            fit: answered.as_ref().and_then(|a| a.fit),
+            fit_tool: answered.as_ref().and_then(|a| a.tool.as_deref()),
             person: &person,
             earlier: &earlier,
             unsaid: &unsaid,
             own_numbers: &own_numbers,
             // Nor where the schema can hold no call more: the turn is then judged call by
             // call like any other.
-            again: self.shortlist.is_some()
+            again: asked.is_some()
+                || matches!(self.next, Next::Among(_))
                 || !self.prepared.first.can_hold(calls.len() as u64 + 1),
             added_from,
             left: &ctx_left,
@@ -180,7 +193,7 @@ impl Engine {
         tools.sort_unstable();
         tools.dedup();
         if judge_turn
-            && self.fit.is_none()
+            && answered.is_none()
             && tools.iter().all(|t| self.checks.wants_fit(&ctx, t))
             && !self.checks.declines_calls(&ctx, calls)
         {
@@ -236,7 +249,7 @@ impl Engine {
         }));
         if let Verdict::Decline { instead } = &verdict {
             let keep = |name: &str| instead.iter().any(|n| n == name);
-            self.shortlist = Some(schema_of(&self.specs, keep, &self.config));
+            self.next = Next::Among(schema_of(&self.specs, keep, &self.config));
             return None;
         }
         // Once: a turn asked again is carried out as it comes back. `ctx.again` saw to it

@@ -8,7 +8,7 @@
 //! part of [`crate::run::engine`] in a file of its own so that the state machine reads in
 //! one sitting.
 
-use super::{Call, Engine, State};
+use super::{Call, Engine, Next, State};
 use crate::checks::Verdict;
 use crate::message::{ChatReply, Role, StopReason};
 use crate::run::ending::Ending;
@@ -58,7 +58,7 @@ impl Engine {
             return false;
         };
         self.history[0].content = without;
-        self.forced_answer = true;
+        self.answer_only_from_now();
         self.events.push(Event::AnswerRefused {
             check: check.to_string(),
             why,
@@ -162,8 +162,7 @@ impl Engine {
             (Turn::ToolCalls { thought, calls }, false) => schema.list_beginning(thought, calls),
             _ => None,
         };
-        self.shortlist = Some(schema);
-        self.asked_again = Some(AskedAgain {
+        let first = AskedAgain {
             check: by,
             reply: Box::new(reply.clone()),
             turn: Box::new(turn),
@@ -171,7 +170,8 @@ impl Engine {
             calls: calls.to_vec(),
             left: left.clone(),
             prefill,
-        });
+        };
+        self.next = Next::AskedAgain(Box::new(first), schema);
         None
     }
 
@@ -183,7 +183,11 @@ impl Engine {
     /// - any other turn begins with what its schema forces before the kind
     ///   ([`crate::turn::schema::CallSchema::beginning`]).
     pub fn prefill(&self) -> Option<String> {
-        match self.asked_again.as_ref().and_then(|a| a.prefill.clone()) {
+        let asked = match &self.next {
+            Next::AskedAgain(a, _) => a.prefill.clone(),
+            _ => None,
+        };
+        match asked {
             Some(calls) => Some(calls),
             None => self.schema().beginning(),
         }
@@ -199,9 +203,9 @@ impl Engine {
     /// with the same calls first; one it does not make again is let go like any call sent
     /// early.
     pub fn calls_standing(&self) -> &[Call] {
-        match &self.asked_again {
-            Some(a) => &a.calls,
-            None => &[],
+        match &self.next {
+            Next::AskedAgain(a, _) => &a.calls,
+            _ => &[],
         }
     }
 
@@ -214,7 +218,6 @@ impl Engine {
             error,
             calls: first.calls.len(),
         });
-        self.shortlist = None;
         self.carry_out(
             &first.reply,
             *first.turn,
