@@ -84,7 +84,7 @@ pub enum StopReason {
     /// The token limit was hit: the reply is truncated and goes to the repairer.
     Length,
     /// The caller stopped the stream (the reply was repeating itself,
-    /// `crate::checks::looping_reply`): the reply is cut and goes to the repairer.
+    /// `looping-reply`): the reply is cut and goes to the repairer.
     Stopped,
 }
 
@@ -164,7 +164,7 @@ impl ChatReply {
 
     /// The reply's tokens from where its generated text begins
     /// ([`ChatReply::generated_text`]), for the readers that find a place in the text by
-    /// adding up token lengths (`checks::tool_probability`).
+    /// adding up token lengths (`tool-probability`).
     ///
     /// llama-server sometimes leaves out of the content a token the model sampled first,
     /// while `logprobs` still carry it: Qwen2.5-Coder 0.5B's backtick or code fence

@@ -42,14 +42,36 @@ mod tests;
 use serde_json::{Map, Value};
 
 use crate::calibration::Thresholds;
-use crate::message::ChatReply;
+use crate::message::{ChatReply, Message};
 use crate::tool_spec::ToolSpec;
 pub(crate) use grounding::Evidence;
+#[cfg(test)]
+pub(crate) use grounding::invented_required;
 pub use levels::{CheckLevels, all};
 pub(crate) use looping_reply::{Loop, StreamWatch};
+#[cfg(test)]
+pub(crate) use more_calls::told as held_for_nobodys_value;
 pub(crate) use nothing_new::Earlier;
+#[cfg(feature = "eval")]
+pub(crate) use numbers_left::left as numbers_left_out;
+/// The tools' own leanings towards "yes", kept per model ([`tool_fit`]).
+pub(crate) use tool_fit::Baselines as Leanings;
+#[cfg(feature = "eval")]
+pub(crate) use tool_fit::Fit;
+pub(crate) use tool_fit::{own_numbers, unsaid};
+#[cfg(test)]
+pub(crate) use tool_fit::{question as fit_question, schema as fit_schema};
+
+/// Whether the request's words point to `spec`: the share of its content words that the
+/// tool's own text has is high enough for `tool-fit` to take the call as supported.
+#[cfg(feature = "eval")]
+pub(crate) fn words_support(request: &str, spec: &ToolSpec) -> bool {
+    tool_fit::supported(support::support(request, spec))
+}
 pub use tool_probability::Leaning;
 pub use tool_probability::tool_share;
+#[cfg(feature = "eval")]
+pub(crate) use tool_probability::{calls_array_end, value_offset};
 
 /// What a check does when it fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +143,74 @@ pub struct CheckInfo {
     /// Why its default is safe: what evidence it acts on, and whether a right call can
     /// come out changed (`src/eval/invariant.rs` tests that none does by default).
     pub safety: &'static str,
+}
+
+/// A question a check puts to the model aside: one constrained request outside the run's
+/// history, read for the model's probabilities. The engine asks it as one step
+/// (`Step::AskAside`) whichever check it is for, and hands the reply back to that check.
+#[derive(Debug, Clone)]
+pub(crate) struct Aside {
+    /// The check that asks.
+    pub check: &'static str,
+    /// What the question is about: a tool of the turn.
+    pub about: String,
+    /// Whether it is the question with no request, whose answer is the tool's own
+    /// leaning rather than the request's.
+    pub baseline: bool,
+    /// The question's messages.
+    pub messages: Vec<Message>,
+    /// The schema its answer is held to.
+    pub schema: Value,
+    /// Room for the answer, in tokens.
+    pub num_predict: u32,
+    /// Alternatives read at each token.
+    pub top_logprobs: u32,
+    /// Where the answer can be read, so its reply may stop there.
+    pub stop_once: fn(&[crate::message::TokenLogprob]) -> bool,
+    /// What the person is told when the question gets no answer (after "got no answer
+    /// (the error); ").
+    pub unanswered: &'static str,
+}
+
+/// The model's answers aside about a turn, once every question was answered: the fit
+/// that stands for the turn, and the tool it is about.
+#[derive(Debug)]
+pub(crate) struct Answered {
+    /// The share of "yes", against the tool's leaning where that is known; `None` where
+    /// it could not be read.
+    pub fit: Option<tool_fit::Fit>,
+    /// The tool it is about.
+    pub tool: Option<String>,
+}
+
+/// The questions aside the checks want answered before they judge a turn that calls
+/// `tools` for `request`.
+pub(crate) fn asides(request: &str, tools: &[&ToolSpec], leanings: &Leanings) -> Vec<Aside> {
+    tool_fit::asides(request, tools, leanings)
+}
+
+/// One answer aside in (`None`: it could not be had), read by the check that asked; the
+/// questions still to ask, `rest`, may shrink. Its reading comes back.
+pub(crate) fn aside_answered(
+    asked: &Aside,
+    reply: Option<&ChatReply>,
+    rest: &mut Vec<Aside>,
+    specs: &[ToolSpec],
+    leanings: &Leanings,
+) -> Option<f64> {
+    match asked.check {
+        n if n == tool_fit::INFO.name => tool_fit::answered(asked, reply, rest, specs, leanings),
+        _ => None,
+    }
+}
+
+/// Every answer aside in: what they say about the turn, for its judging.
+pub(crate) fn asides_answered(
+    answers: &[(Aside, Option<f64>)],
+    specs: &[ToolSpec],
+    leanings: &Leanings,
+) -> Answered {
+    tool_fit::best(answers, specs, leanings)
 }
 
 /// What the checks see of a turn.
@@ -409,6 +499,20 @@ impl Checks {
                 .copied()
                 .filter(|c| levels.is_on(c.info().name))
                 .collect(),
+        }
+    }
+
+    /// The numbers of `question` that a turn of one call left out, where `numbers-left`
+    /// is on to ask for them (empty otherwise).
+    pub fn left_out(&self, question: &str, calls: &[(String, Map<String, Value>)]) -> Vec<f64> {
+        let on = self
+            .on
+            .iter()
+            .any(|c| c.info().name == numbers_left::INFO.name);
+        if on {
+            numbers_left::left(question, calls)
+        } else {
+            Vec::new()
         }
     }
 

@@ -291,16 +291,102 @@ pub(crate) fn question(request: &str, spec: &ToolSpec) -> Vec<Message> {
     ]
 }
 
-/// A fit question the engine puts to the model: about `tool`, for the request or, when
+/// Room for the fit question's answer, `{"answer": "yes"}`: 6 to 14 tokens as servers space it.
+const FIT_TOKENS: u32 = 16;
+/// Alternatives read at the fit answer's token: "yes" and "no" in their spellings.
+const FIT_TOP_LOGPROBS: u32 = 10;
+
+/// The fit question about `spec` as a question aside: for `request`, or, when
 /// `baseline`, for no request at all.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Asked {
-    /// The tool the question is about.
-    pub tool: String,
-    /// The question with the request left empty ([`baseline_question`]).
-    pub baseline: bool,
-    /// The question's messages.
-    pub messages: Vec<Message>,
+pub(crate) fn aside(request: &str, spec: &ToolSpec, baseline: bool) -> super::Aside {
+    super::Aside {
+        check: INFO.name,
+        about: spec.name.clone(),
+        baseline,
+        messages: if baseline {
+            baseline_question(spec)
+        } else {
+            question(request, spec)
+        },
+        schema: schema(),
+        num_predict: FIT_TOKENS,
+        top_logprobs: FIT_TOP_LOGPROBS,
+        stop_once: readable,
+        unanswered: if baseline {
+            "the call is judged on its bare \"yes\""
+        } else {
+            "the call is judged without it"
+        },
+    }
+}
+
+/// The fit questions for a turn that calls `tools`: each tool once, and its leaning for
+/// no request where `leanings` does not know it yet.
+pub(crate) fn asides(
+    request: &str,
+    tools: &[&ToolSpec],
+    leanings: &Baselines,
+) -> Vec<super::Aside> {
+    let mut out: Vec<super::Aside> = Vec::new();
+    for spec in tools {
+        if out.iter().any(|q| q.about == spec.name) {
+            continue;
+        }
+        out.push(aside(request, spec, false));
+        if leanings.get(spec).is_none() {
+            out.push(aside(request, spec, true));
+        }
+    }
+    out
+}
+
+/// One fit answer in: its share of "yes" read, a tool's leaning kept, and the leaning's
+/// question dropped from `rest` when the request's own got no answer to set against it.
+pub(crate) fn answered(
+    asked: &super::Aside,
+    reply: Option<&ChatReply>,
+    rest: &mut Vec<super::Aside>,
+    specs: &[ToolSpec],
+    leanings: &Baselines,
+) -> Option<f64> {
+    let yes = reply.and_then(read);
+    if let (true, Some(yes), Some(spec)) = (
+        asked.baseline,
+        yes,
+        specs.iter().find(|s| s.name == asked.about),
+    ) {
+        leanings.put(spec, yes);
+    }
+    if !asked.baseline && yes.is_none() {
+        rest.retain(|q| !(q.baseline && q.about == asked.about));
+    }
+    yes
+}
+
+/// Every fit answer in: each tool's answer against its leaning; the best stands for the
+/// turn, an unreadable one only when none was read.
+pub(crate) fn best(
+    answers: &[(super::Aside, Option<f64>)],
+    specs: &[ToolSpec],
+    leanings: &Baselines,
+) -> super::Answered {
+    let best = answers
+        .iter()
+        .filter(|(a, _)| !a.baseline)
+        .map(|(a, yes)| {
+            let spec = specs.iter().find(|s| s.name == a.about);
+            let base = spec.and_then(|s| leanings.get(s));
+            (a.about.clone(), yes.map(|yes| Fit { yes, base }))
+        })
+        .max_by(|a, b| {
+            let score = |f: &Option<Fit>| f.map_or(-1.0, |f| f.score());
+            score(&a.1).total_cmp(&score(&b.1))
+        });
+    let (tool, fit) = best.unzip();
+    super::Answered {
+        fit: fit.flatten(),
+        tool,
+    }
 }
 
 /// The fit question about `spec` with the request left empty: what the model answers about

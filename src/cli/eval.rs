@@ -297,7 +297,7 @@ pub(super) fn run_calibrate(
             "toolloop: asking the fit question of the tuning half's {} questioned calls again, to measure how much its answer moves",
             asked.len()
         );
-        crate::checks::tool_fit::Baselines::forget_all();
+        crate::checks::Leanings::forget_all();
         match run_cases(&run, &asked, jobs, model.verbose) {
             Ok(r) => eval::calibrate::noise(&obs, &eval::calibrate::observe(&asked, &r)),
             Err(code) => return code,
@@ -351,10 +351,7 @@ pub(super) fn run_calibrate(
             return fail(e);
         }
         if let Some(path) = &leanings {
-            crate::checks::tool_fit::Baselines::forget_kept(
-                path,
-                (config.model.clone(), config.server()),
-            );
+            crate::checks::Leanings::forget_kept(path, (config.model.clone(), config.server()));
         }
         eprintln!(
             "toolloop: saved for {who} in {}; ask, chat, eval and web use it from now on",

@@ -28,8 +28,8 @@ use serde::Serialize;
 
 use super::{Case, CaseResult, Half, half};
 use crate::calibration::Thresholds;
-use crate::checks::grounding::Evidence;
-use crate::checks::{support, tool_fit};
+use crate::checks;
+use crate::checks::Evidence;
 
 /// What one case showed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -43,11 +43,11 @@ pub struct Observation {
     /// The model's share of probability for that call.
     pub p_tool: f64,
     /// Whether the request shares words with the tool, or the call carries the request's
-    /// own numbers and nothing else ([`tool_fit::own_numbers`]): then it is not questioned
+    /// own numbers and nothing else (`tool-fit`'s own numbers): then it is not questioned
     /// unless `unsaid`.
     pub supported: bool,
     /// Whether the call carries a required value the request never said
-    /// ([`tool_fit::unsaid`]).
+    /// (`tool-fit`'s unsaid values).
     pub unsaid: bool,
     /// Its share of "yes" to the fit question; 1 when it could not be read.
     pub fit: f64,
@@ -208,20 +208,19 @@ pub fn observe(cases: &[Case], results: &[CaseResult]) -> Vec<Observation> {
             // one, any tool for a case that needs none.
             let said = Evidence::of([case.question.as_str()]);
             let calls = [(call.name.clone(), call.arguments.clone())];
-            let unsaid = !tool_fit::unsaid(&case.tools, &calls, &said).is_empty();
-            let own_numbers = !tool_fit::own_numbers(&calls, &said).is_empty();
+            let unsaid = !checks::unsaid(&case.tools, &calls, &said).is_empty();
+            let own_numbers = !checks::own_numbers(&calls, &said).is_empty();
             (!needs_tool || right_tool).then(|| Observation {
                 id: r.id.clone(),
                 unsaid,
                 needs_tool,
                 tool: call.name.clone(),
                 supported: own_numbers
-                    || tool_fit::supported(
-                        case.tools
-                            .iter()
-                            .find(|t| t.name == call.name)
-                            .and_then(|t| support::support(&case.question, t)),
-                    ),
+                    || case
+                        .tools
+                        .iter()
+                        .find(|t| t.name == call.name)
+                        .is_some_and(|t| checks::words_support(&case.question, t)),
                 p_tool,
                 fit: r.fit.unwrap_or(1.0),
                 p_name: r.p_name,

@@ -340,7 +340,7 @@ fn every_accepted_form_of_a_right_call_of_bfcl_reaches_the_tool_unchanged() {
 #[test]
 fn the_values_of_a_right_call_count_as_said_in_every_script() {
     const MISSED: [&str; 1] = ["errands_cs_5"];
-    use crate::checks::grounding::Evidence;
+    use crate::checks::Evidence;
     let mut wrong = Vec::new();
     for case in languages()
         .iter()
@@ -352,8 +352,7 @@ fn the_values_of_a_right_call_count_as_said_in_every_script() {
         said.spelled(&case.question);
         for (tool, call) in right_calls(case) {
             let spec = case.tools.iter().find(|s| s.name == *tool).unwrap();
-            let unsaid =
-                crate::checks::grounding::invented_required(&call, &spec.input_schema, &said);
+            let unsaid = crate::checks::invented_required(&call, &spec.input_schema, &said);
             match (unsaid.is_empty(), MISSED.contains(&case.id.as_str())) {
                 (false, false) => wrong.push(format!("{}: {unsaid:?} of {call:?} unsaid", case.id)),
                 (true, true) => wrong.push(format!(
@@ -375,8 +374,7 @@ fn the_values_of_a_right_call_count_as_said_in_every_script() {
 /// of an hour" for 15, which no reading of digits finds.)
 #[test]
 fn the_numbers_of_a_right_call_count_as_said_in_every_language() {
-    use crate::checks::grounding::Evidence;
-    use crate::checks::numbers_left;
+    use crate::checks::Evidence;
     let mut wrong = Vec::new();
     for case in &languages() {
         let Some(Value::Object(call)) = serde_json::from_str::<Value>(&right_reply(case))
@@ -401,7 +399,7 @@ fn the_numbers_of_a_right_call_count_as_said_in_every_language() {
             .keys()
             .next()
             .unwrap();
-        let left = numbers_left::left(&case.question, &[(tool.clone(), call)]);
+        let left = crate::checks::numbers_left_out(&case.question, &[(tool.clone(), call)]);
         if !left.is_empty() {
             wrong.push(format!("{}: {left:?} left out", case.id));
         }

@@ -59,14 +59,14 @@ fn reply_of(text: &str, recorded: &Recorded<'_>) -> ChatReply {
         logprob,
         top,
     };
-    let close = crate::checks::tool_probability::calls_array_end(text)
+    let close = crate::checks::calls_array_end(text)
         .filter(|&end| end > at + "tool_calls".len())
         .zip(p_more);
     let (rest, tail) = match close {
         Some((end, _)) => rest.split_at(end - at),
         None => (rest, ""),
     };
-    let named = crate::checks::tool_probability::value_offset(text, "tool")
+    let named = crate::checks::value_offset(text, "tool")
         .filter(|&i| i > at && i < at + rest.len())
         .zip(name);
     let (kind, called) = match named {
@@ -142,9 +142,9 @@ fn replayed(
     };
     let said = Evidence::of([case.question.as_str()]);
     let reply = reply_of(text, recorded);
-    let unsaid = crate::checks::tool_fit::unsaid(&case.tools, &calls, &said);
-    let own_numbers = crate::checks::tool_fit::own_numbers(&calls, &said);
-    let left = crate::checks::numbers_left::left(&case.question, &calls);
+    let unsaid = crate::checks::unsaid(&case.tools, &calls, &said);
+    let own_numbers = crate::checks::own_numbers(&calls, &said);
+    let left = crate::checks::numbers_left_out(&case.question, &calls);
     let ctx = TurnContext {
         question: &case.question,
         said: &said,
@@ -154,7 +154,7 @@ fn replayed(
         // A recorded fit is the score already.
         fit: recorded
             .fit
-            .map(|yes| crate::checks::tool_fit::Fit { yes, base: None }),
+            .map(|yes| crate::checks::Fit { yes, base: None }),
         fit_tool: None,
         person: &[],
         earlier: &[],

@@ -23,7 +23,7 @@ pub struct Generated {
     pub answer: u64,
     /// The rest of a turn: keys, the kind, tool names, punctuation.
     pub structure: u64,
-    /// Answers to the fit question (`crate::checks::tool_fit`).
+    /// Answers to the fit question (`tool-fit`).
     pub fit: u64,
 }
 

@@ -27,7 +27,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::checks::{Checks, Verdict};
+use crate::checks::{Aside, Checks, Verdict};
 use crate::config::Config;
 use crate::message::{ChatReply, Message, StopReason, Usage};
 use crate::run::budget::{Budget, Generated};
@@ -58,10 +58,10 @@ pub enum Step {
         /// Each call's tool and arguments, checked like a single call's.
         calls: Vec<(String, Map<String, Value>)>,
     },
-    /// Put the fit question ([`Engine::fit_question`]) to the model, constrained to
-    /// [`Engine::fit_schema`] and with log-probabilities; answer with
-    /// [`Engine::fit_replied`]. Its text is not part of the run's history.
-    AskFit,
+    /// Put a check's question aside ([`Engine::aside`]) to the model, constrained to its
+    /// schema and with log-probabilities; answer with [`Engine::aside_replied`]. Its text
+    /// is not part of the run's history.
+    AskAside,
     /// Ask the person; answer with [`Engine::user_answered`].
     AskUser {
         /// The model's question.
@@ -123,16 +123,16 @@ enum State {
         question: String,
         missing_params: Vec<String>,
     },
-    /// A turn of calls waits for the model's answers to the fit question, one per tool
-    /// of the turn, before it is judged.
-    Confirming {
+    /// A turn of calls waits for the model's answers to the checks' questions aside
+    /// before it is judged.
+    AskingAside {
         reply: Box<ChatReply>,
         turn: Box<Turn>,
         repaired: bool,
         /// The questions still to ask, the next first.
-        questions: Vec<crate::checks::tool_fit::Asked>,
-        /// The answers so far, each with its share of "yes" where it could be read.
-        answers: Vec<(crate::checks::tool_fit::Asked, Option<f64>)>,
+        questions: Vec<Aside>,
+        /// The answers so far, each as the check that asked read it.
+        answers: Vec<(Aside, Option<f64>)>,
     },
     /// Over.
     Done(Ending),
@@ -287,7 +287,7 @@ impl Engine {
                     _ => Step::CallTools { calls: run },
                 }
             }
-            State::Confirming { .. } => Step::AskFit,
+            State::AskingAside { .. } => Step::AskAside,
             State::Asking {
                 question,
                 missing_params,
@@ -409,7 +409,7 @@ impl Engine {
         reply: &ChatReply,
         mut turn: Turn,
         repaired: bool,
-        answered: Option<decide::Answered>,
+        answered: Option<crate::checks::Answered>,
     ) {
         let calls: Vec<Call> = match &turn {
             Turn::ToolCall {

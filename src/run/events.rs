@@ -139,7 +139,7 @@ pub enum Event {
         reason: String,
     },
     /// The reply repeated itself while it streamed: the generation was stopped and the
-    /// reply cut after what came before the loop (`crate::checks::looping_reply`).
+    /// reply cut after what came before the loop (`looping-reply`).
     Repetition {
         /// The check that found it.
         #[serde(default)]
@@ -150,7 +150,7 @@ pub enum Event {
         kept: usize,
     },
     /// Required arguments whose values nobody gave: the call was not made and the person
-    /// is asked for them instead (`crate::checks::grounding::invented_required`).
+    /// is asked for them instead (`invented-required`).
     Invented {
         /// The check that asks.
         #[serde(default)]
@@ -161,7 +161,7 @@ pub enum Event {
         arguments: Vec<String>,
     },
     /// The model's own probability of calling a tool, read at its choice of kind
-    /// (`crate::checks::tool_probability`).
+    /// (`tool-probability`).
     Decision {
         /// The check that declined the call, when one did.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -64,7 +64,7 @@ pub fn degraded(tool: &str, observation: &str) -> String {
 }
 
 /// The question put to the person for required arguments the model invented
-/// ([`crate::checks::grounding::invented_required`]): the parameters in words, and the tool.
+/// (`invented-required`): the parameters in words, and the tool.
 pub fn ask_for(tool: &str, parameters: &[String]) -> String {
     let names: Vec<String> = parameters.iter().map(|p| p.replace('_', " ")).collect();
     let listed = match names.as_slice() {
@@ -274,7 +274,7 @@ mod tests {
             invalid_reply("{", StopReason::Finished, "not JSON")[1]
                 .content
                 .clone(),
-            crate::checks::more_calls::told("calculator", "expression"),
+            crate::checks::held_for_nobodys_value("calculator", "expression"),
         ];
         for text in &sent {
             assert!(instruction_in(text).is_some(), "{text}");

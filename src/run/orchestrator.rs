@@ -26,11 +26,6 @@ use crate::tools::{Catalogue, ToolSpec};
 use crate::turn::answer_stream::AnswerStream;
 use crate::turn::call_stream::CallStream;
 
-/// Room for the fit question's answer, `{"answer": "yes"}`: 6 to 14 tokens as servers space it.
-const FIT_TOKENS: u32 = 16;
-/// Alternatives read at the fit answer's token: "yes" and "no" in their spellings.
-const FIT_TOP_LOGPROBS: u32 = 10;
-
 /// A model, its tools and the run's policies, ready to answer questions.
 ///
 /// ```
@@ -251,22 +246,22 @@ impl Orchestrator {
                         }
                     }
                 }
-                Step::AskFit if deadline.is_expired() => engine.timed_out(limit),
-                Step::AskFit => {
+                Step::AskAside if deadline.is_expired() => engine.timed_out(limit),
+                Step::AskAside => {
+                    let Some(aside) = engine.aside().cloned() else {
+                        continue;
+                    };
                     let options = GenOptions {
-                        num_predict: Some(FIT_TOKENS),
-                        top_logprobs: Some(FIT_TOP_LOGPROBS),
+                        num_predict: Some(aside.num_predict),
+                        top_logprobs: Some(aside.top_logprobs),
                         temperature: Some(0.0),
                         aside: true,
-                        stop_once: Some(crate::backend::StopOnce(
-                            crate::checks::tool_fit::readable,
-                        )),
+                        stop_once: Some(crate::backend::StopOnce(aside.stop_once)),
                         ..self.options.clone()
                     };
-                    let schema = engine.fit_schema();
                     let request = ChatRequest {
-                        messages: engine.fit_question(),
-                        schema: Some(&schema),
+                        messages: &aside.messages,
+                        schema: Some(&aside.schema),
                         options: &options,
                     };
                     let asked = Instant::now();
@@ -274,21 +269,15 @@ impl Orchestrator {
                     waited.model += asked.elapsed();
                     match replied {
                         _ if self.stop.is_stopped() => engine.cancelled(),
-                        Ok(reply) => engine.fit_replied(Some(&reply)),
+                        Ok(reply) => engine.aside_replied(Some(&reply)),
                         Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
                         Err(e) => {
-                            let message = if engine.fit_asks_leaning() {
-                                format!(
-                                    "the question about the tool's own leaning got no answer \
-                                     ({e}); the call is judged on its bare \"yes\""
-                                )
-                            } else {
-                                format!(
-                                    "the fit question got no answer ({e}); the call is judged without it"
-                                )
-                            };
+                            let message = format!(
+                                "{}'s question aside got no answer ({e}); {}",
+                                aside.check, aside.unanswered
+                            );
                             self.emit(&Event::Warning { message });
-                            engine.fit_replied(None);
+                            engine.aside_replied(None);
                         }
                     }
                 }

@@ -509,13 +509,10 @@ mod model_facing_text {
                     .to_string(),
             );
         }
-        for m in crate::checks::tool_fit::question("What is 2+2?", &specs[0]) {
+        for m in crate::checks::fit_question("What is 2+2?", &specs[0]) {
             assert_plain("the fit question", &m.content);
         }
-        assert_plain(
-            "the fit schema",
-            &crate::checks::tool_fit::schema().to_string(),
-        );
+        assert_plain("the fit schema", &crate::checks::fit_schema().to_string());
         let names = vec!["calculator".to_string()];
         for text in [
             feedback::repeated_call("calculator", "4"),

@@ -17,7 +17,7 @@ use crate::turn::schema::CallSchema;
 /// What a run needs that depends only on the tools and the settings, prepared once per
 /// orchestrator: the schemas its requests are held to (building one compiles validators,
 /// which took most of a run's own time when it was done per run), and what the model
-/// answered about each tool for no request ([`crate::checks::tool_fit::Baselines`]).
+/// answered about each tool for no request ([`crate::checks::Leanings`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Prepared {
     /// The first turn's: several calls when the settings allow them.
@@ -27,7 +27,7 @@ pub(crate) struct Prepared {
     /// An answer only.
     pub(crate) answer: CallSchema,
     /// Each tool's leaning, shared by the runs (and, per model, by the orchestrators).
-    pub(crate) fit_baselines: crate::checks::tool_fit::Baselines,
+    pub(crate) fit_baselines: crate::checks::Leanings,
 }
 
 impl Prepared {

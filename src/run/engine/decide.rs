@@ -1,60 +1,33 @@
 //! The decision on a turn that calls: the checks judge it, after the model has answered
-//! the fit question when a check wants that first (`crate::checks::tool_fit`). A part of
+//! its questions aside when a check wants them answered first. A part of
 //! [`crate::run::engine`] in a file of its own so that the state machine itself reads in
 //! one sitting.
 
-use serde_json::Value;
-
 use super::{Call, Engine, Next, State, schema_of};
-use crate::checks::{Earlier, Finding, TurnContext, Verdict, numbers_left};
-use crate::message::{ChatReply, Message};
+use crate::checks::{self, Aside, Earlier, Finding, TurnContext, Verdict};
+use crate::message::ChatReply;
 use crate::run::events::Event;
 use crate::run::feedback;
 use crate::turn::Turn;
 
-/// The model's answers to the fit question about a turn, once it was asked: the one that
-/// fit best, and the tool it is about.
-#[derive(Debug)]
-pub(super) struct Answered {
-    /// Its share of "yes", against the tool's leaning where that is known; `None` where
-    /// it could not be read.
-    fit: Option<crate::checks::tool_fit::Fit>,
-    /// The tool it is about.
-    tool: Option<String>,
-}
-
 impl Engine {
-    /// The fit question waiting for the model ([`super::Step::AskFit`]); empty when none is.
-    pub fn fit_question(&self) -> &[Message] {
+    /// The question aside waiting for the model ([`super::Step::AskAside`]), if one is.
+    pub(crate) fn aside(&self) -> Option<&Aside> {
         match &self.state {
-            State::Confirming { questions, .. } => questions.first().map_or(&[], |q| &q.messages),
-            _ => &[],
+            State::AskingAside { questions, .. } => questions.first(),
+            _ => None,
         }
     }
 
-    /// Whether the fit question waiting is the one about the tool's own leaning (the
-    /// request left empty), whose loss leaves the call judged on its bare "yes".
-    pub fn fit_asks_leaning(&self) -> bool {
-        match &self.state {
-            State::Confirming { questions, .. } => questions.first().is_some_and(|q| q.baseline),
-            _ => false,
-        }
-    }
-
-    /// The schema the answer to the fit question follows.
-    pub fn fit_schema(&self) -> Value {
-        crate::checks::tool_fit::schema()
-    }
-
-    /// Feeds the model's answer to the fit question back (`None`: it could not be had,
-    /// and the call is judged without it). Once every tool of the turn was asked about,
-    /// the turn is judged by the one that fit best.
-    pub fn fit_replied(&mut self, reply: Option<&ChatReply>) {
+    /// Feeds the model's answer to the question aside back (`None`: it could not be had,
+    /// and the check that asked judges without it). Once every question was answered, the
+    /// turn is judged with what the answers say.
+    pub fn aside_replied(&mut self, reply: Option<&ChatReply>) {
         // Not waiting for an answer: the state stays as it is.
-        if !matches!(self.state, State::Confirming { .. }) {
+        if !matches!(self.state, State::AskingAside { .. }) {
             return;
         }
-        let State::Confirming {
+        let State::AskingAside {
             reply: call_reply,
             turn,
             repaired,
@@ -74,22 +47,12 @@ impl Engine {
         }
         if !questions.is_empty() {
             let asked = questions.remove(0);
-            let yes = reply.and_then(crate::checks::tool_fit::read);
-            if let (true, Some(yes), Some(spec)) = (
-                asked.baseline,
-                yes,
-                self.specs.iter().find(|s| s.name == asked.tool),
-            ) {
-                self.prepared.fit_baselines.put(spec, yes);
-            }
-            if !asked.baseline && yes.is_none() {
-                // No answer to set against the leaning: its question would be wasted.
-                questions.retain(|q| !(q.baseline && q.tool == asked.tool));
-            }
-            answers.push((asked, yes));
+            let leanings = &self.prepared.fit_baselines;
+            let read = checks::aside_answered(&asked, reply, &mut questions, &self.specs, leanings);
+            answers.push((asked, read));
         }
         if !questions.is_empty() {
-            self.state = State::Confirming {
+            self.state = State::AskingAside {
                 reply: call_reply,
                 turn,
                 repaired,
@@ -98,27 +61,7 @@ impl Engine {
             };
             return;
         }
-        // Each tool's answer against its leaning; the best stands for the turn, an
-        // unreadable one only when none was read.
-        let best = answers
-            .iter()
-            .filter(|(a, _)| !a.baseline)
-            .map(|(a, yes)| {
-                let spec = self.specs.iter().find(|s| s.name == a.tool);
-                let base = spec.and_then(|s| self.prepared.fit_baselines.get(s));
-                let fit = yes.map(|yes| crate::checks::tool_fit::Fit { yes, base });
-                (a.tool.clone(), fit)
-            })
-            .max_by(|a, b| {
-                let score =
-                    |f: &Option<crate::checks::tool_fit::Fit>| f.map_or(-1.0, |f| f.score());
-                score(&a.1).total_cmp(&score(&b.1))
-            });
-        let (tool, fit) = best.unzip();
-        let answered = Answered {
-            fit: fit.flatten(),
-            tool,
-        };
+        let answered = checks::asides_answered(&answers, &self.specs, &self.prepared.fit_baselines);
         self.accept(&call_reply, *turn, repaired, Some(answered));
     }
 
@@ -135,7 +78,7 @@ impl Engine {
         repaired: bool,
         calls: &[Call],
         asked: Option<&super::retry::AskedAgain>,
-        answered: Option<Answered>,
+        answered: Option<checks::Answered>,
     ) -> Option<(Turn, Verdict)> {
         let said = feedback::evidence(&self.history);
         let thresholds = self.config.thresholds();
@@ -154,16 +97,14 @@ impl Engine {
                 })
             })
             .collect();
-        let unsaid = crate::checks::tool_fit::unsaid(&self.specs, calls, &said);
-        let own_numbers = crate::checks::tool_fit::own_numbers(calls, &said);
+        let unsaid = checks::unsaid(&self.specs, calls, &said);
+        let own_numbers = checks::own_numbers(calls, &said);
         // Asked for one call more than the turn before: the calls past those were added,
         // and they answer to what that turn left out. Read only where the check could ask.
         let added_from = asked.map(|a| a.calls.len());
         let ctx_left = match asked {
             Some(a) => a.left.clone(),
-            None if calls.len() == 1 && self.config.checks.is_on(numbers_left::INFO.name) => {
-                numbers_left::left(question, calls)
-            }
+            None if calls.len() == 1 => self.checks.left_out(question, calls),
             None => Vec::new(),
         };
         let ctx = TurnContext {
@@ -197,28 +138,13 @@ impl Engine {
             && tools.iter().all(|t| self.checks.wants_fit(&ctx, t))
             && !self.checks.declines_calls(&ctx, calls)
         {
-            use crate::checks::tool_fit::{self, Asked};
-            // Each tool once, and its leaning for no request where it is not known yet.
-            let mut questions: Vec<Asked> = Vec::new();
-            for spec in calls
+            let tools: Vec<&crate::tool_spec::ToolSpec> = calls
                 .iter()
                 .filter_map(|c| self.specs.iter().find(|s| s.name == c.0))
-            {
-                if questions.iter().any(|q| q.tool == spec.name) {
-                    continue;
-                }
-                let ask = |baseline, messages| Asked {
-                    tool: spec.name.clone(),
-                    baseline,
-                    messages,
-                };
-                questions.push(ask(false, tool_fit::question(question, spec)));
-                if self.prepared.fit_baselines.get(spec).is_none() {
-                    questions.push(ask(true, tool_fit::baseline_question(spec)));
-                }
-            }
+                .collect();
+            let questions = checks::asides(question, &tools, &self.prepared.fit_baselines);
             if !questions.is_empty() {
-                self.state = State::Confirming {
+                self.state = State::AskingAside {
                     reply: Box::new(reply.clone()),
                     turn: Box::new(turn),
                     repaired,

@@ -267,7 +267,7 @@ impl OrchestratorBuilder {
         );
         let mut prepared = Prepared::new(&specs, &self.config);
         if let Some(model) = backend.identity() {
-            let baselines = crate::checks::tool_fit::Baselines::of_model(model.clone());
+            let baselines = crate::checks::Leanings::of_model(model.clone());
             prepared.fit_baselines = match &self.config.leanings {
                 Some(path) => baselines.kept_in(path, model),
                 None => baselines,

@@ -6,6 +6,7 @@ use super::super::Step;
 use super::super::tests::{CALL, calc, engine, kind_logprobs, reply};
 use super::*;
 use crate::config::Config;
+use crate::message::Message;
 use crate::tool_spec::ToolSpec;
 
 /// A request and a call that is right but not the person's numbers alone: "die Hälfte"
@@ -77,7 +78,7 @@ fn a_call_of_the_persons_own_numbers_is_not_questioned() {
         "{events:?}"
     );
     let mut e = unsure_of(HALF_Q, HALF, Config::default());
-    assert_eq!(e.next_step(), Step::AskFit);
+    assert_eq!(e.next_step(), Step::AskAside);
 }
 
 /// The answer to the fit question with a share of "yes" of `yes`.
@@ -92,37 +93,38 @@ fn fit_answer(yes: f64) -> ChatReply {
     r
 }
 
+/// The messages of the question aside waiting, if one is.
+fn question(e: &Engine) -> Vec<Message> {
+    e.aside().map(|a| a.messages.clone()).unwrap_or_default()
+}
+
 /// Answers the fit question with `yes` and, when the tool's leaning is asked next,
 /// that with `base`.
 fn answer(e: &mut Engine, yes: f64, base: f64) {
-    assert!(!e.fit_asks_leaning());
-    e.fit_replied(Some(&fit_answer(yes)));
-    let leaning = e
-        .fit_question()
+    assert!(!e.aside().is_some_and(|a| a.baseline));
+    e.aside_replied(Some(&fit_answer(yes)));
+    let leaning = question(e)
         .get(1)
         .is_some_and(|m| m.content.contains("Request: \n"));
     // The orchestrator's warning when it fails says which question it was.
-    assert_eq!(e.fit_asks_leaning(), leaning);
+    assert_eq!(e.aside().is_some_and(|a| a.baseline), leaning);
     if leaning {
-        e.fit_replied(Some(&fit_answer(base)));
+        e.aside_replied(Some(&fit_answer(base)));
     }
 }
 
 #[test]
 fn a_call_the_model_was_unsure_of_is_questioned_and_a_no_declines_it() {
     let mut e = unsure_of(HALF_Q, HALF, Config::default());
-    assert_eq!(e.next_step(), Step::AskFit);
-    let question = e.fit_question();
-    assert!(
-        question[1].content.contains("calculator — math"),
-        "{question:?}"
-    );
-    assert!(question[1].content.contains(HALF_Q));
-    e.fit_replied(Some(&fit_answer(0.2)));
+    assert_eq!(e.next_step(), Step::AskAside);
+    let asked = question(&e);
+    assert!(asked[1].content.contains("calculator — math"), "{asked:?}");
+    assert!(asked[1].content.contains(HALF_Q));
+    e.aside_replied(Some(&fit_answer(0.2)));
     // Then the same question with no request: the tool's own leaning.
-    assert_eq!(e.next_step(), Step::AskFit);
-    assert!(e.fit_question()[1].content.contains("Request: \n"));
-    e.fit_replied(Some(&fit_answer(0.5)));
+    assert_eq!(e.next_step(), Step::AskAside);
+    assert!(question(&e)[1].content.contains("Request: \n"));
+    e.aside_replied(Some(&fit_answer(0.5)));
     let events = e.drain_events();
     let declined = events.iter().find_map(|ev| match ev {
         Event::Decision {
@@ -159,7 +161,7 @@ fn a_turn_asked_again_for_more_is_not_decided_on_again() {
         HALF,
         super::super::tests::with_check("numbers-left"),
     );
-    assert_eq!(e.next_step(), Step::AskFit);
+    assert_eq!(e.next_step(), Step::AskAside);
     answer(&mut e, 0.9, 0.5);
     assert_eq!(e.next_step(), Step::CallModel);
     let mut two = reply(
@@ -177,7 +179,7 @@ fn a_yes_to_the_fit_question_lets_the_call_through_unchanged() {
     let mut unsure = reply(HALF);
     unsure.logprobs = kind_logprobs(0.8);
     e.model_replied(&unsure);
-    assert_eq!(e.next_step(), Step::AskFit);
+    assert_eq!(e.next_step(), Step::AskAside);
     answer(&mut e, 0.7, 0.5);
     assert_eq!(
         e.next_step(),
@@ -190,7 +192,7 @@ fn a_yes_to_the_fit_question_lets_the_call_through_unchanged() {
     let mut e = half_engine();
     e.next_step();
     e.model_replied(&unsure);
-    e.fit_replied(None);
+    e.aside_replied(None);
     // Nothing to set against the tool's leaning, so that is not asked.
     assert!(matches!(e.next_step(), Step::CallTool { .. }));
 }
@@ -213,7 +215,7 @@ fn a_call_with_a_value_nobody_said_is_questioned_though_its_tool_shares_words() 
         "Is a tip on a restaurant bill customary in Japan?",
         invented,
     );
-    assert_eq!(e.next_step(), Step::AskFit);
+    assert_eq!(e.next_step(), Step::AskAside);
     answer(&mut e, 0.2, 0.5);
     let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
     assert!(
@@ -259,11 +261,11 @@ fn two_tool_turn() -> Engine {
 #[test]
 fn a_turn_of_several_tools_is_asked_about_each_and_goes_ahead_when_one_fits() {
     let mut e = two_tool_turn();
-    assert_eq!(e.next_step(), Step::AskFit);
-    assert!(e.fit_question()[1].content.contains("Tool: clock"));
+    assert_eq!(e.next_step(), Step::AskAside);
+    assert!(question(&e)[1].content.contains("Tool: clock"));
     answer(&mut e, 0.2, 0.5);
-    assert_eq!(e.next_step(), Step::AskFit);
-    assert!(e.fit_question()[1].content.contains("Tool: calculator"));
+    assert_eq!(e.next_step(), Step::AskAside);
+    assert!(question(&e)[1].content.contains("Tool: calculator"));
     answer(&mut e, 0.7, 0.5);
     match e.next_step() {
         Step::CallTools { calls } => assert_eq!(calls.len(), 2),
@@ -303,7 +305,7 @@ fn the_fit_answer_is_read_against_the_tools_own_leaning_asked_once() {
         let mut unsure = reply(HALF);
         unsure.logprobs = kind_logprobs(0.8);
         e.model_replied(&unsure);
-        assert_eq!(e.next_step(), Step::AskFit);
+        assert_eq!(e.next_step(), Step::AskAside);
         e
     };
     // "Yes" at 0.5 where the tool draws 0.7 with no request at all: the request
@@ -317,7 +319,7 @@ fn the_fit_answer_is_read_against_the_tools_own_leaning_asked_once() {
     );
     // The next run asks the question only, and 0.8 against 0.7 goes ahead.
     let mut e = run();
-    e.fit_replied(Some(&fit_answer(0.8)));
+    e.aside_replied(Some(&fit_answer(0.8)));
     assert!(matches!(e.next_step(), Step::CallTool { .. }));
 }
 
@@ -338,15 +340,15 @@ fn a_tools_leaning_kept_in_the_file_is_not_asked_by_the_next_process() {
         let mut unsure = reply(HALF);
         unsure.logprobs = kind_logprobs(0.8);
         e.model_replied(&unsure);
-        assert_eq!(e.next_step(), Step::AskFit);
+        assert_eq!(e.next_step(), Step::AskAside);
         e
     };
     answer(&mut process(), 0.5, 0.7);
     // The next process asks about the request only, and reads the answer against the
     // leaning the first one kept: 0.5 against 0.7 is declined again.
     let mut next = process();
-    next.fit_replied(Some(&fit_answer(0.5)));
-    assert!(!next.fit_asks_leaning());
+    next.aside_replied(Some(&fit_answer(0.5)));
+    assert!(!next.aside().is_some_and(|a| a.baseline));
     let line = next
         .drain_events()
         .iter()
@@ -364,7 +366,7 @@ fn a_call_the_model_was_sure_of_is_never_questioned() {
     sure.logprobs = kind_logprobs(0.95);
     e.model_replied(&sure);
     // An answer nobody asked for changes nothing.
-    e.fit_replied(None);
+    e.aside_replied(None);
     assert!(matches!(e.next_step(), Step::CallTool { .. }));
 }
 
@@ -434,7 +436,7 @@ fn a_call_the_model_named_without_choosing_it_is_held_to_more() {
             tok(r#"ulator","arguments":{"expression":"8/2"}}"#, vec![]),
         ]);
         e.model_replied(&unsure);
-        assert_eq!(e.next_step(), Step::AskFit);
+        assert_eq!(e.next_step(), Step::AskAside);
         // Fit 0.47: above the bar, below it less the whole weight.
         answer(&mut e, 0.47, 0.5);
         e.drain_events().iter().find_map(Event::check_line)
@@ -465,7 +467,7 @@ fn a_decline_lines_terms_add_up_to_its_score_and_a_sure_level_under_one_reads_so
         },
     );
     e.model_replied(&unsure);
-    assert_eq!(e.next_step(), Step::AskFit);
+    assert_eq!(e.next_step(), Step::AskAside);
     answer(&mut e, 0.5, 0.571);
     let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
     assert!(
