@@ -546,69 +546,60 @@ mod tests {
 /// rustdoc cannot run them.
 #[cfg(test)]
 mod examples {
-    #[test]
-    fn the_share_of_the_names_on_offer_is_read_where_the_name_begins() {
-        use super::name_share;
-        use crate::backend::{ChatReply, TokenLogprob};
+    use super::{name_leaning, name_share};
+    use crate::backend::{ChatReply, TokenLogprob};
 
-        let text = r#"{"kind": "tool_call", "thought": "", "tool": "book_taxi", "arguments": {}}"#;
+    /// A call of `tool` whose name the model began with `first` (probability `p`) where it
+    /// also weighed `others`.
+    fn naming(tool: &str, first: &str, p: f64, others: &[(&str, f64)]) -> ChatReply {
         let tok = |t: &str| TokenLogprob {
             token: t.into(),
             logprob: -0.1,
             top: vec![],
         };
-        let logprobs = vec![
-            tok(r#"{"kind": "tool_call", "thought": "", "tool": ""#),
-            TokenLogprob {
-                token: "book".into(),
-                logprob: 0.15f64.ln(),
-                top: vec![
-                    ("recipe".into(), 0.2f64.ln()),
-                    ("book".into(), 0.15f64.ln()),
-                    ("find".into(), 0.05f64.ln()),
-                ],
-            },
-            tok(r#"_taxi", "arguments": {}}"#),
-        ];
-        let reply = ChatReply {
-            text: text.into(),
-            logprobs,
+        let mut top: Vec<(String, f64)> = others
+            .iter()
+            .map(|(t, p)| (t.to_string(), p.ln()))
+            .collect();
+        top.push((first.into(), p.ln()));
+        let head = r#"{"kind": "tool_call", "thought": "", "tool": ""#;
+        let tail = r#"", "arguments": {}}"#;
+        let rest = format!("{}{tail}", &tool[first.len()..]);
+        ChatReply {
+            text: format!("{head}{tool}{tail}"),
+            logprobs: vec![
+                tok(head),
+                TokenLogprob {
+                    token: first.into(),
+                    logprob: p.ln(),
+                    top,
+                },
+                tok(&rest),
+            ],
             ..ChatReply::default()
-        };
+        }
+    }
+
+    #[test]
+    fn the_share_of_the_names_on_offer_is_read_where_the_name_begins() {
+        let reply = naming(
+            "book_taxi",
+            "book",
+            0.15,
+            &[("recipe", 0.2), ("find", 0.05)],
+        );
         let share = name_share(&reply, &["find_recipe", "book_taxi"]).unwrap();
         assert!((share - 0.2).abs() < 1e-9);
     }
 
     #[test]
     fn where_the_probability_went_is_the_likeliest_name_not_on_offer() {
-        use super::name_leaning;
-        use crate::backend::{ChatReply, TokenLogprob};
-
-        let text =
-            r#"{"kind": "tool_call", "thought": "", "tool": "set_reminder", "arguments": {}}"#;
-        let tok = |t: &str| TokenLogprob {
-            token: t.into(),
-            logprob: -0.1,
-            top: vec![],
-        };
-        let logprobs = vec![
-            tok(r#"{"kind": "tool_call", "thought": "", "tool": ""#),
-            TokenLogprob {
-                token: "set".into(),
-                logprob: 0.05f64.ln(),
-                top: vec![
-                    ("ping".into(), 0.4f64.ln()),
-                    ("set".into(), 0.05f64.ln()),
-                    ("timer".into(), 0.1f64.ln()),
-                ],
-            },
-            tok(r#"_reminder", "arguments": {}}"#),
-        ];
-        let reply = ChatReply {
-            text: text.into(),
-            logprobs,
-            ..ChatReply::default()
-        };
+        let reply = naming(
+            "set_reminder",
+            "set",
+            0.05,
+            &[("ping", 0.4), ("timer", 0.1)],
+        );
         let leaning = name_leaning(&reply, &["set_reminder"]).unwrap();
         assert_eq!(leaning.name, "ping");
         assert!((leaning.p - 0.4).abs() < 1e-9);

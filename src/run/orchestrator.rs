@@ -248,7 +248,10 @@ impl Orchestrator {
                 }
                 Step::AskAside if deadline.is_expired() => engine.timed_out(limit),
                 Step::AskAside => {
+                    // The engine asks aside only with a question waiting; were none, it
+                    // goes on as with a question unanswered rather than asking again.
                     let Some(aside) = engine.aside().cloned() else {
+                        engine.aside_replied(None);
                         continue;
                     };
                     let options = GenOptions {
