@@ -111,7 +111,7 @@ pub use backend::{Ollama, OpenAi, Scripted};
 pub use calibration::{
     Calibration, CalibrationFile, FIT_QUESTION, NAME_SURE, Thresholds, leanings_path,
 };
-pub use checks::{CheckInfo, CheckLevels};
+pub use checks::{CheckAction, CheckInfo, CheckLevels};
 pub use config::{BackendKind, Config};
 pub use deadline::{Deadline, StopHandle};
 pub use run::budget::{Budget, Generated};

@@ -1132,7 +1132,8 @@ mod checks {
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["answer"], "Rain.");
-        assert_eq!(v["checks"][0]["event"], "answer_refused");
+        assert_eq!(v["checks"][0]["event"], "check");
+        assert_eq!(v["checks"][0]["action"], "refuse_answer");
         assert_eq!(v["checks"][0]["check"], "example-copy");
         assert!(
             v["checks"][0]["line"]

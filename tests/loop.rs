@@ -17,8 +17,8 @@ use toolloop::tools::HttpTools;
 use toolloop::tools::{Builtin, BuiltinConfig};
 use toolloop::tools::{Catalogue, ToolSpec};
 use toolloop::{Action, Guardrails};
+use toolloop::{CheckAction, Event, Trace, Transcript};
 use toolloop::{Ending, StopKind};
-use toolloop::{Event, Trace, Transcript};
 use toolloop::{Orchestrator, OrchestratorBuilder, OrchestratorError};
 
 fn server() -> RunningServer {
@@ -270,7 +270,7 @@ fn a_reply_that_repeats_itself_is_stopped_and_kept_up_to_the_loop() {
     );
     assert!(
         log.iter()
-            .any(|e| matches!(e, Event::Repetition { phrase, .. } if phrase == "the godfather"))
+            .any(|e| matches!(e, Event::Check { action: CheckAction::StopStream { .. }, why, .. } if why.contains("\"the godfather\"")))
     );
 }
 
@@ -295,7 +295,7 @@ fn the_same_calls_written_over_and_over_are_run_once_each() {
     assert_eq!(run, ["84", "156"]);
     assert!(log.lock().unwrap().iter().any(|e| matches!(
         e,
-        Event::Repetition { phrase, .. } if phrase.starts_with("tool calculator arguments")
+        Event::Check { action: CheckAction::StopStream { .. }, why, .. } if why.contains("\"tool calculator arguments")
     )));
 }
 
@@ -1128,7 +1128,13 @@ fn a_call_cut_where_it_seemed_to_repeat_is_never_run() {
         .unwrap();
     let log = log.lock().unwrap();
     assert!(
-        log.iter().any(|e| matches!(e, Event::Repetition { .. })),
+        log.iter().any(|e| matches!(
+            e,
+            Event::Check {
+                action: CheckAction::StopStream { .. },
+                ..
+            }
+        )),
         "the loop check did not cut it, so this test shows nothing: {log:?}"
     );
     assert_eq!(ran.load(Ordering::SeqCst), 0, "the cut call ran");

@@ -632,9 +632,13 @@ fn a_turn_asked_again_continues_from_the_calls_made() {
     };
     let (out, events) = run_traced_with(Box::new(backend), "What is 2+2 and 3+3?");
     assert!(
-        events
-            .iter()
-            .any(|e| matches!(e, toolloop::Event::MoreCalls { .. })),
+        events.iter().any(|e| matches!(
+            e,
+            toolloop::Event::Check {
+                action: toolloop::CheckAction::AskModel { .. },
+                ..
+            }
+        )),
         "the first turn was not asked again: {:?}",
         out.steps
     );

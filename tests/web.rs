@@ -816,7 +816,7 @@ fn a_run_sets_its_own_checks_and_the_page_is_told_the_servers() {
     let id = run["run"].as_str().unwrap().to_string();
     let events = stream(&web, &id, |_| {});
     assert!(
-        !kinds(&events).contains(&"answer_refused"),
+        !events.iter().any(|e| e["action"] == "refuse_answer"),
         "{:?}",
         kinds(&events)
     );
@@ -825,7 +825,7 @@ fn a_run_sets_its_own_checks_and_the_page_is_told_the_servers() {
     let c = new_conversation(&web);
     let (_, run) = ask(&web, &c, "What's the weather like?");
     let events = stream(&web, run["run"].as_str().unwrap(), |_| {});
-    let refused = events.iter().find(|e| e["event"] == "answer_refused");
+    let refused = events.iter().find(|e| e["action"] == "refuse_answer");
     assert_eq!(
         refused.map(|e| &e["check"]),
         Some(&json!("example-copy")),

@@ -154,6 +154,17 @@ const STOPS = {
 // The endings whose `message` says more than the line above.
 const DETAILED = new Set(["invalid_replies", "cut_off", "max_iterations", "timeout", "blocked"]);
 
+// What the engine did on a check's word, as the step's title.
+const CHECK_TITLES = {
+  stop_stream: "Stopped a loop",
+  decline: "Call declined",
+  ask_model: "Asked for more calls",
+  keep_turn: "Kept the first calls",
+  hold: "Not run",
+  ask_person: "Asked you instead",
+  refuse_answer: "Answer refused",
+};
+
 function handle(view, run, e) {
   switch (e.event) {
     case "model_request": {
@@ -221,29 +232,8 @@ function handle(view, run, e) {
     case "clarify_answer":
       step(view, "call", "You answered", e.answer);
       break;
-    case "decision":
-      if (e.declined) {
-        const why = e.reason || `p ${e.p_tool.toFixed(2)}`;
-        const source = e.thresholds ? ` (${e.thresholds})` : "";
-        const next = e.instead && e.instead.length ? "the model is asked again among " + e.instead.join(", ") : "the model is asked to answer instead";
-        step(view, "repair", `Call declined (${e.check || "decision"})`, `${e.tool}: ${why}${source}; ${next}`);
-      }
-      break;
-    case "more_calls":
-      if (e.left && e.left.length) {
-        step(view, "repair", `Asked for more calls (${e.check})`, `${e.made} made, which left out ${e.left.join(", ")} of the request; asked again for at least ${e.at_least}`);
-      } else {
-        step(view, "repair", `Asked for more calls (${e.check})`, `${e.made} made, the model gave one more p ${e.p_more.toFixed(4)}; asked again for at least ${e.at_least}`);
-      }
-      break;
-    case "asked_again_failed":
-      step(view, "repair", `Kept the first calls (${e.check})`, `the reply asked for was not valid (${e.error}); going ahead with the ${e.calls} made first`);
-      break;
-    case "not_yet":
-      step(view, "repair", `Not run (${e.check})`, `${e.tool}: ${e.why}`);
-      break;
-    case "answer_refused":
-      step(view, "repair", `Answer refused (${e.check})`, `${e.why}; asked again without the example`);
+    case "check":
+      step(view, "repair", `${CHECK_TITLES[e.action] || "Check"} (${e.check})`, e.line || e.why);
       break;
     case "nothing_new":
       step(view, "repair", "Nothing new", `${e.tools.join(", ")}: results already shown; the model is asked to answer`);
@@ -253,9 +243,6 @@ function handle(view, run, e) {
       break;
     case "degraded":
       step(view, "problem", "Tool unavailable", `${e.tool}: ${e.reason}`);
-      break;
-    case "repetition":
-      step(view, "repair", `Stopped a loop (${e.check})`, `"${e.phrase}"`);
       break;
     case "warning":
       step(view, "problem", "Warning", e.message);

@@ -121,6 +121,21 @@ pub struct Loop {
     pub keep: usize,
 }
 
+impl Loop {
+    /// What was done on it, once the reply was cut to `kept` bytes.
+    pub(crate) fn acted(&self, kept: usize) -> super::Acted {
+        super::Acted {
+            check: INFO.name,
+            action: super::CheckAction::StopStream { kept },
+            // A paragraph that loops is named by its beginning.
+            why: format!(
+                "the reply kept repeating \"{}\"",
+                crate::http::shorten(&self.phrase, 120)
+            ),
+        }
+    }
+}
+
 impl Repetition {
     /// Adds a piece of the reply; a loop the first time one is found.
     pub fn feed(&mut self, piece: &str) -> Option<Loop> {
@@ -353,13 +368,9 @@ mod tests {
         );
         assert!(l.phrase.split(' ').count() > CYCLE_MAX, "{}", l.phrase);
         // The line a person reads names it by its beginning.
-        let line = crate::run::events::Event::Repetition {
-            check: "looping-reply".into(),
-            phrase: l.phrase,
-            kept: kept.len(),
-        }
-        .check_line()
-        .unwrap();
+        let line = crate::run::events::Event::from(l.acted(kept.len()))
+            .check_line()
+            .unwrap();
         assert!(line.chars().count() < 220, "{line}");
     }
 

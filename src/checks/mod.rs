@@ -39,6 +39,7 @@ pub(crate) mod words;
 #[cfg(test)]
 mod tests;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::calibration::Thresholds;
@@ -95,6 +96,105 @@ impl std::fmt::Display for Effect {
             Effect::AsksForMore => "asks the model for one call more",
         })
     }
+}
+
+/// What the engine did on a check's word: the same few actions whichever check asked,
+/// carried by [`crate::Event::Check`] with the check's name. A gate added later (the
+/// person's approval of a call) acts through these too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CheckAction {
+    /// The reply's generation was stopped and the reply cut.
+    StopStream {
+        /// Bytes of the reply kept.
+        kept: usize,
+    },
+    /// The turn's call is not made: the model is asked again for an answer, or among
+    /// `instead`.
+    Decline {
+        /// The tool the turn called.
+        tool: String,
+        /// The tools the model may choose among now; empty: only an answer.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        instead: Vec<String>,
+    },
+    /// The turn is not carried out yet: the model is asked again, held to at least
+    /// `at_least` calls.
+    AskModel {
+        /// The calls the turn made.
+        made: usize,
+        /// The fewest calls the reply asked for may carry.
+        at_least: usize,
+    },
+    /// The reply the model was asked for was not a valid turn: the turn before it is
+    /// carried out as the model wrote it.
+    KeepTurn {
+        /// The calls of the turn carried out.
+        calls: usize,
+    },
+    /// One call is not run now; the model is told why beside the other calls' results.
+    Hold {
+        /// The tool.
+        tool: String,
+        /// What the check found in the call: arguments nobody gave, numbers left out.
+        arguments: Vec<String>,
+    },
+    /// The call is not made: the person is asked for the values nobody gave instead.
+    AskPerson {
+        /// The tool.
+        tool: String,
+        /// The arguments asked for.
+        arguments: Vec<String>,
+    },
+    /// The final answer is refused; the model is asked again.
+    RefuseAnswer,
+}
+
+impl CheckAction {
+    /// The one line for what was done, given the check's reason.
+    pub fn line(&self, check: &str, why: &str) -> String {
+        let s = |n: usize| if n == 1 { "" } else { "s" };
+        match self {
+            CheckAction::StopStream { kept } => {
+                format!("{check}: {why}; stopped, {kept} bytes kept")
+            }
+            CheckAction::Decline { tool, instead } => format!(
+                "{check}: declined {tool}: {why}; {}",
+                if instead.is_empty() {
+                    "asking for an answer instead".to_string()
+                } else {
+                    format!("asking again among {}", instead.join(", "))
+                }
+            ),
+            CheckAction::AskModel { at_least, .. } => {
+                format!("{check}: {why}; asking again for at least {at_least}")
+            }
+            CheckAction::KeepTurn { calls } => format!(
+                "{check}: {why}; going ahead with the {calls} call{} made first",
+                s(*calls)
+            ),
+            CheckAction::Hold { tool, .. } => format!("{check}: {tool} not run: {why}"),
+            CheckAction::AskPerson { tool, .. } => {
+                format!("{check}: {tool}: {why}; asking for it instead of calling")
+            }
+            CheckAction::RefuseAnswer => {
+                format!("{check}: the answer was refused: {why}; asked again without the example")
+            }
+        }
+    }
+}
+
+/// A check's action with its name and its reason: what becomes a
+/// [`crate::Event::Check`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Acted {
+    /// The check.
+    pub check: &'static str,
+    /// What was done.
+    pub action: CheckAction,
+    /// Why, in the check's words, with its figures.
+    pub why: String,
 }
 
 /// What a check reads to decide.
@@ -612,7 +712,7 @@ impl Checks {
                 judgement.p_more = tool_probability::more_share(ctx.reply);
             }
             let p_more = judgement.p_more.unwrap_or(0.0);
-            if judgement.p_tool.is_some() {
+            if judgement.p_tool.is_some() || declined {
                 findings.push(Finding::Decision {
                     tool: tool.clone(),
                     judgement,

@@ -27,7 +27,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::checks::{Aside, Checks, Verdict};
+use crate::checks::{Acted, Aside, CheckAction, Checks, Verdict};
 use crate::config::Config;
 use crate::message::{ChatReply, Message, StopReason, Usage};
 use crate::run::budget::{Budget, Generated};
@@ -503,13 +503,22 @@ impl Engine {
 
     /// A call with invented required values becomes the question for them; the history
     /// shows the question, so the model resumes from it with the person's answer.
-    fn ask_instead(&mut self, thought: String, check: &str, tool: String, invented: Vec<String>) {
+    fn ask_instead(
+        &mut self,
+        thought: String,
+        check: &'static str,
+        tool: String,
+        invented: Vec<String>,
+    ) {
         let question = feedback::ask_for(&tool, &invented);
-        self.events.push(Event::Invented {
-            check: check.to_string(),
-            tool,
-            arguments: invented.clone(),
-        });
+        self.events.push(Event::from(Acted {
+            check,
+            why: format!("{} not given by the person", invented.join(", ")),
+            action: CheckAction::AskPerson {
+                tool,
+                arguments: invented.clone(),
+            },
+        }));
         let turn = Turn::Clarify {
             thought: thought.clone(),
             question: question.clone(),

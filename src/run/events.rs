@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::backend::{StopReason, Usage};
-use crate::checks::Finding;
+use crate::checks::{Acted, CheckAction, Finding};
 
 mod trace;
 pub use trace::Trace;
@@ -138,34 +138,22 @@ pub enum Event {
         /// Why.
         reason: String,
     },
-    /// The reply repeated itself while it streamed: the generation was stopped and the
-    /// reply cut after what came before the loop (`looping-reply`).
-    Repetition {
-        /// The check that found it.
-        #[serde(default)]
+    /// A check acted: the engine did what `action` says (stopped the stream, declined
+    /// the call, asked the model again or the person, held a call back, refused the
+    /// answer). Every check's doings are this one event.
+    Check {
+        /// The check's name (`looping-reply`).
         check: String,
-        /// The word pair that repeated.
-        phrase: String,
-        /// Bytes of the reply kept.
-        kept: usize,
+        /// What was done.
+        #[serde(flatten)]
+        action: CheckAction,
+        /// Why, in the check's words, with its figures (`p 0.42 < 0.50`).
+        why: String,
     },
-    /// Required arguments whose values nobody gave: the call was not made and the person
-    /// is asked for them instead (`invented-required`).
-    Invented {
-        /// The check that asks.
-        #[serde(default)]
-        check: String,
-        /// The tool.
-        tool: String,
-        /// The arguments asked for.
-        arguments: Vec<String>,
-    },
-    /// The model's own probability of calling a tool, read at its choice of kind
-    /// (`tool-probability`).
+    /// The model's figures for the call a turn makes, read at its choice of kind and at
+    /// the tool's name, and what the checks read beside them. Whether a check then acted
+    /// on them is a [`Event::Check`].
     Decision {
-        /// The check that declined the call, when one did.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        check: Option<String>,
         /// The tool it called.
         tool: String,
         /// The share of probability it gave to calling a tool.
@@ -188,25 +176,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         p_more: Option<f64>,
         /// The model's share of probability for the names it could write, where its
-        /// first call's tool name begins (`crate::checks::name_share`).
+        /// first call's tool name begins .
         #[serde(default, skip_serializing_if = "Option::is_none")]
         p_name: Option<f64>,
         /// Where the rest of that share went: the likeliest beginning of a name no tool on
-        /// offer has (`crate::checks::name_leaning`).
+        /// offer has .
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name_leaning: Option<crate::checks::Leaning>,
-        /// Whether the call was declined: the model is asked again.
-        declined: bool,
-        /// Why it was declined: the figures against the thresholds (`p 0.62 < 0.80`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reason: Option<String>,
-        /// Where the thresholds came from (`calibrated for qwen2.5-coder-0.5b`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        thresholds: Option<String>,
-        /// When declined for another tool that fits the question's words better: the
-        /// tools the model may choose from now. Empty: only an answer is asked for.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        instead: Vec<String>,
     },
     /// A call identical to an earlier one was not executed again.
     Repeat {
@@ -214,57 +190,6 @@ pub enum Event {
         tool: String,
         /// How many times it has been repeated.
         count: u32,
-    },
-    /// The model closed its list of calls while giving one more some weight: it is asked
-    /// again, held to at least `at_least` calls (`more-calls`).
-    MoreCalls {
-        /// The check that asked.
-        check: String,
-        /// The calls the model made.
-        made: usize,
-        /// The model's share for one more call where it closed the list.
-        p_more: f64,
-        /// The fewest calls the turn asked again may carry.
-        at_least: usize,
-        /// The numbers of the request the calls left out (`numbers-left`); empty when
-        /// `more-calls` asked.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        left: Vec<f64>,
-    },
-    /// The reply to a turn asked again for more calls was not a valid turn: the turn
-    /// before it is carried out as the model wrote it, and the model is not told.
-    AskedAgainFailed {
-        /// The check that had asked.
-        check: String,
-        /// Why the reply was not valid.
-        error: String,
-        /// The calls of the turn carried out instead.
-        calls: usize,
-    },
-    /// A call the model added when asked again for more carries a required value nobody
-    /// gave (`more-calls`), or uses none of the numbers the first turn left out
-    /// (`numbers-left`): not run now. The model is told so with the other calls'
-    /// results, and may make it once the value it needs is in.
-    NotYet {
-        /// The check that held it.
-        check: String,
-        /// The tool.
-        tool: String,
-        /// The required parameters whose values nobody gave; for `numbers-left`, the
-        /// numbers left out.
-        arguments: Vec<String>,
-        /// Why it was not run, in the check's words.
-        #[serde(default)]
-        why: String,
-    },
-    /// A check refused the model's final answer (`example-copy`: it writes the prompt's
-    /// example, which nobody in the conversation gave); the model is asked again, without
-    /// the example in its prompt.
-    AnswerRefused {
-        /// The check.
-        check: String,
-        /// Why, in the check's words.
-        why: String,
     },
     /// Every call of a turn brought a result the model was already shown (a repeat, or the
     /// same text again): the next turn may only answer.
@@ -324,127 +249,83 @@ pub enum Event {
 
 impl Event {
     /// What a check did, in one line, for an event that says so (`more-calls: get_weather
-    /// not run: …`); none for every other event, and for a
-    /// decision that let the call go ahead. The command line prints these without `-v`.
+    /// not run: …`); none for every other event. The command line prints these without
+    /// `-v`.
     pub fn check_line(&self) -> Option<String> {
-        Some(match self {
-            Event::Repetition {
-                check,
-                phrase,
-                kept,
-            } => format!(
-                "{check}: the reply kept repeating \"{}\"; stopped, {kept} bytes kept",
-                // A paragraph that loops is named by its beginning.
-                crate::http::shorten(phrase, 120)
-            ),
-            Event::Invented {
-                check,
-                tool,
-                arguments,
-            } => format!(
-                "{check}: {tool}: {} not given by the person; asking for it instead of calling",
-                arguments.join(", ")
-            ),
-            Event::NotYet {
-                check, tool, why, ..
-            } => format!("{check}: {tool} not run: {why}"),
-            Event::AnswerRefused { check, why } => {
-                format!("{check}: the answer was refused: {why}; asked again without the example")
-            }
-            Event::MoreCalls {
-                check,
-                made,
-                at_least,
-                left,
-                ..
-            } if !left.is_empty() => format!(
-                "{check}: {made} call{} made that left out {} of the request; asking again for at least {at_least}",
-                if *made == 1 { "" } else { "s" },
-                left.iter()
-                    .map(f64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            Event::MoreCalls {
-                check,
-                made,
-                p_more,
-                at_least,
-                ..
-            } => format!(
-                "{check}: {made} call{} made where the model gave one more p {p_more:.4}; asking again for at least {at_least}",
-                if *made == 1 { "" } else { "s" }
-            ),
-            Event::AskedAgainFailed {
-                check,
-                error,
-                calls,
-            } => format!(
-                "{check}: the reply asked for was not valid ({error}); going ahead with the {calls} call{} made first",
-                if *calls == 1 { "" } else { "s" }
-            ),
-            Event::Decision {
-                check,
-                tool,
-                p_tool,
-                support,
-                declined: true,
-                instead,
-                reason,
-                thresholds,
-                ..
-            } => format!(
-                "{}: declined {tool}: {}{}; {}",
-                check.as_deref().unwrap_or("decision"),
-                reason.clone().unwrap_or_else(|| format!(
-                    "p {p_tool:.2}, support {}",
-                    support.map_or("-".to_string(), |s| format!("{s:.2}"))
-                )),
-                thresholds
-                    .as_ref()
-                    .map_or(String::new(), |t| format!(" ({t})")),
-                if instead.is_empty() {
-                    "asking for an answer instead".to_string()
-                } else {
-                    format!("asking again among {}", instead.join(", "))
-                }
-            ),
-            _ => return None,
-        })
+        match self {
+            Event::Check { check, action, why } => Some(action.line(check, why)),
+            _ => None,
+        }
     }
 }
 
-impl From<Finding> for Event {
-    fn from(f: Finding) -> Self {
-        match f {
-            Finding::Decision { tool, judgement } => Event::Decision {
-                check: judgement.by.map(str::to_string),
-                tool,
-                p_tool: judgement.p_tool.unwrap_or(1.0),
-                support: judgement.support,
-                own_numbers: judgement.own_numbers,
-                fit: judgement.fit,
-                p_several: judgement.p_several,
-                p_more: judgement.p_more,
-                p_name: judgement.p_name,
-                name_leaning: judgement.name_leaning,
-                declined: judgement.declined || !judgement.instead.is_empty(),
-                reason: judgement.reason,
-                thresholds: None,
-                instead: judgement.instead,
-            },
+impl From<Acted> for Event {
+    fn from(a: Acted) -> Self {
+        Event::Check {
+            check: a.check.to_string(),
+            action: a.action,
+            why: a.why,
+        }
+    }
+}
+
+impl Finding {
+    /// The events for what a check found: the model's figures for a call, once read,
+    /// and what a check did on them. `thresholds` says where the bars of a decline on
+    /// the figures came from.
+    pub(crate) fn events(self, thresholds: Option<&str>) -> Vec<Event> {
+        match self {
+            Finding::Decision { tool, judgement } => {
+                let mut out = Vec::new();
+                if let Some(p_tool) = judgement.p_tool {
+                    out.push(Event::Decision {
+                        tool: tool.clone(),
+                        p_tool,
+                        support: judgement.support,
+                        own_numbers: judgement.own_numbers,
+                        fit: judgement.fit,
+                        p_several: judgement.p_several,
+                        p_more: judgement.p_more,
+                        p_name: judgement.p_name,
+                        name_leaning: judgement.name_leaning.clone(),
+                    });
+                }
+                if judgement.declined || !judgement.instead.is_empty() {
+                    let mut why = judgement.reason.clone().unwrap_or_else(|| {
+                        format!(
+                            "p {:.2}, support {}",
+                            judgement.p_tool.unwrap_or(1.0),
+                            judgement
+                                .support
+                                .map_or("-".to_string(), |s| format!("{s:.2}"))
+                        )
+                    });
+                    // A decline on the run's own record owes nothing to the thresholds.
+                    if let (Some(t), false) = (thresholds, judgement.on_record) {
+                        why.push_str(&format!(" ({t})"));
+                    }
+                    out.push(Event::Check {
+                        check: judgement.by.unwrap_or("decision").to_string(),
+                        action: CheckAction::Decline {
+                            tool,
+                            instead: judgement.instead,
+                        },
+                        why,
+                    });
+                }
+                out
+            }
             Finding::Held {
                 check,
                 tool,
                 arguments,
                 why,
                 ..
-            } => Event::NotYet {
+            } => vec![Event::Check {
                 check: check.to_string(),
-                tool,
-                arguments,
+                action: CheckAction::Hold { tool, arguments },
                 why,
-            },
+            }],
         }
     }
 }

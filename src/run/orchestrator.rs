@@ -222,11 +222,7 @@ impl Orchestrator {
                         Ok(_) | Err(_) if self.stop.is_stopped() => engine.cancelled(),
                         Ok((reply, found)) => {
                             if let Some(l) = found {
-                                self.emit(&Event::Repetition {
-                                    check: "looping-reply".into(),
-                                    phrase: l.phrase,
-                                    kept: reply.text.len(),
-                                });
+                                self.emit(&Event::from(l.acted(reply.text.len())));
                             }
                             engine.model_replied(&reply);
                             self.flush(&mut engine);

@@ -6,7 +6,6 @@
 use super::{Call, Engine, Next, State, schema_of};
 use crate::checks::{self, Aside, Earlier, Finding, TurnContext, Verdict};
 use crate::message::ChatReply;
-use crate::run::events::Event;
 use crate::run::feedback;
 use crate::turn::Turn;
 
@@ -163,16 +162,9 @@ impl Engine {
             })
             .collect();
         let source = thresholds.as_ref().map(|t| t.source());
-        self.events.extend(findings.into_iter().map(|f| {
-            // A decline on the run's own record owes nothing to the thresholds.
-            let on_record =
-                matches!(&f, Finding::Decision { judgement, .. } if judgement.on_record);
-            let mut e = Event::from(f);
-            if let (Event::Decision { thresholds, .. }, false) = (&mut e, on_record) {
-                thresholds.clone_from(&source);
-            }
-            e
-        }));
+        for f in findings {
+            self.events.extend(f.events(source.as_deref()));
+        }
         if let Verdict::Decline { instead } = &verdict {
             let keep = |name: &str| instead.iter().any(|n| n == name);
             self.next = Next::Among(schema_of(&self.specs, keep, &self.config));

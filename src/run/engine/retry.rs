@@ -9,7 +9,7 @@
 //! one sitting.
 
 use super::{Call, Engine, Next, State};
-use crate::checks::Verdict;
+use crate::checks::{Acted, CheckAction, Verdict};
 use crate::message::{ChatReply, Role, StopReason};
 use crate::run::ending::Ending;
 use crate::run::events::Event;
@@ -59,10 +59,11 @@ impl Engine {
         };
         self.history[0].content = without;
         self.answer_only_from_now();
-        self.events.push(Event::AnswerRefused {
-            check: check.to_string(),
+        self.events.push(Event::from(Acted {
+            check,
+            action: CheckAction::RefuseAnswer,
             why,
-        });
+        }));
         true
     }
 
@@ -134,13 +135,26 @@ impl Engine {
         else {
             return Some((turn, verdict));
         };
-        self.events.push(Event::MoreCalls {
-            check: by.to_string(),
-            made: calls.len(),
-            p_more: *p_more,
-            at_least: *at_least,
-            left: left.clone(),
-        });
+        let made = calls.len();
+        let s = if made == 1 { "" } else { "s" };
+        let why = match left.is_empty() {
+            true => format!("{made} call{s} made where the model gave one more p {p_more:.4}"),
+            false => format!(
+                "{made} call{s} made that left out {} of the request",
+                left.iter()
+                    .map(f64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        self.events.push(Event::from(Acted {
+            check: by,
+            action: CheckAction::AskModel {
+                made,
+                at_least: *at_least,
+            },
+            why,
+        }));
         // The calls as the model wrote them: a repaired turn's text is not the model's,
         // and the grammar may not take it.
         let prefill = match (&turn, repaired) {
@@ -213,11 +227,13 @@ impl Engine {
     /// before it is carried out instead, unchanged, and the model is not told of the
     /// failed reply.
     pub(super) fn fall_back(&mut self, first: AskedAgain, error: String) {
-        self.events.push(Event::AskedAgainFailed {
-            check: first.check.to_string(),
-            error,
-            calls: first.calls.len(),
-        });
+        self.events.push(Event::from(Acted {
+            check: first.check,
+            action: CheckAction::KeepTurn {
+                calls: first.calls.len(),
+            },
+            why: format!("the reply asked for was not valid ({error})"),
+        }));
         self.carry_out(
             &first.reply,
             *first.turn,
@@ -276,11 +292,13 @@ pub(super) mod tests {
         let mut e = numbers_left("2+2 and 3+3");
         e.next_step();
         e.model_replied(&single("2+2"));
-        assert!(
-            e.drain_events()
-                .iter()
-                .any(|ev| matches!(ev, Event::MoreCalls { .. }))
-        );
+        assert!(e.drain_events().iter().any(|ev| matches!(
+            ev,
+            Event::Check {
+                action: CheckAction::AskModel { .. },
+                ..
+            }
+        )));
         assert_eq!(e.next_step(), Step::CallModel);
         e
     }

@@ -393,9 +393,13 @@ fn a_call_the_model_was_unsure_of_is_declined_and_an_answer_asked_for() {
     e.model_replied(&unsure);
     let events = e.drain_events();
     assert!(
-        events
-            .iter()
-            .any(|ev| matches!(ev, Event::Decision { declined: true, .. })),
+        events.iter().any(|ev| matches!(
+            ev,
+            Event::Check {
+                action: crate::checks::CheckAction::Decline { .. },
+                ..
+            }
+        )),
         "{events:?}"
     );
     assert_eq!(e.next_step(), Step::CallModel);

@@ -117,7 +117,6 @@ impl Trace {
                 p_tool,
                 support,
                 own_numbers,
-                declined: false,
                 ..
             } => format!(
                 "[DECIDE] {tool}: p(tool) = {p_tool:.3}, support {}{}",
@@ -128,13 +127,7 @@ impl Trace {
                     ""
                 },
             ),
-            Event::Repetition { .. }
-            | Event::Invented { .. }
-            | Event::MoreCalls { .. }
-            | Event::AskedAgainFailed { .. }
-            | Event::NotYet { .. }
-            | Event::AnswerRefused { .. }
-            | Event::Decision { .. } => format!("[CHECK] {}", event.check_line()?),
+            Event::Check { .. } => format!("[CHECK] {}", event.check_line()?),
             Event::Repeat { tool, count } => {
                 format!("[OBSERVE] {tool}: repeated call #{count}, earlier result reused")
             }

@@ -216,6 +216,9 @@ impl Observer for LogObserver {
                 "t_ms".into(),
                 Value::from(self.started.elapsed().as_millis() as u64),
             );
+            if let Some(line) = event.check_line() {
+                m.insert("line".into(), Value::from(line));
+            }
             if let Event::Stopped {
                 answer: Some(a), ..
             } = event

@@ -5,8 +5,10 @@ use serde_json::json;
 use super::super::Step;
 use super::super::tests::{CALL, calc, engine, kind_logprobs, reply};
 use super::*;
+use crate::checks::CheckAction;
 use crate::config::Config;
 use crate::message::Message;
+use crate::run::events::Event;
 use crate::tool_spec::ToolSpec;
 
 /// A request and a call that is right but not the person's numbers alone: "die Hälfte"
@@ -61,14 +63,11 @@ fn a_call_of_the_persons_own_numbers_is_not_questioned() {
     assert!(matches!(e.next_step(), Step::CallTool { .. }));
     let events = e.drain_events();
     let own = events.iter().find_map(|ev| match ev {
-        Event::Decision {
-            own_numbers,
-            declined,
-            ..
-        } => Some((*own_numbers, *declined)),
+        Event::Decision { own_numbers, .. } => Some(*own_numbers),
         _ => None,
     });
-    assert_eq!(own, Some((true, false)));
+    assert_eq!(own, Some(true));
+    assert!(!events.iter().any(|ev| matches!(ev, Event::Check { .. })));
     let trace = events
         .iter()
         .filter_map(crate::run::events::Trace::line)
@@ -126,15 +125,19 @@ fn a_call_the_model_was_unsure_of_is_questioned_and_a_no_declines_it() {
     assert!(question(&e)[1].content.contains("Request: \n"));
     e.aside_replied(Some(&fit_answer(0.5)));
     let events = e.drain_events();
-    let declined = events.iter().find_map(|ev| match ev {
-        Event::Decision {
-            declined: true,
-            fit,
-            check,
-            ..
-        } => Some((fit.map(|f| (f * 100.0).round()), check.clone())),
+    let fit = events.iter().find_map(|ev| match ev {
+        Event::Decision { fit, .. } => Some(fit.map(|f| (f * 100.0).round())),
         _ => None,
     });
+    let by = events.iter().find_map(|ev| match ev {
+        Event::Check {
+            check,
+            action: CheckAction::Decline { .. },
+            ..
+        } => Some(check.clone()),
+        _ => None,
+    });
+    let declined = fit.zip(by.map(Some));
     assert_eq!(
         declined,
         Some((Some(20.0), Some("tool-fit".into()))),
