@@ -41,7 +41,7 @@ pub struct Thresholds {
     #[serde(default)]
     pub p_weight: f64,
     /// How much it counts against a questioned call that the model's probability at its
-    /// tool's name went to names no tool on offer has ([`NAME_SURE`]): 0, not at all.
+    /// tool's name went to names no tool on offer has (`NAME_SURE`, 0.2): 0, not at all.
     /// Calibrated: a small model that wanted a tool the catalogue lacks calls the nearest
     /// one listed, and answers the fit question for it about as a right call would.
     #[serde(default)]
@@ -56,7 +56,7 @@ pub struct Thresholds {
     #[serde(default)]
     pub fit_against_leaning: bool,
     /// Which wording of the fit question `fit_min` was measured with
-    /// ([`FIT_QUESTION`]): each wording draws "yes" on a scale of its own, so an entry
+    /// (`FIT_QUESTION`): each wording draws "yes" on a scale of its own, so an entry
     /// calibrated with another is not used, as above.
     #[serde(default)]
     pub fit_question: u32,
@@ -70,7 +70,7 @@ pub struct Thresholds {
 /// The wording of the fit question today (`tool-fit`'s `question`): 0 was "To reply to this
 /// request, should the assistant call the tool NAME?", 1 is "Is the tool NAME needed to
 /// reply to this request?".
-pub const FIT_QUESTION: u32 = 1;
+pub(crate) const FIT_QUESTION: u32 = 1;
 
 impl Default for Thresholds {
     /// For a model nobody calibrated: a call the model gave 0.9 or more always goes ahead,
@@ -98,13 +98,13 @@ impl Default for Thresholds {
 /// mostly went to a name no tool has (`recipe`, `calculator` from the prompt's example): on
 /// the held-back sets of other tools and languages Qwen2.5-Coder 0.5B called the right tool
 /// 11 times in 27 there, 33 in 39 above.
-pub const NAME_SURE: f64 = 0.2;
+pub(crate) const NAME_SURE: f64 = 0.2;
 
 impl Thresholds {
     /// The score a questioned call is held to [`Thresholds::fit_min`] by: its fit, less
     /// [`Thresholds::p_weight`] times how far its p(tool) is below 1, less
     /// [`Thresholds::name_weight`] times how far its share for the names on offer
-    /// (`p_name`, when read) is below [`NAME_SURE`], as a fraction of it.
+    /// (`p_name`, when read) is below `NAME_SURE`, as a fraction of it.
     ///
     /// ```
     /// use toolloop::Thresholds;

@@ -108,9 +108,7 @@ mod validate;
 
 pub use backend::{Backend, BackendError, GenOptions, Message};
 pub use backend::{Ollama, OpenAi, Scripted};
-pub use calibration::{
-    Calibration, CalibrationFile, FIT_QUESTION, NAME_SURE, Thresholds, leanings_path,
-};
+pub use calibration::{Calibration, CalibrationFile, Thresholds, leanings_path};
 pub use checks::{CheckAction, CheckInfo, CheckLevels};
 pub use config::{BackendKind, Config};
 pub use deadline::{Deadline, StopHandle};

@@ -21,12 +21,6 @@ pub fn list() -> String {
 }
 
 /// One check's doc, in its sections.
-///
-/// ```
-/// let doc = toolloop::checks::doc::page("tool-fit").unwrap();
-/// assert!(doc.starts_with("tool-fit (default on; declines the call)"));
-/// assert!(toolloop::checks::doc::page("no-such-check").is_none());
-/// ```
 pub fn page(name: &str) -> Option<String> {
     let c = all().find(|c| c.name == name)?;
     Some(format!(
@@ -92,4 +86,14 @@ pub fn markdown() -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_checks_page_begins_with_its_name_default_and_effect() {
+        let doc = super::page("tool-fit").unwrap();
+        assert!(doc.starts_with("tool-fit (default on; declines the call)"));
+        assert!(super::page("no-such-check").is_none());
+    }
 }

@@ -21,7 +21,7 @@
 //!
 //! Pure: imports no backend, tool or run; only `turn/` and the leaf modules.
 
-pub mod doc;
+pub(crate) mod doc;
 pub(crate) mod example_copy;
 pub(crate) mod grounding;
 pub(crate) mod invented_required;
@@ -223,7 +223,7 @@ impl std::fmt::Display for Reads {
 
 /// A check's declaration: its name, its default, and its doc in clippy's sections. The
 /// list `toolloop checks` prints and `docs/checks.md` are made from these alone
-/// ([`doc`]).
+/// (`checks::doc`).
 #[derive(Debug)]
 pub struct CheckInfo {
     /// The name a person sets it by (`tool-probability`).

@@ -48,7 +48,7 @@ pub enum Event {
         text: String,
     },
     /// One call of a turn of several, as soon as the model has closed it
-    /// ([`crate::turn::call_stream`]): the person sees what is being written. Nothing is
+    /// (read as the calls stream in): the person sees what is being written. Nothing is
     /// run yet; the turn is judged, and its calls run, when the reply ends. A turn asked
     /// again that continues from its calls streams them first, so they are named again
     /// for that request.

@@ -30,23 +30,6 @@ enum At {
 }
 
 /// Finds the calls of a `tool_calls` turn as they are written.
-///
-/// ```
-/// use toolloop::turn::call_stream::CallStream;
-///
-/// let mut s = CallStream::default();
-/// let mut written = Vec::new();
-/// for piece in [
-///     r#"{"kind": "tool_calls", "thought": "", "calls": [{"tool": "get_weather", "argu"#,
-///     r#"ments": {"city": "Paris"}}, {"tool": "get_weather", "#,
-///     r#""arguments": {"city": "Rome"}}]}"#,
-/// ] {
-///     written.extend(s.feed(piece));
-/// }
-/// assert_eq!(written.len(), 2);
-/// assert_eq!(written[0]["arguments"]["city"], "Paris");
-/// assert_eq!(CallStream::tool(&written[1]), Some("get_weather"));
-/// ```
 #[derive(Debug, Default)]
 pub struct CallStream {
     at: At,
@@ -136,6 +119,22 @@ impl CallStream {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn each_call_comes_out_once_it_is_closed() {
+        let mut s = super::CallStream::default();
+        let mut written = Vec::new();
+        for piece in [
+            r#"{"kind": "tool_calls", "thought": "", "calls": [{"tool": "get_weather", "argu"#,
+            r#"ments": {"city": "Paris"}}, {"tool": "get_weather", "#,
+            r#""arguments": {"city": "Rome"}}]}"#,
+        ] {
+            written.extend(s.feed(piece));
+        }
+        assert_eq!(written.len(), 2);
+        assert_eq!(written[0]["arguments"]["city"], "Paris");
+        assert_eq!(super::CallStream::tool(&written[1]), Some("get_weather"));
+    }
+
     use super::*;
 
     const TURN: &str = r#"{"kind": "tool_calls", "thought": "two cities, \"calls\": [{}]", "calls": [{"tool": "get_weather", "arguments": {"city": "São Paulo", "note": "a } and a \" and [x]"}}, {"tool": "calculator", "arguments": {"expression": "2*3"}}]}"#;

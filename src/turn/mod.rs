@@ -5,7 +5,7 @@
 //! Pure: imports no backend, tool, check or run; only the leaf modules.
 
 pub mod answer_stream;
-pub mod call_stream;
+pub(crate) mod call_stream;
 mod placeholder;
 pub mod prompt;
 pub mod repair;

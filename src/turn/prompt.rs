@@ -47,13 +47,17 @@ pub fn build_system_prompt(tools: &[ToolSpec], extra: Option<&str>) -> String {
 /// [`build_system_prompt`] for a way of deciding: under [`Decide::Reason`] the kinds are
 /// written `thought` first, the rule says when a tool is *not* the way, and a second
 /// example answers directly with its reason.
-pub fn build_system_prompt_for(tools: &[ToolSpec], extra: Option<&str>, decide: Decide) -> String {
+pub(crate) fn build_system_prompt_for(
+    tools: &[ToolSpec],
+    extra: Option<&str>,
+    decide: Decide,
+) -> String {
     system_prompt(tools, extra, decide, 1)
 }
 
 /// [`build_system_prompt_for`] where a turn may carry up to `max_calls` calls: the
 /// `tool_calls` kind is written out too (a model that is not shown it never uses it).
-pub fn system_prompt(
+pub(crate) fn system_prompt(
     tools: &[ToolSpec],
     extra: Option<&str>,
     decide: Decide,
@@ -184,7 +188,7 @@ fn push_extra(p: &mut String, extra: Option<&str>) {
 }
 
 /// `name(arg: type, other?: type)`: required arguments plain, optional ones with `?`.
-pub fn signature(t: &ToolSpec) -> String {
+pub(crate) fn signature(t: &ToolSpec) -> String {
     let required: Vec<&str> = t.input_schema["required"]
         .as_array()
         .map(|r| r.iter().filter_map(Value::as_str).collect())

@@ -28,7 +28,6 @@ use crate::turn::{Kind, Turn, TurnError};
 use crate::validate::{compile, describe_errors, truncate_chars};
 
 use crate::turn::reply::ANSWER_PLACEHOLDER;
-pub use crate::turn::tool_schema::ARG_STRING_MAX;
 use crate::turn::tool_schema::prepare_arguments;
 
 /// The static CALL_SCHEMA, generated from [`Turn`] by schemars. `schemas/call_schema.json`

@@ -14,7 +14,7 @@ use crate::tool_spec::ToolSpec;
 
 /// The longest string argument the narrowed schema allows where the tool's own schema
 /// sets no bound.
-pub const ARG_STRING_MAX: u64 = 1000;
+pub(crate) const ARG_STRING_MAX: u64 = 1000;
 
 /// The keywords with which a schema bounds its values itself: a string under one gets no
 /// `maxLength` here, and its value is not rewritten by [`crate::checks`].

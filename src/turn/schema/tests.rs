@@ -1,6 +1,7 @@
 //! Unit tests of CALL_SCHEMA, its narrowing and its layouts.
 
 use super::*;
+use crate::turn::tool_schema::ARG_STRING_MAX;
 
 fn weather() -> ToolSpec {
     ToolSpec::new(
