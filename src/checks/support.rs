@@ -37,8 +37,9 @@ const STOP: &[&str] = &[
     "with", "would", "you", "your",
 ];
 
-/// The stemmed content words of `text`: letters only, camelCase and snake_case split,
-/// stop words and one- and two-letter words left out.
+/// The stemmed content words of `text`: the words [`super::words::words`] reads, in
+/// letters only (a run of digits parts a word), camelCase and snake_case split, stop
+/// words and one- and two-letter words left out.
 fn words(text: &str, stemmer: &Stemmer) -> HashSet<String> {
     let mut spaced = String::with_capacity(text.len() + 8);
     let mut prev_lower = false;
@@ -49,11 +50,11 @@ fn words(text: &str, stemmer: &Stemmer) -> HashSet<String> {
         prev_lower = c.is_lowercase();
         spaced.push(c);
     }
-    spaced
-        .split(|c: char| !c.is_alphabetic())
-        .map(str::to_lowercase)
-        .filter(|w| w.chars().count() > 2 && !STOP.contains(&w.as_str()))
-        .map(|w| stemmer.stem(&w).into_owned())
+    super::words::words(&spaced)
+        .iter()
+        .flat_map(|w| w.split(|c: char| !c.is_alphabetic()))
+        .filter(|w| w.chars().count() > 2 && !STOP.contains(w))
+        .map(|w| stemmer.stem(w).into_owned())
         .collect()
 }
 
