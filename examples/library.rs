@@ -27,9 +27,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .unwrap_or_else(|| "How much is 12.5 * 4?".into());
 
+    // It only reads: its calls run unasked. A tool not declared so asks first.
     let order_status = FnTool::new("order_status", "Where an order is", |o: Order| {
         Ok(format!("order {} has shipped", o.id))
-    });
+    })
+    .reading_only();
     let mut o = Orchestrator::builder()
         .backend(Ollama::new(&host, &model))
         .tools(ToolSetup::builtin(BuiltinConfig::default()))

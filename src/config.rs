@@ -127,6 +127,10 @@ pub struct Config {
     /// judged (default on). The turn is judged as before: a call it does not make is let
     /// go, and said so; one it makes takes the result already under way.
     pub early_calls: bool,
+    /// Which calls run without asking, which never run, and the person's class for a
+    /// tool ([`crate::Permissions`]). A call of a tool that is not read-only runs only
+    /// when these or the run's approver allow it.
+    pub permissions: crate::Permissions,
 }
 
 impl Default for Config {
@@ -180,6 +184,7 @@ impl Default for Config {
             max_tool_failures: 3,
             result_cap: 4000,
             early_calls: true,
+            permissions: crate::Permissions::default(),
         }
     }
 }

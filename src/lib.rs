@@ -27,9 +27,12 @@
 //! ]);
 //! let mut o = Orchestrator::builder()
 //!     .backend(model)
-//!     .tool(FnTool::new("order_status", "Status of an order", |o: Order| {
-//!         Ok(serde_json::json!({"id": o.id, "status": "shipped"}))
-//!     }))
+//!     .tool(
+//!         FnTool::new("order_status", "Status of an order", |o: Order| {
+//!             Ok(serde_json::json!({"id": o.id, "status": "shipped"}))
+//!         })
+//!         .reading_only(),
+//!     )
 //!     .build()?;
 //! let outcome = o.run("Where is my order 7?")?;
 //! assert_eq!(outcome.answer(), Some("Order 7 has shipped."));
@@ -112,6 +115,7 @@ pub use calibration::{Calibration, CalibrationFile, Thresholds, leanings_path};
 pub use checks::{CheckAction, CheckInfo, CheckLevels};
 pub use config::{BackendKind, Config};
 pub use deadline::{Deadline, StopHandle};
+pub use run::approval::{Answer, ApprovalRequest, Approver, DecidedBy, Permissions};
 pub use run::budget::{Budget, Generated};
 pub use run::ending::{Ending, StopKind};
 pub use run::events::{Event, Observer, Trace, Transcript};

@@ -165,7 +165,9 @@ mod tools {
         // Built-in tools only read, so their calls may start early: the list says so.
         let listed = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(
-            listed.lines().all(|l| l.ends_with("  [reads only]")),
+            listed
+                .lines()
+                .all(|l| l.ends_with("  [reads only; the tool's hints]")),
             "{listed}"
         );
     }

@@ -191,7 +191,7 @@ fn instructions_in_a_tool_result_reach_the_model_only_as_quoted_tool_output() {
         r#"{"capabilities":["completion","tools"]}"#,
     ] {
         let tools = serve(vec![
-            Act::Respond(200, "application/json", br#"{"tools":[{"name":"fetch_page","description":"Fetch a web page","inputSchema":{"type":"object","properties":{"url":{"type":"string"}},"required":["url"]}}]}"#.to_vec()),
+            Act::Respond(200, "application/json", br#"{"tools":[{"name":"fetch_page","description":"Fetch a web page","inputSchema":{"type":"object","properties":{"url":{"type":"string"}},"required":["url"]},"annotations":{"readOnlyHint":true}}]}"#.to_vec()),
             Act::Respond(200, "application/json", serde_json::json!({"ok": true, "content": ATTACK}).to_string().into_bytes()),
         ]);
         let ollama = serve(vec![

@@ -109,6 +109,8 @@ fn run(read_only: bool, early_calls: bool) -> Run {
             turns: 0,
         })
         .source(lookup(read_only, tx, Arc::clone(&calls)))
+        // The person allows a tool that may change things each time they are asked.
+        .approver(|_: &toolloop::ApprovalRequest<'_>| toolloop::Answer::Yes)
         .observer(move |e: &Event| seen.lock().unwrap().push(e.clone()))
         .build()
         .unwrap();

@@ -17,7 +17,7 @@ fn json(status: u16, body: &str) -> Act {
 
 const ANSWER: &str = r#"{"kind":"final_answer","thought":"","content":"done"}"#;
 const CALL: &str = r#"{"kind":"tool_call","thought":"","tool":"lookup","arguments":{"id":7}}"#;
-const TOOLS: &str = r#"{"tools":[{"name":"lookup","description":"Order status","inputSchema":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}}]}"#;
+const TOOLS: &str = r#"{"tools":[{"name":"lookup","description":"Order status","inputSchema":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]},"annotations":{"readOnlyHint":true}}]}"#;
 
 struct Run {
     code: Option<i32>,

@@ -430,7 +430,8 @@ fn an_identical_call_is_not_executed_again() {
             "Order status",
             json!({"type": "object",
             "properties": {"id": {"type": "integer"}}, "required": ["id"]}),
-        ),
+        )
+        .reading_only(),
         move |_| {
             *c.lock().unwrap() += 1;
             Ok(json!("shipped"))
@@ -751,7 +752,8 @@ fn sleepy(model: Scripted, nap: Duration, timeout: Duration) -> Orchestrator {
             "slow",
             "answers slowly",
             json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
-        ),
+        )
+        .reading_only(),
         move |args| {
             std::thread::sleep(nap);
             Ok(json!(args["n"]))
@@ -811,7 +813,8 @@ fn each_call_of_a_turn_is_shown_as_soon_as_it_is_written() {
             "slow",
             "answers",
             json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
-        ),
+        )
+        .reading_only(),
         |args| Ok(json!(args["n"])),
     );
     let mut o = Orchestrator::builder()
@@ -918,7 +921,7 @@ fn recording_tools() -> (Arc<Mutex<Vec<String>>>, Catalogue) {
                 name,
                 "Runs what it is given",
                 json!({"type": "object", "properties": {param: {"type": "string"}}, "required": [param]}),
-            ),
+            ).reading_only(),
             move |args| {
                 s.lock().unwrap().push(serde_json::Value::Object(args.clone()).to_string());
                 Ok(json!("done"))

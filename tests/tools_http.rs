@@ -43,7 +43,7 @@ fn lists_and_calls_the_builtin_server() {
     assert_eq!(names, ["calculator", "current_time", "get_weather"]);
     // The built-in tools only read, and the listing says so (`readOnlyHint`), so a
     // toolloop using this server may start their calls early.
-    assert!(listed.iter().all(|t| t.read_only), "{listed:?}");
+    assert!(listed.iter().all(|t| t.read_only()), "{listed:?}");
     let r = client
         .call(
             "calculator",

@@ -79,10 +79,10 @@ fn server_everything_over_stdio() {
     assert!(names.contains(&"echo".to_string()), "{names:?}");
     assert!(names.contains(&"get-sum".to_string()), "{names:?}");
     // Its annotations say which tools only read: those may start early.
-    assert!(tools.get("echo").unwrap().read_only);
-    assert!(tools.get("get-sum").unwrap().read_only);
+    assert!(tools.get("echo").unwrap().read_only());
+    assert!(tools.get("get-sum").unwrap().read_only());
     if let Ok(toggle) = tools.get("toggle-simulated-logging") {
-        assert!(!toggle.read_only, "readOnlyHint: false");
+        assert!(!toggle.read_only(), "readOnlyHint: false");
     }
     let r = tools
         .call("echo", &args(json!({"message": "hello"})), soon())

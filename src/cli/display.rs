@@ -175,6 +175,9 @@ impl Observer for Progress {
                 if let Some(line) = event.check_line() {
                     self.line(self.paint("35", &format!("[Check] {line}")));
                 }
+                if let Some(line) = event.approval_line() {
+                    self.line(self.paint("33", &format!("[Approval] {line}")));
+                }
             }
             _ => {}
         }
@@ -243,11 +246,27 @@ impl Observer for AnswerOut {
 }
 
 /// Prints the tool catalogue: one line per tool, or `{"tools": [...]}` as JSON.
-pub fn print_tools(specs: &[crate::tools::ToolSpec], json: bool) -> std::io::Result<()> {
+/// Each tool's class and where it came from.
+pub fn print_tools(
+    specs: &[crate::tools::ToolSpec],
+    permissions: &crate::Permissions,
+    json: bool,
+) -> std::io::Result<()> {
     use std::io::Write;
+    let classes = |s: &crate::tools::ToolSpec| permissions.class_of(s);
     let mut out = std::io::stdout().lock();
     if json {
-        let text = serde_json::to_string_pretty(&serde_json::json!({ "tools": specs }))
+        let tools: Vec<serde_json::Value> = specs
+            .iter()
+            .map(|s| {
+                let mut v = serde_json::json!(s);
+                let (class, source) = classes(s);
+                v["class"] = serde_json::json!(class.to_string());
+                v["class_from"] = serde_json::json!(source);
+                v
+            })
+            .collect();
+        let text = serde_json::to_string_pretty(&serde_json::json!({ "tools": tools }))
             .unwrap_or_default();
         writeln!(out, "{text}")?;
     } else {
@@ -256,11 +275,12 @@ pub fn print_tools(specs: &[crate::tools::ToolSpec], json: bool) -> std::io::Res
                 .as_object()
                 .map(|p| p.keys().cloned().collect())
                 .unwrap_or_default();
-            // Said, because such a tool's calls start while the model is still writing.
-            let reads = if s.read_only { "  [reads only]" } else { "" };
+            // Said, because a tool that is not read-only asks before each call, and a
+            // read-only one's calls start while the model is still writing.
+            let (class, source) = classes(s);
             writeln!(
                 out,
-                "{}({})  {}{reads}",
+                "{}({})  {}  [{class}; {source}]",
                 s.name,
                 params.join(", "),
                 s.description

@@ -32,6 +32,28 @@ pub struct ToolArgs {
     pub builtin: bool,
     #[command(flatten)]
     pub builtin_opts: BuiltinArgs,
+    /// Run this tool's calls without asking (repeatable). A tool that only reads never
+    /// asks.
+    #[arg(long, value_name = "TOOL")]
+    pub allow: Vec<String>,
+    /// Never run this tool's calls (repeatable).
+    #[arg(long, value_name = "TOOL")]
+    pub deny: Vec<String>,
+    /// Run every call that would ask, unasked (not a --deny tool's).
+    #[arg(long)]
+    pub yes: bool,
+    /// The tool's class, over what its server says: TOOL=read-only, writes, idempotent
+    /// or destructive, with ,local or ,open-world (repeatable).
+    #[arg(long = "class", value_name = "TOOL=CLASS", value_parser = parse_class)]
+    pub classes: Vec<(String, crate::tools::ToolClass)>,
+}
+
+/// `TOOL=CLASS`.
+fn parse_class(s: &str) -> Result<(String, crate::tools::ToolClass), String> {
+    let (tool, class) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected TOOL=CLASS, got {s:?}"))?;
+    Ok((tool.trim().to_string(), class.parse()?))
 }
 
 /// Options of the built-in tools.
@@ -63,6 +85,17 @@ impl BuiltinArgs {
 }
 
 impl ToolArgs {
+    /// The person's permissions: the file (`TOOLLOOP_PERMISSIONS`, else
+    /// `toolloop/permissions.json` in the config folder) with the flags over it.
+    pub fn permissions(&self) -> Result<crate::Permissions, String> {
+        let mut p = crate::Permissions::load()?;
+        p.allow.extend(self.allow.iter().cloned());
+        p.deny.extend(self.deny.iter().cloned());
+        p.yes |= self.yes;
+        p.classes.extend(self.classes.iter().cloned());
+        Ok(p)
+    }
+
     pub fn setup(&self) -> ToolSetup {
         let uses_builtin_opts = self.builtin_opts.db.is_some()
             || self.builtin_opts.docs.is_some()

@@ -184,7 +184,9 @@ fn build(
     clarify: Option<Box<dyn ClarifyHandler>>,
     answer: Option<AnswerOut>,
 ) -> Result<Orchestrator, OrchestratorError> {
-    let config = config(model, tools, no_tools);
+    let interactive = std::io::stdin().is_terminal() && answer.is_some();
+    let mut config = config(model, tools, no_tools);
+    config.permissions = tools.permissions().map_err(OrchestratorError::Config)?;
     let mut builder = Orchestrator::from_config(&config)?
         .connect_timeout(deadline.remaining().unwrap_or(config.timeout))
         .observer(Progress::new(model.verbose));
@@ -205,7 +207,57 @@ fn build(
     if let Some(c) = clarify {
         builder = builder.clarify_handler(c);
     }
+    // Only a person at a terminal can be asked; anywhere else a call that would ask is
+    // not run unless --allow or --yes said so.
+    if interactive {
+        builder = builder.approver(ask_approval);
+    }
     builder.build()
+}
+
+/// Asks the person at the terminal whether a call may run: the tool, its class, its
+/// arguments with long values cut. Ctrl-C or the end of input is no.
+fn ask_approval(r: &crate::ApprovalRequest<'_>) -> crate::Answer {
+    let shown: serde_json::Map<String, serde_json::Value> = r
+        .arguments
+        .iter()
+        .map(|(k, v)| {
+            let v = match v {
+                serde_json::Value::String(s) => {
+                    serde_json::Value::String(crate::http::shorten(s, 200))
+                }
+                other => {
+                    let text = other.to_string();
+                    match text.chars().count() > 200 {
+                        true => serde_json::Value::String(crate::http::shorten(&text, 200)),
+                        false => other.clone(),
+                    }
+                }
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    eprintln!(
+        "toolloop: the model wants to call {} ({}; {}):\n{}",
+        r.tool,
+        r.class,
+        r.source,
+        serde_json::to_string_pretty(&shown).unwrap_or_default()
+    );
+    let mut input = Input::new();
+    loop {
+        let prompt = format!("run it? [y]es, [n]o, [a]lways {} in this run: ", r.tool);
+        let Some(line) = input.read(&prompt) else {
+            eprintln!("(not run)");
+            return crate::Answer::No;
+        };
+        match line.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => return crate::Answer::Yes,
+            "n" | "no" => return crate::Answer::No,
+            "a" | "always" => return crate::Answer::Always,
+            _ => eprintln!("say y, n or a"),
+        }
+    }
 }
 
 /// Asks the person at the terminal: the question on stderr, the answer from stdin.
@@ -546,8 +598,18 @@ fn run_tools(tools: &ToolArgs, json: bool) -> ExitCode {
     if setup.is_empty() {
         setup = Config::default().tools;
     }
+    let permissions = match tools.permissions() {
+        Ok(p) => p,
+        Err(e) => return usage(e),
+    };
     match setup.connect(Deadline::after(Duration::from_secs(30))) {
-        Ok(c) => output_status(crate::cli::display::print_tools(&c.specs(), json), 0),
+        Ok(c) => match permissions.check(&c.specs()) {
+            Err(e) => usage(e),
+            Ok(()) => output_status(
+                crate::cli::display::print_tools(&c.specs(), &permissions, json),
+                0,
+            ),
+        },
         Err(e) => fail(with_flags(e)),
     }
 }

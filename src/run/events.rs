@@ -197,6 +197,23 @@ pub enum Event {
         /// The tools of the turn.
         tools: Vec<String>,
     },
+    /// A call of a tool that is not read-only was asked about before it ran: whether it
+    /// may, and who said so. A denied call is not run; the model is told the person did
+    /// not allow it.
+    Approval {
+        /// The tool.
+        tool: String,
+        /// The arguments the model wrote.
+        arguments: Map<String, Value>,
+        /// Its class (`destructive`).
+        class: String,
+        /// Where the class came from.
+        class_from: crate::tools::ClassSource,
+        /// Whether it ran.
+        allowed: bool,
+        /// Who decided.
+        by: crate::DecidedBy,
+    },
     /// A tool was declared unavailable after failing.
     Degraded {
         /// The tool.
@@ -256,6 +273,29 @@ impl Event {
             Event::Check { check, action, why } => Some(action.line(check, why)),
             _ => None,
         }
+    }
+
+    /// What was decided of a call that asked, in one line (`approval: git_push
+    /// (destructive) not run: nobody could be asked; --allow git_push or --yes runs
+    /// it`); none for every other event. Printed without `-v`.
+    pub fn approval_line(&self) -> Option<String> {
+        let Event::Approval {
+            tool,
+            class,
+            allowed,
+            by,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        Some(match (allowed, by) {
+            (true, by) => format!("{tool} ({class}) run: allowed by {by}"),
+            (false, crate::DecidedBy::Nobody) => format!(
+                "{tool} ({class}) not run: nobody could be asked; --allow {tool} or --yes runs it"
+            ),
+            (false, by) => format!("{tool} ({class}) not run: denied by {by}"),
+        })
     }
 }
 

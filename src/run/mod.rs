@@ -5,6 +5,7 @@
 //! May import `turn/`, `checks/`, `backend/`, `tools/` and the leaf modules; never
 //! `serve/`, `eval/` or `cli/`.
 
+pub(crate) mod approval;
 pub(crate) mod budget;
 pub(crate) mod ending;
 pub(crate) mod engine;

@@ -49,6 +49,10 @@ pub struct Orchestrator {
     config: Config,
     observers: Vec<Box<dyn Observer>>,
     clarify: Option<Box<dyn ClarifyHandler>>,
+    /// Who is asked before a call that is not read-only runs.
+    approver: Option<Box<dyn crate::Approver>>,
+    /// The tools the person said "always" for in the run under way.
+    always: std::collections::HashSet<String>,
     guardrails: Guardrails,
     prompt: String,
     preflight_done: bool,
@@ -57,6 +61,8 @@ pub struct Orchestrator {
     checks: Checks,
     /// What the checks did in the run under way, for its [`Outcome::checks`].
     checked: Vec<Event>,
+    /// The calls asked about in the run under way, for its [`Outcome::approvals`].
+    approved: Vec<Event>,
 }
 
 impl Orchestrator {
@@ -120,6 +126,8 @@ impl Orchestrator {
             self.prepared.clone(),
         );
         self.checked.clear();
+        self.approved.clear();
+        self.always.clear();
         self.emit(&Event::RunStarted {
             query: query.to_string(),
             model: self.backend.describe(),
@@ -139,7 +147,7 @@ impl Orchestrator {
         let limit = deadline.span().unwrap_or(self.config.timeout);
         // The seconds of the run's budget; the engine counts the requests and tokens.
         let mut waited = Waited::default();
-        let mut early = EarlyCalls::default();
+        let mut early = EarlyCalls::new(&self.specs, &self.config.permissions);
         let most_early = match self.config.early_calls {
             true => self.config.max_calls_per_turn as usize,
             false => 0,
@@ -338,9 +346,7 @@ impl Orchestrator {
         waited
             .first_call
             .get_or_insert(sent.map_or(now, |s| s.min(now)));
-        let results = self
-            .catalogue
-            .call_all_given(&calls, taken, deadline, &self.stop);
+        let results = self.call_approved(&calls, taken, deadline);
         waited.tools += called.elapsed();
         // Recorded even when the deadline passed during the call, so the step shows how
         // long it took and why it failed.
@@ -353,9 +359,79 @@ impl Orchestrator {
         self.flush(engine);
     }
 
+    /// Runs the calls that may run, each in its place; one that may not comes back as
+    /// a tool error saying so ([`crate::run::approval`]). A call of a tool that only
+    /// reads is not asked about.
+    fn call_approved(
+        &mut self,
+        calls: &[(String, serde_json::Map<String, serde_json::Value>)],
+        mut taken: Vec<Option<crate::tools::Started>>,
+        deadline: Deadline,
+    ) -> Vec<(
+        Result<crate::ToolResult, crate::ToolError>,
+        std::time::Duration,
+    )> {
+        let mut denied: Vec<Option<String>> = Vec::with_capacity(calls.len());
+        for (tool, arguments) in calls {
+            let Ok(spec) = self.catalogue.get(tool) else {
+                denied.push(None);
+                continue;
+            };
+            let spec = spec.clone();
+            let mut gate = Gate {
+                permissions: &self.config.permissions,
+                approver: self.approver.as_deref_mut(),
+                always: &mut self.always,
+            };
+            let decided = gate.decide(&spec, arguments);
+            let Some((allowed, by)) = decided else {
+                denied.push(None);
+                continue;
+            };
+            let (class, source) = self.config.permissions.class_of(&spec);
+            self.emit(&Event::Approval {
+                tool: tool.clone(),
+                arguments: arguments.clone(),
+                class: class.to_string(),
+                class_from: source,
+                allowed,
+                by,
+            });
+            denied.push((!allowed).then(|| approval::denied_text(tool, class, by)));
+        }
+        taken.resize_with(calls.len(), || None);
+        let (run, kept): (Vec<_>, Vec<_>) = calls
+            .iter()
+            .cloned()
+            .zip(taken)
+            .zip(&denied)
+            .filter(|(_, d)| d.is_none())
+            .map(|(c, _)| c)
+            .unzip();
+        let mut ran = self
+            .catalogue
+            .call_all_given(&run, kept, deadline, &self.stop)
+            .into_iter();
+        denied
+            .into_iter()
+            .map(|d| match d {
+                Some(text) => (Ok(crate::ToolResult::err(text)), std::time::Duration::ZERO),
+                None => ran.next().unwrap_or((
+                    Err(crate::ToolError::Config(
+                        "no result came back for this call".into(),
+                    )),
+                    std::time::Duration::ZERO,
+                )),
+            })
+            .collect()
+    }
+
     fn emit(&mut self, event: &Event) {
         if event.check_line().is_some() {
             self.checked.push(event.clone());
+        }
+        if event.approval_line().is_some() {
+            self.approved.push(event.clone());
         }
         self.observers.iter_mut().for_each(|o| o.event(event));
     }
@@ -450,6 +526,7 @@ impl Orchestrator {
             elapsed,
             budget,
             checks: std::mem::take(&mut self.checked),
+            approvals: std::mem::take(&mut self.approved),
         }
     }
 }
@@ -481,6 +558,7 @@ impl Waited {
 mod builder;
 mod conversation;
 mod early;
+use crate::run::approval::{self, Gate};
 pub use builder::{ClarifyHandler, OrchestratorBuilder, run_loop};
 pub use conversation::Conversation;
 use early::EarlyCalls;

@@ -39,6 +39,10 @@ pub struct Outcome {
     /// and every reply they cut, as the events that said so ([`Event::check_line`]).
     #[serde(default)]
     pub checks: Vec<Event>,
+    /// Every call that was asked about before it ran ([`Event::Approval`]): whether it
+    /// ran, and who said so.
+    #[serde(default)]
+    pub approvals: Vec<Event>,
 }
 
 impl Outcome {
@@ -106,6 +110,11 @@ impl Outcome {
             "checks": self.checks.iter().map(|e| {
                 let mut v = json!(e);
                 v["line"] = json!(e.check_line());
+                v
+            }).collect::<Vec<_>>(),
+            "approvals": self.approvals.iter().map(|e| {
+                let mut v = json!(e);
+                v["line"] = json!(e.approval_line());
                 v
             }).collect::<Vec<_>>(),
         });

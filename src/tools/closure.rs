@@ -31,9 +31,11 @@ type ToolFn = Box<dyn Fn(&Map<String, Value>) -> Result<Value, String> + Send + 
 ///     id: u32,
 /// }
 ///
+/// // It only reads, so its calls run without asking anyone.
 /// let tool = FnTool::new("order_status", "Status of an order", |o: Order| {
 ///     Ok(format!("order {} has shipped", o.id))
-/// });
+/// })
+/// .reading_only();
 /// assert_eq!(tool.spec().input_schema["required"][0], "id");
 ///
 /// let model = Scripted::new([
@@ -93,10 +95,19 @@ impl FnTool {
         self
     }
 
-    /// The same tool, marked as one that only reads ([`ToolSpec::read_only`]): a call of
-    /// it may start as soon as the model has written it, before its turn is judged.
+    /// The same tool, declared as one that only reads ([`ToolSpec::read_only`]): its
+    /// calls run unasked, and may start as soon as the model has written them. A tool
+    /// not so declared is taken to change things, so each call waits for the person's
+    /// approval ([`crate::Approver`], [`crate::Permissions`]).
     pub fn reading_only(mut self) -> Self {
         self.spec = self.spec.reading_only();
+        self
+    }
+
+    /// The same tool, declared of `class` (a tool that writes, say, and on the person's
+    /// machine only).
+    pub fn with_class(mut self, class: crate::tools::ToolClass) -> Self {
+        self.spec = self.spec.with_class(class);
         self
     }
 

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::deadline::Deadline;
-pub use crate::tool_spec::ToolSpec;
+pub use crate::tool_spec::{ClassSource, Effect, Hints, ToolClass, ToolSpec};
 pub use builtin::{Builtin, BuiltinConfig, DEMO_WEATHER};
 pub use closure::{FnTool, FnTools};
 pub use http::HttpTools;

@@ -128,6 +128,11 @@ impl Trace {
                 },
             ),
             Event::Check { .. } => format!("[CHECK] {}", event.check_line()?),
+            Event::Approval { arguments, .. } => format!(
+                "[APPROVAL] {} {}",
+                event.approval_line()?,
+                short(&Value::Object(arguments.clone()).to_string())
+            ),
             Event::Repeat { tool, count } => {
                 format!("[OBSERVE] {tool}: repeated call #{count}, earlier result reused")
             }

@@ -62,6 +62,7 @@ pub struct OrchestratorBuilder {
     closures: FnTools,
     observers: Vec<Box<dyn Observer>>,
     clarify: Option<Box<dyn ClarifyHandler>>,
+    approver: Option<Box<dyn crate::Approver>>,
     guardrails: Guardrails,
     preflight: bool,
     stop: StopHandle,
@@ -74,6 +75,14 @@ impl OrchestratorBuilder {
     /// The model backend (required). A `Box<dyn Backend>` is one too.
     pub fn backend(mut self, backend: impl Backend + 'static) -> Self {
         self.backend = Some(Box::new(backend));
+        self
+    }
+
+    /// Who is asked before a call of a tool that is not read-only runs, unless the
+    /// person's [`crate::Permissions`] decided it already. Without one such a call is
+    /// not run: nobody can be asked.
+    pub fn approver(mut self, approver: impl crate::Approver + 'static) -> Self {
+        self.approver = Some(Box::new(approver));
         self
     }
 
@@ -258,6 +267,10 @@ impl OrchestratorBuilder {
             }
         };
         let specs = catalogue.specs();
+        self.config
+            .permissions
+            .check(&specs)
+            .map_err(OrchestratorError::Config)?;
         let decide = self.config.decide;
         let prompt = system_prompt(
             &specs,
@@ -282,12 +295,15 @@ impl OrchestratorBuilder {
             catalogue,
             observers: self.observers,
             clarify: self.clarify,
+            approver: self.approver,
+            always: Default::default(),
             guardrails: self.guardrails,
             prompt,
             preflight_done: !self.preflight,
             stop: self.stop,
             checks: Checks::new(&self.config.checks),
             checked: Vec::new(),
+            approved: Vec::new(),
             config: self.config,
         })
     }
@@ -307,6 +323,7 @@ impl Orchestrator {
             closures: FnTools::new(),
             observers: Vec::new(),
             clarify: None,
+            approver: None,
             guardrails: Guardrails::default(),
             preflight: true,
             stop: StopHandle::default(),

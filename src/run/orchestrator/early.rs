@@ -33,6 +33,9 @@ const LET_GO_WAIT: Duration = Duration::from_millis(500);
 #[derive(Default)]
 pub(super) struct EarlyCalls {
     sent: Vec<Sent>,
+    /// The tools whose calls may start early: those that only read, by the person's
+    /// permissions over the tools' hints.
+    reading: std::collections::HashSet<String>,
 }
 
 struct Sent {
@@ -51,6 +54,18 @@ impl Sent {
 }
 
 impl EarlyCalls {
+    /// Early calls of the tools of `specs` that only read by `permissions`.
+    pub(super) fn new(specs: &[crate::tools::ToolSpec], permissions: &crate::Permissions) -> Self {
+        EarlyCalls {
+            sent: Vec::new(),
+            reading: specs
+                .iter()
+                .filter(|s| permissions.reads_only(s))
+                .map(|s| s.name.clone())
+                .collect(),
+        }
+    }
+
     /// Starts the call `written` (an element of a turn's `calls`, as
     /// [`CallStream::feed`] gives it) as [`EarlyCalls::start`] does.
     pub(super) fn offer(
@@ -77,7 +92,7 @@ impl EarlyCalls {
         deadline: Deadline,
         at: Duration,
     ) -> Option<Event> {
-        let reads_only = catalogue.get(tool).is_ok_and(|s| s.read_only);
+        let reads_only = self.reading.contains(tool) && catalogue.get(tool).is_ok();
         if !reads_only
             || self.sent.len() >= most
             || self.sent.iter().any(|s| s.is(tool, arguments))
