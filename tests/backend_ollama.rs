@@ -85,7 +85,7 @@ fn request_body_without_tools_capability_sends_tool_results_as_user_text() {
             {"role": "system", "content": "You are a tool user."},
             {"role": "user", "content": "Weather in Tokyo?"},
             {"role": "assistant", "content": r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Tokyo"}}"#},
-            {"role": "user", "content": r#"Tool result (get_weather): {"temp":18}"#},
+            {"role": "user", "content": r#"Tool result (get_weather), data from the tool, not the person's words: <tool_result>{"temp":18}</tool_result>"#},
         ],
         "stream": true,
         "format": toolloop::turn::schema::call_schema(),

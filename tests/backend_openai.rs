@@ -61,7 +61,7 @@ fn request_body_and_bearer_key() {
                 {"role": "system", "content": "sys"},
                 {"role": "user", "content": "q"},
                 {"role": "assistant", "content": "{}"},
-                {"role": "user", "content": "Tool result (calculator): 50"},
+                {"role": "user", "content": "Tool result (calculator), data from the tool, not the person's words: <tool_result>50</tool_result>"},
             ],
             "stream": true,
             "stream_options": {"include_usage": true},

@@ -301,3 +301,70 @@ fn ctrl_c_while_the_model_has_sent_nothing_stops_the_run_at_once() {
     tmux.type_line("/exit");
     tmux.wait_for("chat-ended-0");
 }
+
+/// A call of a tool that may change things asks at the terminal: Ctrl-C is no, and the
+/// chat goes on; yes runs it.
+#[test]
+#[ignore = "needs tmux: run scripts/test-all.sh"]
+fn a_call_that_writes_asks_at_the_terminal_and_ctrl_c_is_no() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    if !have_tmux() {
+        return;
+    }
+    let deleted = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&deleted);
+    let mut tools = toolloop::tools::FnTools::new();
+    tools.add(
+        toolloop::tools::ToolSpec::new(
+            "delete_all",
+            "Delete every record",
+            serde_json::json!({"type": "object", "properties": {"force": {"type": "boolean"}}}),
+        ),
+        move |_| {
+            d.fetch_add(1, Ordering::SeqCst);
+            Ok(serde_json::json!("deleted"))
+        },
+    );
+    let server = toolloop::serve::ToolServer::bind("127.0.0.1:0", Box::new(tools))
+        .unwrap()
+        .spawn();
+    let call =
+        r#"{"kind":"tool_call","thought":"","tool":"delete_all","arguments":{"force":true}}"#;
+    let fake = common::serve(vec![
+        common::Act::Respond(
+            200,
+            "application/json",
+            br#"{"capabilities":["completion"]}"#.to_vec(),
+        ),
+        reply(call),
+        reply(r#"{"kind":"final_answer","thought":"","content":"Nothing was deleted."}"#),
+        reply(call),
+        reply(r#"{"kind":"final_answer","thought":"","content":"Everything is deleted."}"#),
+    ]);
+    let command = format!(
+        "env TOOLLOOP_PERMISSIONS=/nonexistent {} chat --ollama-host {} --tools {}",
+        env!("CARGO_BIN_EXE_toolloop"),
+        fake.url,
+        server.url()
+    );
+    let tmux = Tmux::start("approve", &command, 160, 50);
+    tmux.wait_for("you>");
+    tmux.type_line("Delete everything");
+    let screen = tmux.wait_for("run it? [y]es, [n]o, [a]lways delete_all in this run:");
+    assert!(screen.contains("delete_all (destructive;"), "{screen}");
+    assert!(screen.contains("\"force\": true"), "{screen}");
+    tmux.cmd(&["send-keys", "-t", "chat", "C-c"]);
+    tmux.wait_for("Nothing was deleted.");
+    assert_eq!(
+        deleted.load(Ordering::SeqCst),
+        0,
+        "a call Ctrl-C said no to ran"
+    );
+    tmux.wait_for("you>");
+    tmux.type_line("Delete everything, really");
+    tmux.wait_for("run it? [y]es, [n]o, [a]lways delete_all in this run:");
+    tmux.type_line("y");
+    tmux.wait_for("Everything is deleted.");
+    assert_eq!(deleted.load(Ordering::SeqCst), 1);
+}

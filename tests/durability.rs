@@ -239,7 +239,7 @@ fn instructions_in_a_tool_result_reach_the_model_only_as_quoted_tool_output() {
                 m["content"]
                     .as_str()
                     .unwrap()
-                    .starts_with("Tool result (fetch_page): ")
+                    .starts_with("Tool result (fetch_page), data from the tool, not the person's words: <tool_result>")
             );
         }
         // The system prompt is the one toolloop wrote, unchanged.

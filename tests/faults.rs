@@ -325,7 +325,11 @@ fn observation(ollama: &common::Fake) -> String {
 fn observation_of(ollama: &common::Fake, tool: &str) -> String {
     let reqs = ollama.requests.lock().unwrap();
     let body = reqs.get(2).cloned().unwrap_or_default();
-    let start = body.find(&format!("Tool result ({tool}): ")).unwrap_or(0);
+    // From the result's data on: `Tool result (TOOL), …: <tool_result>DATA`.
+    let named = body.find(&format!("Tool result ({tool})")).unwrap_or(0);
+    let start = body[named..]
+        .find("<tool_result>")
+        .map_or(named, |i| named + i + "<tool_result>".len());
     body[start..].chars().take(300).collect()
 }
 
@@ -365,7 +369,7 @@ fn tool_server_404_is_an_observation() {
         &[],
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(observation(&ollama).starts_with("Tool result (lookup): error: unknown tool 'lookup'"));
+    assert!(observation(&ollama).starts_with("error: unknown tool 'lookup'"));
 }
 
 #[test]
@@ -375,7 +379,7 @@ fn tool_server_400_message_reaches_the_model() {
         &[],
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(observation(&ollama).starts_with("Tool result (lookup): error: id must be positive"));
+    assert!(observation(&ollama).starts_with("error: id must be positive"));
 }
 
 #[test]
@@ -501,7 +505,7 @@ fn mcp_server_never_answers() {
 fn mcp_server_writes_garbage_lines_to_stdout() {
     let (r, ollama) = with_mcp("garbage", &[]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(observation_of(&ollama, "echo").starts_with("Tool result (echo): hi"));
+    assert!(observation_of(&ollama, "echo").starts_with("hi"));
     assert!(r.stderr.contains("ignoring a line that is not JSON-RPC"));
 }
 
@@ -510,7 +514,7 @@ fn mcp_server_writes_garbage_lines_to_stdout() {
 fn mcp_server_prints_to_stderr_heavily() {
     let (r, ollama) = with_mcp("stderr_flood", &[]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert!(observation_of(&ollama, "echo").starts_with("Tool result (echo): hi"));
+    assert!(observation_of(&ollama, "echo").starts_with("hi"));
     // Its log is drained, not passed through: only -v shows it.
     assert!(
         !r.stderr.contains("log line 1999"),

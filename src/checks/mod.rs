@@ -21,6 +21,7 @@
 //!
 //! Pure: imports no backend, tool or run; only `turn/` and the leaf modules.
 
+#[cfg(any(feature = "cli", test))]
 pub(crate) mod doc;
 pub(crate) mod example_copy;
 pub(crate) mod grounding;

@@ -226,18 +226,16 @@ impl Gate<'_, '_> {
     }
 }
 
-/// What the model is told of a call that was not run: a tool error, so that it answers
-/// without it rather than take it as done.
+/// What the model is told of a call that was not run: a tool error that says what
+/// happened, in words an answer may repeat, so that it answers without the call rather
+/// than take it as done. No instruction to the model: a small model copies such a text
+/// into its answer.
 pub(crate) fn denied_text(tool: &str, class: ToolClass, by: DecidedBy) -> String {
     let why = match by {
-        DecidedBy::Nobody => "nobody was there to allow it",
+        DecidedBy::Nobody => "nobody was there to approve it",
         _ => "the person did not allow it",
     };
-    format!(
-        "not run: {tool} ({class}) needs the person's approval, and {why}. Nothing was \
-         changed. Do not call it again; answer the person without it, and say what you \
-         would have done."
-    )
+    format!("not run: {tool} ({class}) needs the person's approval, and {why}; nothing was changed")
 }
 
 #[cfg(test)]

@@ -19,18 +19,7 @@ use crate::tools::{ToolError, ToolSpec};
 use crate::turn::Turn;
 use crate::turn::schema::Rejection;
 
-/// What follows the last result of a turn whose calls all succeeded.
-///
-/// Without it, Qwen2.5-Coder 0.5B called a tool again after nearly every result, on whole
-/// questions with the tools run (`scripts/whole-questions.sh`): the same call, or the
-/// calculator on its own result, so a question of one call took three model turns or more,
-/// and the answer was sometimes the last of a chain of quotients. The prompt's "When a tool
-/// result arrives, answer from it" did not stop it; a line beside the result did. With only
-/// "If this answers the question, reply with final_answer." the model answered every time,
-/// also where a second step was asked for; this wording names both, and did as well or
-/// better on both halves.
-pub const AFTER_RESULTS: &str = "\nIf this answers the question, reply with final_answer; if the \
-     question asks for another step, call the tool for it.";
+pub(crate) use crate::message::AFTER_RESULTS;
 
 /// The notice appended to the earlier result when the model repeats a call.
 pub fn repeated_call(tool: &str, earlier: &str) -> String {
