@@ -235,6 +235,11 @@ function handle(view, run, e) {
     case "check":
       step(view, "repair", `${CHECK_TITLES[e.action] || "Check"} (${e.check})`, e.line || e.why);
       break;
+    case "approval":
+      // The page cannot ask yet: a call that needs approval runs only when the server
+      // was started with --allow or --yes.
+      step(view, e.allowed ? "call" : "problem", e.allowed ? "Allowed" : "Not run: needs your approval", e.line);
+      break;
     case "nothing_new":
       step(view, "repair", "Nothing new", `${e.tools.join(", ")}: results already shown; the model is asked to answer`);
       break;

@@ -25,8 +25,14 @@ pub(super) fn run_web(
         );
     }
     // The calibration file is read once here, not again for every run of the page.
-    let config = match config(model, tools, no_tools).calibrated() {
+    let mut config = match config(model, tools, no_tools).calibrated() {
         Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    // The page cannot ask for approval yet: a call that would ask runs only with
+    // --allow or --yes.
+    config.permissions = match tools.permissions() {
+        Ok(p) => p,
         Err(e) => return fail(e),
     };
     match crate::serve::web::start(config, addr, web.max_runs as usize) {

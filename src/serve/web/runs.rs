@@ -216,7 +216,7 @@ impl Observer for LogObserver {
                 "t_ms".into(),
                 Value::from(self.started.elapsed().as_millis() as u64),
             );
-            if let Some(line) = event.check_line() {
+            if let Some(line) = event.check_line().or_else(|| event.approval_line()) {
                 m.insert("line".into(), Value::from(line));
             }
             if let Event::Stopped {
