@@ -64,6 +64,10 @@ fn tool_server() -> (RunningServer, Arc<AtomicUsize>) {
 }
 
 fn ask(tools: &[&str], flags: &[&str]) -> (Output, Value) {
+    ask_with(tools, flags, "/nonexistent/permissions.json")
+}
+
+fn ask_with(tools: &[&str], flags: &[&str], permissions: &str) -> (Output, Value) {
     let ollama = fake_ollama(&TURNS);
     let mut args = vec![
         "ask",
@@ -76,7 +80,7 @@ fn ask(tools: &[&str], flags: &[&str]) -> (Output, Value) {
     args.extend_from_slice(flags);
     let out = Command::new(env!("CARGO_BIN_EXE_toolloop"))
         .args(&args)
-        .env("TOOLLOOP_PERMISSIONS", "/nonexistent/permissions.json")
+        .env("TOOLLOOP_PERMISSIONS", permissions)
         .env("TOOLLOOP_CALIBRATION", "/nonexistent/calibration.json")
         .env("TOOLLOOP_LEANINGS", "off")
         .stdin(Stdio::null())
@@ -160,6 +164,35 @@ fn the_persons_class_wins_over_a_server_that_claims_read_only() {
     assert_eq!(v["approvals"][0]["allowed"], false);
     assert_eq!(v["approvals"][0]["class_from"], "person");
     assert_eq!(v["steps"][0]["ok"], false);
+}
+
+#[test]
+fn the_permissions_file_sets_classes_and_allows_and_a_broken_one_is_an_error() {
+    let dir = std::env::temp_dir().join(format!("toolloop-perm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("permissions.json");
+    std::fs::write(
+        &file,
+        r#"{"allow": ["delete_all"], "classes": {"fetch_page": "destructive"}}"#,
+    )
+    .unwrap();
+    let (server, deleted) = tool_server();
+    let (out, v) = ask_with(&["--tools", server.url()], &[], file.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(v["approvals"][0]["tool"], "fetch_page", "{v}");
+    assert_eq!(v["approvals"][0]["allowed"], false);
+    assert_eq!(v["approvals"][1]["by"], "allow");
+    assert_eq!(deleted.load(Ordering::SeqCst), 1);
+
+    std::fs::write(&file, r#"{"classes": {"fetch_page": "harmless"}}"#).unwrap();
+    let (out, _) = ask_with(&["--tools", server.url()], &[], file.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not a tool class"),
+        "{}",
+        stderr(&out)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
