@@ -719,7 +719,7 @@ fn every_path_in_the_openapi_document_is_served() {
             n += 1;
         }
     }
-    assert_eq!(n, 9);
+    assert_eq!(n, 10);
 }
 
 #[test]
@@ -843,4 +843,48 @@ fn a_run_sets_its_own_checks_and_the_page_is_told_the_servers() {
         e["error"].as_str().unwrap().contains("no check is called"),
         "{e}"
     );
+}
+
+/// A call of a tool that may change things waits on the page: the run shows the call,
+/// nothing runs until the person says yes, and the run goes on with the result.
+#[test]
+fn a_call_that_may_change_things_waits_for_approval_on_the_page() {
+    let web = start(
+        vec![vec![
+            call("weather_report", json!({"city": "Oslo"})),
+            answer("Here is the report."),
+        ]],
+        4,
+    );
+    let c = new_conversation(&web);
+    let (_, run) = ask(&web, &c, "Write me a weather report for Oslo");
+    let run = run["run"].as_str().unwrap().to_string();
+    let path = format!("/api/runs/{run}/approve");
+    // Nothing waits yet: refused; a word other than yes, no or always: refused.
+    let early = request(&web, "POST", &path, Some(&json!({"answer": "yes"})));
+    assert_eq!(early.0, 409, "{}", early.1);
+    let mut approved = false;
+    let events = stream(&web, &run, |e| {
+        if e["event"] == "approval_request" && !approved {
+            assert_eq!(e["tool"], "weather_report");
+            assert_eq!(e["arguments"]["city"], "Oslo");
+            assert_eq!(e["class"], "destructive");
+            let bad = request(&web, "POST", &path, Some(&json!({"answer": "sure"})));
+            assert_eq!(bad.0, 400, "{}", bad.1);
+            let (status, body) = request(&web, "POST", &path, Some(&json!({"answer": "yes"})));
+            assert_eq!(status, 202, "{body}");
+            approved = true;
+        }
+    });
+    let k = kinds(&events);
+    assert!(
+        k.windows(2).any(|w| w == ["approval_request", "approval"]),
+        "{k:?}"
+    );
+    let decided = events.iter().find(|e| e["event"] == "approval").unwrap();
+    assert_eq!(decided["allowed"], true);
+    assert_eq!(decided["by"], "person");
+    let result = events.iter().find(|e| e["event"] == "tool_result").unwrap();
+    assert_eq!(result["ok"], true, "{result}");
+    assert_eq!(events.last().unwrap()["answer"], "Here is the report.");
 }

@@ -139,6 +139,34 @@ function showClarify(view, run, question, missing) {
   view.clarify = box;
 }
 
+// A call of a tool that may change things waits for the person: the tool, its class and
+// its arguments (text only, never markup), and yes, no or always for this tool.
+function showApproval(view, run, e) {
+  const box = el("div", "clarify approval");
+  box.appendChild(el("strong", null, `Run ${e.tool}? `));
+  box.appendChild(el("span", "muted", `${e.class} (${e.class_from === "person" ? "your setting" : e.class_from === "hints" ? "the tool's hints" : "no hints: taken as destructive"})`));
+  box.appendChild(el("pre", "arguments", JSON.stringify(e.arguments, null, 2).slice(0, 4000)));
+  const row = el("div", "choices");
+  for (const [answer, label] of [["yes", "Yes"], ["no", "No"], ["always", `Always ${e.tool} in this run`]]) {
+    const b = el("button", null, label);
+    b.type = "button";
+    b.dataset.answer = answer;
+    b.addEventListener("click", async () => {
+      row.querySelectorAll("button").forEach((x) => { x.disabled = true; });
+      try {
+        await api("POST", `/api/runs/${run}/approve`, { answer });
+        row.remove();
+      } catch (err) {
+        row.querySelectorAll("button").forEach((x) => { x.disabled = false; });
+        status("Could not send your answer: " + err.message);
+      }
+    });
+    row.appendChild(b);
+  }
+  box.appendChild(row);
+  view.steps.appendChild(box);
+}
+
 const STOPS = {
   completed: "",
   tool_failure_degraded: "A tool was unavailable; the model answered without it.",
@@ -235,9 +263,11 @@ function handle(view, run, e) {
     case "check":
       step(view, "repair", `${CHECK_TITLES[e.action] || "Check"} (${e.check})`, e.line || e.why);
       break;
+    case "approval_request":
+      stopThinking(view, "waiting for your approval");
+      showApproval(view, run, e);
+      break;
     case "approval":
-      // The page cannot ask yet: a call that needs approval runs only when the server
-      // was started with --allow or --yes.
       step(view, e.allowed ? "call" : "problem", e.allowed ? "Allowed" : "Not run: needs your approval", e.line);
       break;
     case "nothing_new":

@@ -29,8 +29,8 @@ pub(super) fn run_web(
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    // The page cannot ask for approval yet: a call that would ask runs only with
-    // --allow or --yes.
+    // What the person allowed ahead; any other call that would ask waits for them on
+    // the page.
     config.permissions = match tools.permissions() {
         Ok(p) => p,
         Err(e) => return fail(e),

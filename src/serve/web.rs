@@ -190,6 +190,7 @@ fn router(runs: Arc<Runs>) -> Router {
         .route("/api/conversations/{id}/runs", post(start_run))
         .route("/api/runs/{id}/events", get(events))
         .route("/api/runs/{id}/answer", post(answer))
+        .route("/api/runs/{id}/approve", post(approve))
         .route("/api/runs/{id}/stop", post(stop))
         .route("/api/runs/{id}/transcript", get(transcript))
         .fallback(|| async { fail(StatusCode::NOT_FOUND, "no such page or API path") })
@@ -519,6 +520,39 @@ async fn answer(
     match run.answer(text) {
         true => (StatusCode::ACCEPTED, Js(json!({"answered": true}))).into_response(),
         false => fail(StatusCode::CONFLICT, "the run is not waiting for an answer"),
+    }
+}
+
+async fn approve(
+    State(runs): State<Arc<Runs>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Some(run) = runs.run(&id) else {
+        return no_run();
+    };
+    let text = match text_field(&headers, body, "answer").await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let answer = match text.as_str() {
+        "yes" => crate::Answer::Yes,
+        "no" => crate::Answer::No,
+        "always" => crate::Answer::Always,
+        _ => {
+            return fail(
+                StatusCode::BAD_REQUEST,
+                "\"answer\" is \"yes\", \"no\" or \"always\"",
+            );
+        }
+    };
+    match run.approve(answer) {
+        true => (StatusCode::ACCEPTED, Js(json!({"approved": text}))).into_response(),
+        false => fail(
+            StatusCode::CONFLICT,
+            "no call of the run is waiting for approval",
+        ),
     }
 }
 

@@ -67,6 +67,10 @@ struct Log {
     pending: bool,
     /// The person's answer, taken by the waiting clarify handler.
     answer: Option<String>,
+    /// A call waits for the person's approval ([`Run::approve`]).
+    approving: bool,
+    /// The person's word on it, taken by the waiting approver.
+    approval: Option<crate::Answer>,
 }
 
 impl Run {
@@ -116,6 +120,59 @@ impl Run {
         true
     }
 
+    /// Gives the person's word on the call waiting for approval; false when none waits.
+    pub fn approve(&self, answer: crate::Answer) -> bool {
+        let mut log = self.lock();
+        if !log.approving || log.finished {
+            return false;
+        }
+        log.approving = false;
+        log.approval = Some(answer);
+        self.answer.notify_all();
+        true
+    }
+
+    /// Shows the page the call waiting for approval (`approval_request`) and waits for
+    /// the person's word until the run is stopped or the deadline passes (`None`: not
+    /// run).
+    fn wait_for_approval(
+        &self,
+        request: &crate::ApprovalRequest<'_>,
+        deadline: Deadline,
+    ) -> Option<crate::Answer> {
+        let n = {
+            let mut log = self.lock();
+            // Waiting from the moment the page can see the call, so a word sent at once
+            // is kept.
+            log.approving = true;
+            log.approval = None;
+            log.events.push(json!({
+                "event": "approval_request",
+                "tool": request.tool,
+                "arguments": request.arguments,
+                "class": request.class.to_string(),
+                "class_from": request.source,
+            }));
+            log.events.len()
+        };
+        self.changed.send_replace(n);
+        let mut log = self.lock();
+        loop {
+            if let Some(a) = log.approval.take() {
+                return Some(a);
+            }
+            if self.stop.is_stopped() || deadline.is_expired() {
+                log.approving = false;
+                return None;
+            }
+            let wait = deadline.cap(Duration::from_secs(3600));
+            log = match self.answer.wait_timeout(log, wait) {
+                Ok((l, _)) => l,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+
     /// Counts a page streaming the run's events while the guard lives. When the last
     /// one goes (the page was closed, the network dropped) and none comes back within
     /// the grace period, the run is stopped: a model nobody reads should not hold a
@@ -162,6 +219,18 @@ impl Run {
                 Err(p) => p.into_inner().0,
             };
         }
+    }
+}
+
+/// Asks the person on the page whether a call may run ([`Run::wait_for_approval`]).
+struct PageApprover {
+    run: Arc<Run>,
+    deadline: Deadline,
+}
+
+impl crate::Approver for PageApprover {
+    fn approve(&mut self, request: &crate::ApprovalRequest<'_>) -> Option<crate::Answer> {
+        self.run.wait_for_approval(request, self.deadline)
     }
 }
 
@@ -479,6 +548,10 @@ impl Runs {
                     started: Instant::now(),
                 })
                 .clarify_handler(clarify)
+                .approver(PageApprover {
+                    run: Arc::clone(run),
+                    deadline,
+                })
                 .stop_handle(run.stop.clone())
                 .preflight(false)
                 .build()
@@ -516,6 +589,7 @@ impl Runs {
             let mut log = run.lock();
             log.finished = true;
             log.pending = false;
+            log.approving = false;
             log.events.len()
         };
         run.changed.send_replace(n + 1);
