@@ -57,7 +57,9 @@ fn bench(c: &mut Criterion) {
                 name,
                 "Order tools",
                 json!({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}),
-            ),
+            )
+            // Reads only: the bench measures the loop, not a wait for approval.
+            .reading_only(),
             |a| Ok(json!({"id": a["id"], "status": "shipped"})),
         );
     }

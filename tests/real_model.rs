@@ -233,12 +233,12 @@ fn deterministic_tools() -> toolloop::tools::Catalogue {
     let mut f = FnTools::new();
     let calc = tools().remove(0);
     let weather = tools().remove(1);
-    f.add(calc, |a| {
+    f.add(calc.reading_only(), |a| {
         toolloop::tools::calculator::evaluate(a["expression"].as_str().unwrap_or(""))
             .map(|v| json!(v.to_string()))
             .map_err(|e| e.to_string())
     });
-    f.add(weather, |a| {
+    f.add(weather.reading_only(), |a| {
         let all: serde_json::Value = serde_json::from_str(DEMO_WEATHER).unwrap();
         let city = a["city"].as_str().unwrap_or("");
         all.as_object()
