@@ -165,6 +165,7 @@ function showApproval(view, run, e) {
   }
   box.appendChild(row);
   view.steps.appendChild(box);
+  view.approval = box;
 }
 
 const STOPS = {
@@ -268,6 +269,11 @@ function handle(view, run, e) {
       showApproval(view, run, e);
       break;
     case "approval":
+      // Decided (here, in another tab, or before a reload): the card's choices go.
+      if (view.approval) {
+        view.approval.querySelector(".choices")?.remove();
+        view.approval = null;
+      }
       step(view, e.allowed ? "call" : "problem", e.allowed ? "Allowed" : "Not run: needs your approval", e.line);
       break;
     case "nothing_new":

@@ -63,6 +63,16 @@ async function scripted(page) {
   await page.waitForSelector(".exchange:nth-of-type(1) .user >> text=What is the weather in Paris?");
   check(await page.isHidden("#welcome"), "the suggestion was asked and the first screen gave way");
   await page.waitForSelector(".exchange:nth-of-type(1) .step.call >> text=weather_report");
+  // weather_report declares nothing, so it is taken as destructive: the run waits for the
+  // person's word in a card, and the call runs once they say yes.
+  await page.waitForSelector(".exchange:nth-of-type(1) .approval >> text=Run weather_report?");
+  const card = await page.textContent(".exchange:nth-of-type(1) .approval");
+  check(card.includes("destructive") && card.includes('"city": "Paris"'),
+        "a call that may change things waits in a card with its class and arguments");
+  await page.click(".exchange:nth-of-type(1) .approval button[data-answer=yes]");
+  await page.waitForSelector(".exchange:nth-of-type(1) .step >> text=Allowed");
+  check(await page.locator(".exchange:nth-of-type(1) .approval button").count() === 0,
+        "once answered, the card's choices are gone");
   await page.waitForSelector(".exchange:nth-of-type(1) .step.result");
   await page.waitForSelector(".exchange:nth-of-type(1) .answer strong >> text=sunny");
   await settled(page, 20000);
@@ -130,6 +140,8 @@ async function scripted(page) {
   // once. A person who scrolled up to read is not pulled down by new steps.
   await ask(page, "Look up the answer");
   await page.waitForSelector(".exchange:nth-of-type(3) .step.call >> text=slow_lookup");
+  await page.click(".exchange:nth-of-type(3) .approval button[data-answer=yes]");
+  await page.waitForSelector(".exchange:nth-of-type(3) .step >> text=Allowed");
   await page.reload();
   await page.waitForSelector(".exchange:nth-of-type(3) .step.call >> text=slow_lookup");
   await page.waitForSelector("#stop", { state: "visible" });
@@ -175,7 +187,7 @@ async function scripted(page) {
   const checked = await page.textContent(".exchange:nth-of-type(1) .steps");
   check(checked.includes("Asked for more calls (numbers-left)") && checked.includes("left out 10001"),
     "the asking is shown with the number the call left out");
-  check(checked.includes("Kept the first calls (numbers-left)") && checked.includes("going ahead with the 1 made first"),
+  check(checked.includes("Kept the first calls (numbers-left)") && checked.includes("going ahead with the 1 call made first"),
     "the failed asking is shown, and the first call kept");
   const labels5 = await page.$$eval(".exchange:nth-of-type(1) .step .label", (ls) => ls.map((l) => l.textContent));
   const kept = labels5.findIndex((l) => l.startsWith("Kept the first calls"));
