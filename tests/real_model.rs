@@ -1007,3 +1007,25 @@ fn calibration_measured_how_much_the_fit_answer_moves() {
     assert!(right["calls"].as_u64().unwrap() >= 5, "{entry}");
     assert!(fit_min <= floor, "bar {fit_min} above the floor {floor}");
 }
+
+/// A real llama-server given to the default (Ollama) backend: the message names the flags
+/// for it, not `ollama pull`, and the run ends with a runtime error.
+#[test]
+#[ignore = "needs a llama-server: see the module docs"]
+fn a_llama_server_given_as_ollama_names_the_flags_that_reach_it() {
+    let _turn = one_at_a_time();
+    let host = url().trim_end_matches("/v1").to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
+        .args(["ask", "hi", "--builtin", "--ollama-host", &host])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is not Ollama: an OpenAI-compatible server answers there")
+            && err.contains(&format!("--backend openai --base-url {host}/v1")),
+        "{err}"
+    );
+    assert!(!err.contains("ollama pull"), "{err}");
+}
