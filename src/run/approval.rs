@@ -174,6 +174,17 @@ impl std::fmt::Display for DecidedBy {
     }
 }
 
+/// What the gate decided of a call that asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Decided {
+    /// Whether it runs.
+    pub allowed: bool,
+    /// Who said so.
+    pub by: DecidedBy,
+    /// The tool's class, and where it came from.
+    pub class: (ToolClass, ClassSource),
+}
+
 /// One run's approvals: the person's settings, who to ask, and the tools they said
 /// "always" for.
 pub(crate) struct Gate<'a, 'b> {
@@ -185,43 +196,40 @@ pub(crate) struct Gate<'a, 'b> {
 impl Gate<'_, '_> {
     /// Whether the call of `spec` with `arguments` may run, and who said so; `None` for
     /// a call of a tool that only reads, which runs unasked and is not recorded.
-    pub fn decide(
-        &mut self,
-        spec: &ToolSpec,
-        arguments: &Map<String, Value>,
-    ) -> Option<(bool, DecidedBy)> {
+    pub fn decide(&mut self, spec: &ToolSpec, arguments: &Map<String, Value>) -> Option<Decided> {
         let p = self.permissions;
         let name = &spec.name;
+        let class = p.class_of(spec);
+        let decided = |allowed, by| Some(Decided { allowed, by, class });
         if p.deny.contains(name) {
-            return Some((false, DecidedBy::Deny));
+            return decided(false, DecidedBy::Deny);
         }
-        if p.reads_only(spec) {
+        if class.0.effect == Effect::ReadOnly {
             return None;
         }
         if p.allow.contains(name) {
-            return Some((true, DecidedBy::Allow));
+            return decided(true, DecidedBy::Allow);
         }
         if self.always.contains(name) {
-            return Some((true, DecidedBy::Always));
+            return decided(true, DecidedBy::Always);
         }
         if p.yes {
-            return Some((true, DecidedBy::Yes));
+            return decided(true, DecidedBy::Yes);
         }
-        let (class, source) = p.class_of(spec);
         let request = ApprovalRequest {
             tool: name,
             arguments,
-            class,
-            source,
+            class: class.0,
+            source: class.1,
         };
         match self.approver.as_mut().and_then(|a| a.approve(&request)) {
-            Some(Answer::Yes) => Some((true, DecidedBy::Person)),
+            Some(Answer::Yes) => decided(true, DecidedBy::Person),
             Some(Answer::Always) => {
                 self.always.insert(name.clone());
-                Some((true, DecidedBy::Person))
+                decided(true, DecidedBy::Person)
             }
-            Some(Answer::No) => Some((false, DecidedBy::Person)),
-            None => Some((false, DecidedBy::Nobody)),
+            Some(Answer::No) => decided(false, DecidedBy::Person),
+            None => decided(false, DecidedBy::Nobody),
         }
     }
 }
@@ -259,6 +267,7 @@ mod tests {
             always: &mut always,
         }
         .decide(s, &Map::new())
+        .map(|d| (d.allowed, d.by))
     }
 
     #[test]
@@ -331,12 +340,13 @@ mod tests {
             approver: Some(&mut approver),
             always: &mut always,
         };
+        let by = |d: Option<Decided>| d.map(|d| (d.allowed, d.by));
         assert_eq!(
-            gate.decide(&s, &Map::new()),
+            by(gate.decide(&s, &Map::new())),
             Some((true, DecidedBy::Person))
         );
         assert_eq!(
-            gate.decide(&s, &Map::new()),
+            by(gate.decide(&s, &Map::new())),
             Some((true, DecidedBy::Always))
         );
         assert_eq!(asked, 1);

@@ -372,23 +372,24 @@ impl Orchestrator {
         std::time::Duration,
     )> {
         let mut denied: Vec<Option<String>> = Vec::with_capacity(calls.len());
+        // Its own handle on the shared catalogue, so a spec is read in place while the
+        // gate holds the approver.
+        let catalogue = std::sync::Arc::clone(&self.catalogue);
         for (tool, arguments) in calls {
-            let Ok(spec) = self.catalogue.get(tool) else {
+            let Ok(spec) = catalogue.get(tool) else {
                 denied.push(None);
                 continue;
             };
-            let spec = spec.clone();
             let mut gate = Gate {
                 permissions: &self.config.permissions,
                 approver: self.approver.as_deref_mut(),
                 always: &mut self.always,
             };
-            let decided = gate.decide(&spec, arguments);
-            let Some((allowed, by)) = decided else {
+            let Some(d) = gate.decide(spec, arguments) else {
                 denied.push(None);
                 continue;
             };
-            let (class, source) = self.config.permissions.class_of(&spec);
+            let ((class, source), allowed, by) = (d.class, d.allowed, d.by);
             self.emit(&Event::Approval {
                 tool: tool.clone(),
                 arguments: arguments.clone(),

@@ -132,47 +132,6 @@ impl Run {
         true
     }
 
-    /// Shows the page the call waiting for approval (`approval_request`) and waits for
-    /// the person's word until the run is stopped or the deadline passes (`None`: not
-    /// run).
-    fn wait_for_approval(
-        &self,
-        request: &crate::ApprovalRequest<'_>,
-        deadline: Deadline,
-    ) -> Option<crate::Answer> {
-        let n = {
-            let mut log = self.lock();
-            // Waiting from the moment the page can see the call, so a word sent at once
-            // is kept.
-            log.approving = true;
-            log.approval = None;
-            log.events.push(json!({
-                "event": "approval_request",
-                "tool": request.tool,
-                "arguments": request.arguments,
-                "class": request.class.to_string(),
-                "class_from": request.source,
-            }));
-            log.events.len()
-        };
-        self.changed.send_replace(n);
-        let mut log = self.lock();
-        loop {
-            if let Some(a) = log.approval.take() {
-                return Some(a);
-            }
-            if self.stop.is_stopped() || deadline.is_expired() {
-                log.approving = false;
-                return None;
-            }
-            let wait = deadline.cap(Duration::from_secs(3600));
-            log = match self.answer.wait_timeout(log, wait) {
-                Ok((l, _)) => l,
-                Err(p) => p.into_inner().0,
-            };
-        }
-    }
-
     /// Counts a page streaming the run's events while the guard lives. When the last
     /// one goes (the page was closed, the network dropped) and none comes back within
     /// the grace period, the run is stopped: a model nobody reads should not hold a
@@ -205,12 +164,57 @@ impl Run {
     fn wait_for_answer(&self, deadline: Deadline) -> Option<String> {
         let mut log = self.lock();
         log.pending = true;
+        self.wait(log, deadline, |l| l.answer.take(), |l| l.pending = false)
+    }
+
+    /// Shows the page the call waiting for approval (`approval_request`) and waits for
+    /// the person's word until the run is stopped or the deadline passes (`None`: not
+    /// run).
+    fn wait_for_approval(
+        &self,
+        request: &crate::ApprovalRequest<'_>,
+        deadline: Deadline,
+    ) -> Option<crate::Answer> {
+        let n = {
+            let mut log = self.lock();
+            // Waiting from the moment the page can see the call, so a word sent at once
+            // is kept.
+            log.approving = true;
+            log.approval = None;
+            log.events.push(json!({
+                "event": "approval_request",
+                "tool": request.tool,
+                "arguments": request.arguments,
+                "class": request.class.to_string(),
+                "class_from": request.source,
+            }));
+            log.events.len()
+        };
+        self.changed.send_replace(n);
+        let log = self.lock();
+        self.wait(
+            log,
+            deadline,
+            |l| l.approval.take(),
+            |l| l.approving = false,
+        )
+    }
+
+    /// Waits on the log until `take` has the person's word, the run is stopped or the
+    /// deadline passes (then `give_up` clears the waiting flag).
+    fn wait<T>(
+        &self,
+        mut log: MutexGuard<'_, Log>,
+        deadline: Deadline,
+        mut take: impl FnMut(&mut Log) -> Option<T>,
+        give_up: impl FnOnce(&mut Log),
+    ) -> Option<T> {
         loop {
-            if let Some(a) = log.answer.take() {
-                return Some(a);
+            if let Some(t) = take(&mut log) {
+                return Some(t);
             }
             if self.stop.is_stopped() || deadline.is_expired() {
-                log.pending = false;
+                give_up(&mut log);
                 return None;
             }
             let wait = deadline.cap(Duration::from_secs(3600));
