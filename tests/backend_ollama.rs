@@ -250,7 +250,7 @@ fn internal_error_is_reported_with_status() {
     let err = chat(&server.url(), soon()).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the server failed (HTTP 500): llama runner process has terminated: signal: killed"
+        "the server failed (HTTP 500): llama runner process has terminated: signal: killed (sent 3 times)"
     );
 }
 

@@ -843,3 +843,60 @@ fn a_turn_begun_at_its_kind_reads_the_kind_at_the_first_token_generated() {
     );
     _m.assert();
 }
+
+fn sse_act(text: &str) -> common::Act {
+    common::Act::Respond(
+        200,
+        "text/event-stream",
+        sse(&[
+            chunk(text),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+        ])
+        .into_bytes(),
+    )
+}
+
+#[test]
+fn a_server_that_restarts_between_requests_is_waited_for() {
+    // llama-server refuses connections while it restarts and loads its model again; a run
+    // that reached it before waits for it rather than ending.
+    let fake = common::serve_restarting(
+        sse_act("first"),
+        Duration::from_millis(700),
+        vec![sse_act("second")],
+    );
+    let mut b = OpenAi::new(&format!("{}/v1", fake.url), "m", None);
+    assert_eq!(run(&mut b).unwrap().text, "first");
+    let started = std::time::Instant::now();
+    assert_eq!(run(&mut b).unwrap().text, "second");
+    assert!(started.elapsed() >= Duration::from_millis(600));
+}
+
+#[test]
+fn a_server_error_is_retried_twice_and_a_client_error_never() {
+    let fail = |status: u16| {
+        common::Act::Respond(
+            status,
+            "application/json",
+            format!(r#"{{"error":{{"message":"failed {status}"}}}}"#).into_bytes(),
+        )
+    };
+    let fake = common::serve(vec![fail(500), fail(502), sse_act("ok")]);
+    let mut b = OpenAi::new(&format!("{}/v1", fake.url), "m", None);
+    assert_eq!(run(&mut b).unwrap().text, "ok");
+    assert_eq!(fake.requests.lock().unwrap().len(), 3);
+
+    let fake = common::serve(vec![fail(500)]);
+    let mut b = OpenAi::new(&format!("{}/v1", fake.url), "m", None);
+    let err = run(&mut b).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the server failed (HTTP 500): failed 500 (sent 3 times)"
+    );
+    assert_eq!(fake.requests.lock().unwrap().len(), 3);
+
+    let fake = common::serve(vec![fail(422), sse_act("never")]);
+    let mut b = OpenAi::new(&format!("{}/v1", fake.url), "m", None);
+    assert!(matches!(run(&mut b), Err(BackendError::BadRequest { .. })));
+    assert_eq!(fake.requests.lock().unwrap().len(), 1);
+}

@@ -176,15 +176,35 @@ fn model_server_400() {
 }
 
 #[test]
-fn model_server_500() {
+fn model_server_500_each_time_is_sent_three_times_then_reported() {
     let fake = model(vec![json(
         500,
         r#"{"error":"llama runner process has terminated"}"#,
     )]);
+    let r = no_tools(&fake, &[]);
     assert_run(
-        &no_tools(&fake, &[]),
+        &r,
         1,
-        "the server failed (HTTP 500): llama runner process has terminated",
+        "the server failed (HTTP 500): llama runner process has terminated (sent 3 times)",
+    );
+    assert!(r.stderr.contains("retrying in"), "{}", r.stderr);
+}
+
+#[test]
+fn model_server_500_once_then_recovers() {
+    // Ollama answers 500 while a runner starts or after it crashed; the next try works.
+    let fake = model(vec![
+        json(500, r#"{"error":"llama runner process has terminated"}"#),
+        chat(ANSWER),
+    ]);
+    let r = no_tools(&fake, &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.stdout, "done\n");
+    assert!(
+        r.stderr
+            .contains("failed (HTTP 500: llama runner process has terminated); retrying in"),
+        "{}",
+        r.stderr
     );
 }
 

@@ -368,6 +368,82 @@ pub(crate) fn transport_error(
     }
 }
 
+/// How many times a request is sent again after an error that may pass (a 5xx other than
+/// busy, 408, 409, a refused connection to a server this process never reached): the
+/// official OpenAI client's count. More would only delay the message a person needs when
+/// the server is down or broken for good.
+pub(crate) const RETRIES: u32 = 2;
+
+/// What went wrong with a request that may be sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The server answered with this HTTP status.
+    Status(u16),
+    /// Nothing accepted the connection.
+    Refused,
+}
+
+/// One request's retries ([`Retries::again`]).
+#[derive(Debug, Default)]
+pub(crate) struct Retries {
+    busy: u32,
+    failed: u32,
+}
+
+impl Retries {
+    /// How long to wait before sending the request again after `fault`, or `None`: it is not
+    /// sent again. A busy or loading server (429, 503) is waited for until the deadline, and
+    /// so is a refused connection to a server that answered this process before (`reached`):
+    /// Ollama and llama-server refuse connections while they restart. A 408, 409, any other
+    /// 5xx (Ollama answers 500 while a runner starts), or a refused connection to a server
+    /// never reached is tried [`RETRIES`] times more. Any other status is final.
+    pub(crate) fn again(
+        &mut self,
+        fault: Fault,
+        reached: bool,
+        deadline: &Deadline,
+    ) -> Option<Duration> {
+        let until_deadline = match fault {
+            Fault::Status(429 | 503) => true,
+            Fault::Refused => reached,
+            Fault::Status(408 | 409 | 500..=599) => false,
+            Fault::Status(_) => return None,
+        };
+        let attempt = match until_deadline {
+            true => &mut self.busy,
+            false if self.failed < RETRIES => &mut self.failed,
+            false => return None,
+        };
+        let wait = backoff(*attempt, deadline)?;
+        *attempt += 1;
+        Some(wait)
+    }
+
+    /// How many times the request was sent again, for the message when it failed after all.
+    pub(crate) fn sent_again(&self) -> u32 {
+        self.busy + self.failed
+    }
+}
+
+/// The line on stderr when a request is sent again after `status`.
+pub(crate) fn retrying(base: &str, status: u16, message: &str, wait: Duration) -> String {
+    match status {
+        429 | 503 => format!(
+            "{base} is busy or still loading the model (HTTP {status}: {message}); retrying in {wait:?}"
+        ),
+        _ => format!("{base} failed (HTTP {status}: {message}); retrying in {wait:?}"),
+    }
+}
+
+/// The error for a status that was not retried, or failed each time it was.
+pub(crate) fn failed(status: u16, message: String, retries: &Retries) -> BackendError {
+    let message = match retries.sent_again() {
+        0 => message,
+        n => format!("{message} (sent {} times)", n + 1),
+    };
+    BackendError::Server { status, message }
+}
+
 /// Waits before retrying a busy server: 250 ms doubling to 4 s, never past the deadline.
 pub(crate) fn backoff(attempt: u32, deadline: &Deadline) -> Option<Duration> {
     let wait = Duration::from_millis(250u64 << attempt.min(4));
@@ -399,5 +475,47 @@ pub(crate) fn unless_stopped<T>(
     match result {
         Err(_) if stop.is_some_and(StopHandle::is_stopped) => Err(BackendError::Stopped),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod retry_tests {
+    use super::*;
+
+    fn deadline() -> Deadline {
+        Deadline::after(Duration::from_secs(60))
+    }
+
+    #[test]
+    fn a_failing_server_is_tried_twice_more_and_a_client_error_never() {
+        let d = deadline();
+        let mut r = Retries::default();
+        assert!(r.again(Fault::Status(500), false, &d).is_some());
+        assert!(r.again(Fault::Status(502), false, &d).is_some());
+        assert_eq!(r.again(Fault::Status(500), false, &d), None);
+        assert_eq!(r.sent_again(), 2);
+        let mut r = Retries::default();
+        for status in [400, 401, 404, 422] {
+            assert_eq!(r.again(Fault::Status(status), false, &d), None, "{status}");
+        }
+    }
+
+    #[test]
+    fn a_busy_server_and_one_that_restarts_are_waited_for_until_the_deadline() {
+        let d = deadline();
+        let mut r = Retries::default();
+        for _ in 0..10 {
+            assert!(r.again(Fault::Status(503), false, &d).is_some());
+            assert!(r.again(Fault::Refused, true, &d).is_some());
+        }
+        let mut never = Retries::default();
+        assert!(never.again(Fault::Refused, false, &d).is_some());
+        assert!(never.again(Fault::Refused, false, &d).is_some());
+        assert_eq!(never.again(Fault::Refused, false, &d), None);
+        let soon = Deadline::after(Duration::from_millis(100));
+        assert_eq!(
+            Retries::default().again(Fault::Status(503), true, &soon),
+            None
+        );
     }
 }

@@ -10,13 +10,15 @@
 //! as a line after a 200.
 
 use std::io::BufReader;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
 use super::{
-    Backend, BackendError, ChatReply, ChatRequest, GenOptions, Message, Role, StopReason, TextSink,
-    Timings, TokenLogprob, Usage, backoff,
+    Backend, BackendError, ChatReply, ChatRequest, Fault, GenOptions, Message, Retries, Role,
+    StopReason, TextSink, Timings, TokenLogprob, Usage,
 };
 use crate::deadline::{Deadline, StopHandle};
 use crate::http::{self, Failure};
@@ -54,6 +56,9 @@ pub struct Ollama {
     /// The run's stop handle ([`Backend::watch`]), and the agent whose requests it cuts off.
     stop: Option<StopHandle>,
     agent: http::StoppableAgent,
+    /// Whether the server answered this backend (or a clone) before: a refused connection
+    /// then means it restarts, and is waited for ([`Retries::again`]).
+    reached: Arc<AtomicBool>,
 }
 
 impl Ollama {
@@ -65,6 +70,7 @@ impl Ollama {
             tool_role: None,
             stop: None,
             agent: http::StoppableAgent::default(),
+            reached: Arc::default(),
         }
     }
 
@@ -182,21 +188,38 @@ impl Ollama {
         let url = format!("{}{}", self.base, path);
         let bytes = serde_json::to_vec(body).unwrap_or_default();
         let started = Instant::now();
-        let mut attempt = 0;
+        let mut retries = Retries::default();
         loop {
             let Some(budget) = http::budget(deadline, own) else {
                 return Err(BackendError::Timeout {
                     waited: started.elapsed(),
                 });
             };
-            let resp = agent
+            let sent = agent
                 .post(&url)
                 .config()
                 .timeout_global(Some(budget))
                 .build()
                 .header("Content-Type", "application/json")
-                .send(&bytes[..])
-                .map_err(|e| self.failure(http::classify(e), started))?;
+                .send(&bytes[..]);
+            let resp = match sent {
+                Ok(resp) => resp,
+                Err(e) => {
+                    let failure = http::classify(e);
+                    let reached = self.reached.load(Ordering::Relaxed);
+                    if matches!(failure, http::Failure::Unreachable)
+                        && let Some(wait) = retries.again(Fault::Refused, reached, deadline)
+                    {
+                        log::warn!("{} refused the connection; retrying in {wait:?}", self.base);
+                        if !super::pause(wait, self.stop.as_ref()) {
+                            return Err(BackendError::Stopped);
+                        }
+                        continue;
+                    }
+                    return Err(self.failure(failure, started));
+                }
+            };
+            self.reached.store(true, Ordering::Relaxed);
             let status = resp.status().as_u16();
             if status == 200 {
                 return Ok(resp);
@@ -218,20 +241,18 @@ impl Ollama {
                 404 => return Err(self.model_missing(deadline)),
                 400 => return Err(BackendError::BadRequest { message }),
                 401 | 403 => return Err(BackendError::Unauthorized { status, message }),
-                429 | 503 => match backoff(attempt, deadline) {
+                _ => match retries.again(Fault::Status(status), true, deadline) {
                     Some(wait) => {
-                        log::warn!(
-                            "{} is busy or still loading the model (HTTP {status}: {message}); retrying in {wait:?}",
-                            self.base
-                        );
+                        log::warn!("{}", super::retrying(&self.base, status, &message, wait));
                         if !super::pause(wait, self.stop.as_ref()) {
                             return Err(BackendError::Stopped);
                         }
-                        attempt += 1;
                     }
-                    None => return Err(BackendError::Busy { message }),
+                    None if matches!(status, 429 | 503) => {
+                        return Err(BackendError::Busy { message });
+                    }
+                    None => return Err(super::failed(status, message, &retries)),
                 },
-                _ => return Err(BackendError::Server { status, message }),
             }
         }
     }

@@ -8,14 +8,15 @@
 
 use std::io::BufReader;
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
 use super::{
-    Backend, BackendError, ChatReply, ChatRequest, GenOptions, Message, Role, StopReason, TextSink,
-    Timings, TokenLogprob, Usage, backoff,
+    Backend, BackendError, ChatReply, ChatRequest, Fault, GenOptions, Message, Retries, Role,
+    StopReason, TextSink, Timings, TokenLogprob, Usage,
 };
 use crate::deadline::{Deadline, StopHandle};
 use crate::http::{self, Failure};
@@ -47,6 +48,9 @@ pub struct OpenAi {
     /// What llama-server's `/props` says, read before the first question aside
     /// ([`GenOptions::aside`]). Shared by clones, so a process asks once.
     props: Arc<OnceLock<Props>>,
+    /// Whether the server answered this backend (or a clone) before: a refused connection
+    /// then means it restarts, and is waited for ([`Retries::again`]).
+    reached: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for OpenAi {
@@ -70,6 +74,7 @@ impl OpenAi {
             stop: None,
             agent: http::StoppableAgent::default(),
             props: Arc::default(),
+            reached: Arc::default(),
         }
     }
 
@@ -468,7 +473,7 @@ impl OpenAi {
         };
         let url = format!("{}/chat/completions", self.base);
         let bytes = serde_json::to_vec(&self.body(request, slot)).unwrap_or_default();
-        let mut attempt = 0;
+        let mut retries = Retries::default();
         let resp = loop {
             let Some(budget) = http::budget(&deadline, request.options.request_timeout) else {
                 return Err(BackendError::Timeout {
@@ -485,9 +490,24 @@ impl OpenAi {
             if let Some(key) = &self.api_key {
                 req = req.header("Authorization", format!("Bearer {key}"));
             }
-            let resp = req
-                .send(&bytes[..])
-                .map_err(|e| self.failure(http::classify(e), started))?;
+            let resp = match req.send(&bytes[..]) {
+                Ok(resp) => resp,
+                Err(e) => {
+                    let failure = http::classify(e);
+                    let reached = self.reached.load(Ordering::Relaxed);
+                    if matches!(failure, http::Failure::Unreachable)
+                        && let Some(wait) = retries.again(Fault::Refused, reached, &deadline)
+                    {
+                        log::warn!("{} refused the connection; retrying in {wait:?}", self.base);
+                        if !super::pause(wait, self.stop.as_ref()) {
+                            return Err(BackendError::Stopped);
+                        }
+                        continue;
+                    }
+                    return Err(self.failure(failure, started));
+                }
+            };
+            self.reached.store(true, Ordering::Relaxed);
             let status = resp.status().as_u16();
             if status == 200 {
                 break resp;
@@ -495,21 +515,18 @@ impl OpenAi {
             let (body, _) =
                 http::read_capped(resp.into_body().into_reader(), 64 << 10).unwrap_or_default();
             let message = http::error_message(&body);
-            if matches!(status, 429 | 503) {
-                if let Some(wait) = backoff(attempt, &deadline) {
-                    log::warn!(
-                        "{} is busy or still loading the model (HTTP {status}: {message}); retrying in {wait:?}",
-                        self.base
-                    );
-                    if !super::pause(wait, self.stop.as_ref()) {
-                        return Err(BackendError::Stopped);
-                    }
-                    attempt += 1;
-                    continue;
+            if let Some(wait) = retries.again(Fault::Status(status), true, &deadline) {
+                log::warn!("{}", super::retrying(&self.base, status, &message, wait));
+                if !super::pause(wait, self.stop.as_ref()) {
+                    return Err(BackendError::Stopped);
                 }
-                return Err(BackendError::Busy { message });
+                continue;
             }
-            return Err(self.status_error(status, message));
+            return Err(match status {
+                429 | 503 => BackendError::Busy { message },
+                500..=599 => super::failed(status, message, &retries),
+                _ => self.status_error(status, message),
+            });
         };
         let is_sse = resp
             .headers()

@@ -54,6 +54,32 @@ pub fn serve(acts: Vec<Act>) -> Fake {
     Fake { url, requests }
 }
 
+/// A server that answers one connection with `first`, then stops listening for `gap` (each
+/// connection meanwhile refused, as while a model server restarts), then plays `then` at
+/// the same address.
+pub fn serve_restarting(first: Act, gap: Duration, then: Vec<Act>) -> Fake {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let url = format!("http://{addr}");
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&requests);
+    thread::spawn(move || {
+        if let Ok((stream, _)) = listener.accept() {
+            handle(stream, first, Arc::clone(&seen));
+        }
+        drop(listener);
+        thread::sleep(gap);
+        let listener = TcpListener::bind(addr).unwrap();
+        for (i, stream) in listener.incoming().enumerate() {
+            let Ok(stream) = stream else { break };
+            let act = then[i.min(then.len() - 1)].clone();
+            let seen = Arc::clone(&seen);
+            thread::spawn(move || handle(stream, act, seen));
+        }
+    });
+    Fake { url, requests }
+}
+
 fn handle(mut stream: TcpStream, act: Act, seen: Arc<Mutex<Vec<String>>>) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut head = String::new();
