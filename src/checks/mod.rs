@@ -258,6 +258,9 @@ pub(crate) struct Aside {
     /// Whether it is the question with no request, whose answer is the tool's own
     /// leaning rather than the request's.
     pub baseline: bool,
+    /// Whether the tool it is about changes something ([`TurnContext::writes`]): its
+    /// question is worded for that, and its leaning kept apart.
+    pub writes: bool,
     /// The question's messages.
     pub messages: Vec<Message>,
     /// The schema its answer is held to.
@@ -286,8 +289,13 @@ pub(crate) struct Answered {
 
 /// The questions aside the checks want answered before they judge a turn that calls
 /// `tools` for `request`.
-pub(crate) fn asides(request: &str, tools: &[&ToolSpec], leanings: &Leanings) -> Vec<Aside> {
-    tool_fit::asides(request, tools, leanings)
+pub(crate) fn asides(
+    request: &str,
+    tools: &[&ToolSpec],
+    writes: &[String],
+    leanings: &Leanings,
+) -> Vec<Aside> {
+    tool_fit::asides(request, tools, writes, leanings)
 }
 
 /// One answer aside in (`None`: it could not be had), read by the check that asked; the
@@ -354,6 +362,10 @@ pub(crate) struct TurnContext<'a> {
     /// `added_from`, else all) left out while carrying some of its others
     /// ([`numbers_left::left`]).
     pub left: &'a [f64],
+    /// The tools on offer whose calls change something, by the person's settings or the
+    /// tool's own hints (every class but read-only): a call to one needs the model's
+    /// answer to the fit question however sure it was ([`tool_fit`]).
+    pub writes: &'a [String],
 }
 
 /// [`tool_probability::name_share`] and [`tool_probability::name_leaning`] over the

@@ -47,6 +47,12 @@
 //! is held to is lowered by a calibrated weight ([`crate::Thresholds::name_weight`]) for
 //! how far that share fell short, so a call with a middling answer is declined where the
 //! model did not choose its name, and goes where it did.
+//!
+//! A call to a tool that changes something (any class but read-only, by the person's
+//! settings or the tool's hints) needs more evidence: it is asked about however sure the
+//! model was and whatever words it shares with the request, since a question about the
+//! tool shares them too; the question asks whether the person asks for the call to be
+//! carried out, and its bar is its own ([`WRITES_FIT_MIN`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -68,7 +74,7 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "asks the model aside whether the tool is needed for the request when it was unsure of a call, and declines the call when the answer falls below the calibrated bar",
     why: "a small model under the narrowed schema calls some tool for nearly every question, and words cannot tell which calls fit in other languages",
     example: "\"Who write Don Quixote?\" with a music-composition tool: \"Is the tool needed?\" yes 0.53 against 0.64 for no request, fit 0.39 < 0.41: declined, the model answers",
-    safety: "It only declines, never changes a value, and never questions a call the model was sure of (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`).",
+    safety: "It only declines, never changes a value, and never questions a call to a tool that only reads when the model was sure of it (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`). A call to a tool that writes is always asked about, with a question of its own (does the person ask for it to be carried out?) and a bar of its own.",
 };
 
 /// The `tool-fit` check.
@@ -85,7 +91,7 @@ impl Check for ToolFit {
             return false;
         };
         let support = support(ctx, tool);
-        t.questions(p, for_call(ctx, tool, support), has_unsaid(ctx, tool))
+        questioned(ctx, t, p, tool, support)
     }
 
     fn judge_turn(&self, ctx: &TurnContext<'_>, tool: &str, judgement: &mut Judgement) {
@@ -102,24 +108,26 @@ impl Check for ToolFit {
         judgement.support = judgement.support.or(own);
         let unsaid = has_unsaid(ctx, tool);
         let p_name = judgement.p_name;
-        let score = t.fit_score(p, p_name, fit);
-        if t.questions(p, for_call(ctx, tool, own), unsaid)
-            && score < t.fit_min
-            && !judgement.declined
-        {
+        let writes = ctx.writes.iter().any(|w| w == tool);
+        // A call to a tool that writes was asked the other question, whose bar is its own.
+        let (score, bar) = match writes {
+            true => (fit, WRITES_FIT_MIN),
+            false => (t.fit_score(p, p_name, fit), t.fit_min),
+        };
+        if questioned(ctx, t, p, tool, own) && score < bar && !judgement.declined {
             judgement.declined = true;
             judgement.by.get_or_insert(self.info().name);
             // The terms to the places the score is shown at: "fit 0.43 -0.00 … = 0.427"
             // did not add up.
-            let d = super::places(score, t.fit_min);
+            let d = super::places(score, bar);
             let mut terms = String::new();
-            if t.p_weight != 0.0 {
+            if t.p_weight != 0.0 && !writes {
                 let w = t.p_weight;
                 terms += &format!(" {:+.d$} ({w} × (p {p:.d$} − 1))", w * (p - 1.0));
             }
             let w = t.name_weight;
             let short = w * crate::calibration::name_short(p_name);
-            if let (Some(n), true) = (p_name, short != 0.0) {
+            if let (Some(n), true, false) = (p_name, short != 0.0, writes) {
                 // What the model reached for instead: why the name counted against the call.
                 let leaning = match &judgement.name_leaning {
                     Some(l) => format!("; likeliest \"{}…\" {:.2}", l.name, l.p),
@@ -131,20 +139,40 @@ impl Check for ToolFit {
                 );
             }
             let score = match terms.is_empty() {
-                true => format!("fit {}", super::below(score, t.fit_min)),
-                false => format!("fit {fit:.d$}{terms} = {}", super::below(score, t.fit_min)),
+                true => format!("fit {}", super::below(score, bar)),
+                false => format!("fit {fit:.d$}{terms} = {}", super::below(score, bar)),
             };
             let unsaid = if unsaid { ", a value nobody said" } else { "" };
             let base = match answers.base {
                 Some(b) => format!(" (yes {:.2} against {b:.2} for no request)", answers.yes),
                 None => String::new(),
             };
-            judgement.reason = Some(format!(
-                "{score}{base}{unsaid}, p {}",
-                super::below(p, t.p_sure)
-            ));
+            // Asked because the tool writes, however sure the model was: say that instead
+            // of a p below the sure level that it was not.
+            let why = match writes {
+                false => format!("p {}", super::below(p, t.p_sure)),
+                true => "a tool that writes".to_string(),
+            };
+            judgement.reason = Some(format!("{score}{base}{unsaid}, {why}"));
         }
     }
+}
+
+/// Whether a call to `tool` at `p` is put to the fit question: as [`Thresholds::questions`]
+/// says, or however sure the model was and whatever words the request shares with the tool
+/// when the tool changes something (`ctx.writes`). A question about a tool that writes
+/// ("what does git push --force do?") shares its words and draws a call the model is sure
+/// of as readily as a request to run it does; only the model's answer tells them apart, and
+/// a needless call that writes is a wrong entry in the person's world, not a wasted read.
+fn questioned(
+    ctx: &TurnContext<'_>,
+    t: &crate::Thresholds,
+    p: f64,
+    tool: &str,
+    support: Option<f64>,
+) -> bool {
+    let writes = ctx.writes.iter().any(|w| w == tool);
+    (writes && p >= t.p_min) || t.questions(p, for_call(ctx, tool, support), has_unsaid(ctx, tool))
 }
 
 /// Whether this turn calls `tool` with a required value nobody said.
@@ -279,17 +307,36 @@ pub(crate) fn schema() -> Value {
 
 /// The fit question about `spec` for `request`: a system line and one user message. Kept
 /// in English whatever the request's language; the model reads both.
-pub(crate) fn question(request: &str, spec: &ToolSpec) -> Vec<Message> {
+///
+/// Of a tool that writes (`writes`) it asks whether the person asks for the call to be
+/// carried out: whether the tool is *needed* is what a question about the tool ("what
+/// does git push --force do?") and a request to run it have in common. Of four wordings
+/// written before any answer was read, this one told the writes set's requests from its
+/// questions best on its tuning half (BENCHMARKS.md, "Questions about tools that write");
+/// its leaning is asked and kept apart from the other wording's.
+pub(crate) fn question(request: &str, spec: &ToolSpec, writes: bool) -> Vec<Message> {
+    let (name, description) = (&spec.name, &spec.description);
+    let asked = match writes {
+        false => format!("Is the tool {name} needed to reply to this request?"),
+        true => format!("Does the person ask for {name} to be carried out?"),
+    };
     vec![
         Message::system("You judge whether a tool is needed for a request. Reply in JSON."),
         Message::user(format!(
-            "Tool: {name} — {description}\nRequest: {request}\nIs the tool {name} \
-             needed to reply to this request? Answer yes or no.",
-            name = spec.name,
-            description = spec.description,
+            "Tool: {name} — {description}\nRequest: {request}\n{asked} Answer yes or no."
         )),
     ]
 }
+
+/// The fit a call to a tool that writes is held to, whether or not the model was
+/// calibrated: its answer to the question for tools that write ([`question`]), against
+/// that question's leaning with no request. Calibration measures calls to tools that read,
+/// with the other wording, so its bar is on another scale. Chosen on the writes set's
+/// tuning half for Qwen2.5-Coder 0.5B: every bar from 0.44 to 0.46 scored the same there,
+/// and the middle of that span keeps the most room below its right calls' fits (one read
+/// of the same case moves by about 0.02 from run to run). Gemma 3 270M's answers tell
+/// the two apart less well (BENCHMARKS.md).
+pub(crate) const WRITES_FIT_MIN: f64 = 0.45;
 
 /// Room for the fit question's answer, `{"answer": "yes"}`: 6 to 14 tokens as servers space it.
 const FIT_TOKENS: u32 = 16;
@@ -298,15 +345,16 @@ const FIT_TOP_LOGPROBS: u32 = 10;
 
 /// The fit question about `spec` as a question aside: for `request`, or, when
 /// `baseline`, for no request at all.
-pub(crate) fn aside(request: &str, spec: &ToolSpec, baseline: bool) -> super::Aside {
+pub(crate) fn aside(request: &str, spec: &ToolSpec, baseline: bool, writes: bool) -> super::Aside {
     super::Aside {
         check: INFO.name,
         about: spec.name.clone(),
         baseline,
+        writes,
         messages: if baseline {
-            baseline_question(spec)
+            baseline_question(spec, writes)
         } else {
-            question(request, spec)
+            question(request, spec, writes)
         },
         schema: schema(),
         num_predict: FIT_TOKENS,
@@ -325,6 +373,7 @@ pub(crate) fn aside(request: &str, spec: &ToolSpec, baseline: bool) -> super::As
 pub(crate) fn asides(
     request: &str,
     tools: &[&ToolSpec],
+    writes: &[String],
     leanings: &Baselines,
 ) -> Vec<super::Aside> {
     let mut out: Vec<super::Aside> = Vec::new();
@@ -332,9 +381,10 @@ pub(crate) fn asides(
         if out.iter().any(|q| q.about == spec.name) {
             continue;
         }
-        out.push(aside(request, spec, false));
-        if leanings.get(spec).is_none() {
-            out.push(aside(request, spec, true));
+        let w = writes.contains(&spec.name);
+        out.push(aside(request, spec, false, w));
+        if leanings.get(spec, w).is_none() {
+            out.push(aside(request, spec, true, w));
         }
     }
     out
@@ -355,7 +405,7 @@ pub(crate) fn answered(
         yes,
         specs.iter().find(|s| s.name == asked.about),
     ) {
-        leanings.put(spec, yes);
+        leanings.put(spec, asked.writes, yes);
     }
     if !asked.baseline && yes.is_none() {
         rest.retain(|q| !(q.baseline && q.about == asked.about));
@@ -375,7 +425,7 @@ pub(crate) fn best(
         .filter(|(a, _)| !a.baseline)
         .map(|(a, yes)| {
             let spec = specs.iter().find(|s| s.name == a.about);
-            let base = spec.and_then(|s| leanings.get(s));
+            let base = spec.and_then(|s| leanings.get(s, a.writes));
             (a.about.clone(), yes.map(|yes| Fit { yes, base }))
         })
         .max_by(|a, b| {
@@ -396,8 +446,8 @@ pub(crate) fn best(
 /// questions it does not fit, and one that draws a "no" lost right calls. Read beside the
 /// answer for the request ([`against_baseline`]), the leaning of each tool drops out:
 /// contextual calibration, after Zhao et al. 2021, "Calibrate Before Use".
-pub(crate) fn baseline_question(spec: &ToolSpec) -> Vec<Message> {
-    question("", spec)
+pub(crate) fn baseline_question(spec: &ToolSpec, writes: bool) -> Vec<Message> {
+    question("", spec, writes)
 }
 
 /// The model's answers to the fit question about one tool.
@@ -487,8 +537,8 @@ impl Baselines {
 
     /// The question's text and its answer's schema: what the answer depends on besides
     /// the model, so that a question worded otherwise is asked afresh.
-    fn key(spec: &ToolSpec) -> String {
-        let mut key: Vec<String> = baseline_question(spec)
+    fn key(spec: &ToolSpec, writes: bool) -> String {
+        let mut key: Vec<String> = baseline_question(spec, writes)
             .into_iter()
             .map(|m| m.content)
             .collect();
@@ -497,14 +547,14 @@ impl Baselines {
     }
 
     /// The share of "yes" the model gave `spec` for no request, once asked.
-    pub(crate) fn get(&self, spec: &ToolSpec) -> Option<f64> {
+    pub(crate) fn get(&self, spec: &ToolSpec, writes: bool) -> Option<f64> {
         let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen.get(&Self::key(spec)).copied()
+        seen.get(&Self::key(spec, writes)).copied()
     }
 
     /// Keeps the share of "yes" the model gave `spec` for no request.
-    pub(crate) fn put(&self, spec: &ToolSpec, yes: f64) {
-        let key = Self::key(spec);
+    pub(crate) fn put(&self, spec: &ToolSpec, writes: bool, yes: f64) {
+        let key = Self::key(spec, writes);
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.insert(key.clone(), yes);
         drop(seen);
@@ -571,15 +621,21 @@ mod tests {
     fn a_tools_leaning_is_shared_by_the_runs_of_one_model_and_no_other() {
         let spec = ToolSpec::new("clock", "time of day", json!({"type": "object"}));
         let model = |name: &str| (name.to_string(), "http://127.0.0.1:1/v1".to_string());
-        Baselines::of_model(model("leaning-a")).put(&spec, 0.6);
+        Baselines::of_model(model("leaning-a")).put(&spec, false, 0.6);
         assert_eq!(
-            Baselines::of_model(model("leaning-a")).get(&spec),
+            Baselines::of_model(model("leaning-a")).get(&spec, false),
             Some(0.6)
         );
-        assert_eq!(Baselines::of_model(model("leaning-b")).get(&spec), None);
+        assert_eq!(
+            Baselines::of_model(model("leaning-b")).get(&spec, false),
+            None
+        );
         // Another description is another tool to the model.
         let other = ToolSpec::new("clock", "the time in a zone", json!({"type": "object"}));
-        assert_eq!(Baselines::of_model(model("leaning-a")).get(&other), None);
+        assert_eq!(
+            Baselines::of_model(model("leaning-a")).get(&other, false),
+            None
+        );
     }
 
     #[test]
@@ -692,7 +748,7 @@ mod tests {
     #[test]
     fn the_question_names_the_tool_and_carries_the_request_as_written() {
         let spec = ToolSpec::new("calculator", "Exact arithmetic", json!({"type": "object"}));
-        let q = question("Wie viel ist 37 mal 89?", &spec);
+        let q = question("Wie viel ist 37 mal 89?", &spec, false);
         assert!(q[1].content.contains("calculator — Exact arithmetic"));
         assert!(q[1].content.contains("Wie viel ist 37 mal 89?"));
     }

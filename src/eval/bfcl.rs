@@ -234,11 +234,17 @@ fn cases_of(
         let tools = functions
             .iter()
             .map(|f| {
-                ToolSpec::new(
+                let mut spec = ToolSpec::new(
                     f["name"].as_str().unwrap_or(""),
                     f["description"].as_str().unwrap_or(""),
                     to_json_schema(&f["parameters"]),
-                )
+                );
+                // Not BFCL's: a set of toolloop's own may say what a tool does, as MCP's
+                // annotations do; BFCL's own sets say nothing and are run as read-only.
+                if let Ok(hints) = serde_json::from_value(f["annotations"].clone()) {
+                    spec.annotations = hints;
+                }
+                spec
             })
             .collect();
         let ground_truth = match answers.get(&id) {

@@ -310,6 +310,9 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
     config.narrowing = Narrowing::PerTool;
     config.tools = ToolSetup::default();
     config.system = None;
+    // The recorder runs nothing, so every call may go ahead: what is measured is what the
+    // model and the checks decided, not what a person would have said.
+    config.permissions.yes = true;
     let stop = StopHandle::default();
     let calls = Arc::new(Mutex::new(Vec::new()));
     let tally = Arc::new(Mutex::new(Tally::default()));
@@ -330,7 +333,10 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
                 .tools
                 .iter()
                 .cloned()
-                .map(ToolSpec::reading_only)
+                .map(|s| match s.annotations.is_empty() {
+                    true => s.reading_only(),
+                    false => s,
+                })
                 .collect(),
             calls: Arc::clone(&calls),
         })

@@ -164,6 +164,8 @@ fn replayed(
         again: false,
         added_from: None,
         left: &left,
+        // Recorded as eval runs its cases: every tool read-only.
+        writes: &[],
     };
     match checks.judge(&ctx, &calls, true).1 {
         Verdict::Go => Replay::Calls(

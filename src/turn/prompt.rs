@@ -523,7 +523,7 @@ mod model_facing_text {
                     .to_string(),
             );
         }
-        for m in crate::checks::fit_question("What is 2+2?", &specs[0]) {
+        for m in crate::checks::fit_question("What is 2+2?", &specs[0], false) {
             assert_plain("the fit question", &m.content);
         }
         assert_plain("the fit schema", &crate::checks::fit_schema().to_string());

@@ -7,6 +7,7 @@ use super::{Call, Engine, Next, State, schema_of};
 use crate::checks::{self, Aside, Earlier, Finding, TurnContext, Verdict};
 use crate::message::ChatReply;
 use crate::run::feedback;
+use crate::tool_spec::Effect;
 use crate::turn::Turn;
 
 impl Engine {
@@ -106,6 +107,12 @@ impl Engine {
             None if calls.len() == 1 => self.checks.left_out(question, calls),
             None => Vec::new(),
         };
+        let writes: Vec<String> = self
+            .specs
+            .iter()
+            .filter(|s| self.config.permissions.class_of(s).0.effect != Effect::ReadOnly)
+            .map(|s| s.name.clone())
+            .collect();
         let ctx = TurnContext {
             question,
             said: &said,
@@ -125,6 +132,7 @@ impl Engine {
                 || !self.prepared.first.can_hold(calls.len() as u64 + 1),
             added_from,
             left: &ctx_left,
+            writes: &writes,
         };
         // A turn asked again for more calls was decided on already (its kind was held to
         // calls by the schema, so its p(tool) says nothing); its calls meet the call checks.
@@ -141,7 +149,7 @@ impl Engine {
                 .iter()
                 .filter_map(|c| self.specs.iter().find(|s| s.name == c.0))
                 .collect();
-            let questions = checks::asides(question, &tools, &self.prepared.fit_baselines);
+            let questions = checks::asides(question, &tools, &writes, &self.prepared.fit_baselines);
             if !questions.is_empty() {
                 self.state = State::AskingAside {
                     reply: Box::new(reply.clone()),

@@ -23,6 +23,7 @@ pub(super) fn calc() -> ToolSpec {
         json!({"type": "object", "properties": {"expression": {"type": "string"}},
                "required": ["expression"]}),
     )
+    .reading_only()
 }
 
 fn weather() -> ToolSpec {
@@ -32,6 +33,7 @@ fn weather() -> ToolSpec {
         json!({"type": "object", "properties": {"city": {"type": "string"}},
                "required": ["city"]}),
     )
+    .reading_only()
 }
 
 /// The log-probabilities of a reply whose `kind` the model chose as "tool" with

@@ -207,7 +207,8 @@ fn tip_turn(question: &str, call: &str) -> Engine {
         "Calculate the tip on a restaurant bill",
         json!({"type": "object", "properties": {"bill_amount": {"type": "number"}},
                "required": ["bill_amount"]}),
-    );
+    )
+    .reading_only();
     unsure_with(vec![tip], question, call, Config::default())
 }
 
@@ -241,7 +242,8 @@ fn two_tool_turn() -> Engine {
         "clock",
         "time of day",
         json!({"type": "object", "properties": {"zone": {"type": "string"}}}),
-    );
+    )
+    .reading_only();
     let config = Config {
         max_calls_per_turn: 8,
         ..Config::default()
@@ -489,7 +491,8 @@ fn a_call_whose_tool_shares_the_requests_words_is_not_questioned() {
         "get_weather",
         "Current weather for a city",
         json!({"type": "object", "properties": {"city": {"type": "string"}}}),
-    );
+    )
+    .reading_only();
     let mut e = Engine::new(
         vec![Message::system("sys")],
         "What's the weather in Oslo?",
@@ -502,5 +505,63 @@ fn a_call_whose_tool_shares_the_requests_words_is_not_questioned() {
     );
     unsure.logprobs = kind_logprobs(0.8);
     e.model_replied(&unsure);
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+}
+
+/// A tool that declares nothing: taken to write, as MCP's defaults say.
+fn git_push() -> ToolSpec {
+    ToolSpec::new(
+        "git_push",
+        "Push a branch to the remote repository.",
+        json!({"type": "object", "properties": {"branch": {"type": "string"}}, "required": ["branch"]}),
+    )
+}
+
+const PUSH_Q: &str = "What does git push do to the remote branch?";
+const PUSH: &str =
+    r#"{"kind":"tool_call","thought":"","tool":"git_push","arguments":{"branch":"main"}}"#;
+
+#[test]
+fn a_call_that_writes_is_questioned_however_sure_the_model_was() {
+    // Sure of the call (p 0.99) and sharing words with the tool: a tool that reads would
+    // go ahead unquestioned; one that writes waits for the model's answer aside.
+    let (mut e, sure) = turn_at(0.99, vec![git_push()], PUSH_Q, PUSH, Config::default());
+    e.model_replied(&sure);
+    assert_eq!(e.next_step(), Step::AskAside);
+    answer(&mut e, 0.2, 0.5);
+    let line = e.drain_events().iter().find_map(Event::check_line);
+    assert!(
+        line.as_deref()
+            .is_some_and(|l| l.contains("a tool that writes")),
+        "{line:?}"
+    );
+    assert_eq!(e.next_step(), Step::CallModel);
+    assert!(!e.schema().allows(crate::turn::Kind::ToolCall));
+
+    let read = git_push().reading_only();
+    let (mut e, sure) = turn_at(0.99, vec![read], PUSH_Q, PUSH, Config::default());
+    e.model_replied(&sure);
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+}
+
+#[test]
+fn a_call_that_writes_and_fits_goes_ahead_after_its_answer() {
+    let q = "Push the main branch to the remote.";
+    let (mut e, sure) = turn_at(0.99, vec![git_push()], q, PUSH, Config::default());
+    e.model_replied(&sure);
+    assert_eq!(e.next_step(), Step::AskAside);
+    answer(&mut e, 0.9, 0.5);
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+}
+
+#[test]
+fn the_persons_class_for_a_tool_decides_whether_its_calls_are_questioned() {
+    let mut config = Config::default();
+    config
+        .permissions
+        .classes
+        .insert("git_push".into(), crate::tool_spec::ToolClass::READ_ONLY);
+    let (mut e, sure) = turn_at(0.99, vec![git_push()], PUSH_Q, PUSH, config);
+    e.model_replied(&sure);
     assert!(matches!(e.next_step(), Step::CallTool { .. }));
 }
