@@ -25,6 +25,8 @@ command -v python3 >/dev/null || { echo "python3 is needed (MCP test servers, th
 
 echo "== real MCP servers (npm, PyPI)" >&2
 eval "$(scripts/mcp-servers.sh)"
+echo "== the official Python clients for the proxy's tests (openai, ollama, openai-agents)" >&2
+eval "$(scripts/py-clients.sh)"
 echo "== a browser for the web page's tests (Chromium, playwright-core)" >&2
 eval "$(scripts/browser.sh)"
 echo "== BFCL's data (PyPI's bfcl-eval)" >&2

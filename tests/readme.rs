@@ -164,6 +164,19 @@ fn readme_commands(mcp: bool) {
                      grep -q '<title>toolloop</title>' <&3"
                 );
             }
+            if cmd.starts_with("toolloop proxy") {
+                // Served in the background on a free port; a request must get its answer
+                // in the client's shape.
+                let port = free_port();
+                let flags = cmd.split('#').next().unwrap_or_default().trim().to_string();
+                cmd = format!(
+                    "{flags} --addr 127.0.0.1:{port} &\n\
+                     for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; sleep 0.1; done\n\
+                     exec 3<>/dev/tcp/127.0.0.1/{port}\n\
+                     printf 'POST /v1/chat/completions HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\nContent-Length: 1\\r\\nConnection: close\\r\\n\\r\\n{{' >&3\n\
+                     grep -q 'invalid_request_error' <&3"
+                );
+            }
             script.push_str(&cmd);
             script.push('\n');
             if cmd.ends_with('&') {

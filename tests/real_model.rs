@@ -1029,3 +1029,59 @@ fn a_llama_server_given_as_ollama_names_the_flags_that_reach_it() {
     );
     assert!(!err.contains("ollama pull"), "{err}");
 }
+
+/// The official `openai` (plain and streamed) and `ollama` clients, and the OpenAI Agents
+/// SDK's own tool loop, through `toolloop proxy` in front of the real llama-server: each
+/// asks for Oslo's weather, runs the `get_weather` call that comes back, sends its result
+/// and gets an answer that uses it. The Agents SDK because it runs the whole loop itself
+/// on Chat Completions with tools, through the official client, as a user's agent would.
+#[test]
+#[ignore = "needs a llama-server and Python's openai, ollama and openai-agents: run scripts/test-all.sh"]
+fn official_clients_and_an_agent_framework_run_a_whole_loop_through_the_proxy() {
+    let _turn = one_at_a_time();
+    let python = std::env::var("TOOLLOOP_CLIENTS_PYTHON")
+        .expect("set TOOLLOOP_CLIENTS_PYTHON (scripts/py-clients.sh)");
+    let addr = format!("127.0.0.1:{}", common::free_port());
+    let proxy = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
+        .args([
+            "proxy",
+            "--addr",
+            &addr,
+            "--backend",
+            "openai",
+            "--base-url",
+            &url(),
+        ])
+        .args(["--model", "qwen", "--timeout", "120"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _proxy = common::Killer(proxy);
+    common::wait_for(&addr);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients.py");
+    for mode in ["openai", "openai-stream", "ollama", "agents"] {
+        let out = std::process::Command::new(&python)
+            .args([script, mode, &format!("http://{addr}"), "qwen"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(v["calls"][0][0], "get_weather", "{mode}: {v}");
+        assert!(
+            v["calls"][0][1]["city"]
+                .as_str()
+                .is_some_and(|c| c.contains("Oslo")),
+            "{mode}: {v}"
+        );
+        let answer = v["answer"].as_str().unwrap_or_default();
+        assert!(
+            answer.contains('4'),
+            "{mode}: the answer uses the result: {v}"
+        );
+    }
+}

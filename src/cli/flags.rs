@@ -506,6 +506,13 @@ pub enum Command {
     /// Example: toolloop web --builtin --demo   (then open http://127.0.0.1:8700)
     #[command(after_help = EXIT_CODES)]
     Web(WebCommand),
+    /// Serve toolloop's turn to any OpenAI or Ollama client: POST /v1/chat/completions
+    /// and /api/chat with `tools` get calls checked and repaired by toolloop; the client
+    /// runs its tools. Requests without tools pass through to the model server.
+    ///
+    /// Example: toolloop proxy --addr 127.0.0.1:11500 --backend openai --base-url http://127.0.0.1:8080/v1
+    #[command(after_help = EXIT_CODES)]
+    Proxy(ProxyCommand),
     /// Serve the built-in tools over the HTTP tool API.
     ///
     /// Example: toolloop serve-tools --addr 127.0.0.1:5000 --db shop.db --docs ./docs
@@ -558,6 +565,23 @@ pub struct WebCommand {
     pub web: WebArgs,
 }
 
+/// `toolloop proxy`: the model server as for `ask`, and where to serve.
+#[derive(Debug, Args)]
+pub struct ProxyCommand {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Address to listen on; one beyond loopback needs --api-key.
+    #[arg(long, default_value = "127.0.0.1:11500")]
+    pub addr: String,
+    /// The key clients must send (Authorization: Bearer KEY).
+    #[arg(long, env = "TOOLLOOP_PROXY_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// A client's tool's class, for the decision: TOOL=read-only, writes, idempotent or
+    /// destructive (repeatable). A call to one that writes needs more evidence.
+    #[arg(long = "class", value_name = "TOOL=CLASS", value_parser = parse_class)]
+    pub classes: Vec<(String, crate::tools::ToolClass)>,
+}
+
 /// Where and how `toolloop web` serves.
 #[derive(Debug, Args)]
 pub struct WebArgs {
@@ -576,7 +600,7 @@ pub struct WebArgs {
 
 /// The library's names of settings, as they appear in its messages, and this program's
 /// flag for each.
-pub const FLAGS: [(&str, &str); 12] = [
+pub const FLAGS: [(&str, &str); 13] = [
     ("`mcp`", "--mcp"),
     ("`addr`", "--addr"),
     ("`max_iterations`", "--max-iterations"),
@@ -589,6 +613,7 @@ pub const FLAGS: [(&str, &str); 12] = [
     ("`db`", "--db"),
     ("`docs`", "--docs"),
     ("`files_root`", "--files-root"),
+    ("`api_key`", "--api-key"),
 ];
 
 /// A library message with the settings it names written as this program's flags.

@@ -107,6 +107,7 @@ pub fn main() -> ExitCode {
         } => run_checks(name.as_deref(), json, markdown),
         Command::ServeTools { addr, opts } => run_serve(&addr, &opts),
         Command::Web(w) => run_web(&w.model, &w.tools, w.no_tools, &w.web),
+        Command::Proxy(p) => serving::run_proxy(&p),
     }
 }
 

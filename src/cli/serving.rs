@@ -45,6 +45,31 @@ pub(super) fn run_web(
     }
 }
 
+/// Serves the proxy until the process ends.
+pub(super) fn run_proxy(p: &flags::ProxyCommand) -> ExitCode {
+    let mut config = match config(&p.model, &ToolArgs::default(), true).calibrated() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    config.permissions.classes.extend(p.classes.iter().cloned());
+    let upstream = config.server();
+    let settings = crate::serve::proxy::ProxySettings {
+        config,
+        api_key: p.api_key.clone().filter(|k| !k.is_empty()),
+    };
+    match crate::serve::proxy::start(settings, &p.addr) {
+        Ok(running) => {
+            let url = running.url();
+            eprintln!(
+                "toolloop: proxying {upstream}: OpenAI clients at {url}/v1, Ollama clients at {url} (Ctrl-C stops)"
+            );
+            running.wait();
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(with_flags(e)),
+    }
+}
+
 pub(super) fn run_serve(addr: &str, opts: &BuiltinArgs) -> ExitCode {
     let tools = match Builtin::new(&opts.config()) {
         Ok(t) => t,

@@ -63,6 +63,9 @@ pub enum StopKind {
     /// The model's call was cut before its arguments ended twice (at the token limit,
     /// or where it began to repeat itself); it was not run.
     CutOff,
+    /// The model's calls were handed back to the caller to run (`toolloop proxy`, whose
+    /// client runs its own tools).
+    ToolCalls,
 }
 
 impl StopKind {
@@ -78,6 +81,7 @@ impl StopKind {
             StopKind::InvalidReplies => "invalid_replies",
             StopKind::Cancelled => "cancelled",
             StopKind::CutOff => "cut_off",
+            StopKind::ToolCalls => "tool_calls",
         }
     }
 
@@ -90,7 +94,7 @@ impl StopKind {
     /// ```
     pub fn exit_code(self) -> u8 {
         match self {
-            StopKind::Completed | StopKind::ToolFailureDegraded => EXIT_OK,
+            StopKind::Completed | StopKind::ToolFailureDegraded | StopKind::ToolCalls => EXIT_OK,
             StopKind::MaxIterations => EXIT_MAX_ITERATIONS,
             StopKind::Timeout => EXIT_TIMEOUT,
             StopKind::ClarificationNeeded => EXIT_CLARIFY,
@@ -164,6 +168,12 @@ pub enum Ending {
         /// token limit.
         looped: bool,
     },
+    /// The calls the model made, checked, handed back for the caller to run
+    /// ([`StopKind::ToolCalls`]).
+    ToolCalls {
+        /// Each call's tool and arguments, in the order the model wrote them.
+        calls: Vec<(String, serde_json::Map<String, serde_json::Value>)>,
+    },
 }
 
 impl Ending {
@@ -179,6 +189,7 @@ impl Ending {
             Ending::InvalidReplies { .. } => StopKind::InvalidReplies,
             Ending::Cancelled => StopKind::Cancelled,
             Ending::CutOff { .. } => StopKind::CutOff,
+            Ending::ToolCalls { .. } => StopKind::ToolCalls,
         }
     }
 
@@ -224,6 +235,10 @@ impl Ending {
                 format!("the model's replies were not valid turns: {detail}")
             }
             Ending::Cancelled => "stopped before an answer".into(),
+            Ending::ToolCalls { calls } => {
+                let names: Vec<&str> = calls.iter().map(|(t, _)| t.as_str()).collect();
+                format!("calls handed back to run: {}", names.join(", "))
+            }
             Ending::CutOff {
                 tool, looped: true, ..
             } => format!(

@@ -544,6 +544,12 @@ impl Engine {
         });
     }
 
+    /// Ends the run at `calls`, for the caller to run ([`Ending::ToolCalls`]): the turn's
+    /// calls as the checks let them through, none of them run here.
+    pub(crate) fn hand_back(&mut self, calls: Vec<Call>) {
+        self.state = State::Done(Ending::ToolCalls { calls });
+    }
+
     /// Feeds the person's answer to a clarifying question back; `None` (nobody to ask,
     /// or no answer) ends the run with the question.
     pub fn user_answered(&mut self, answer: Option<String>) {

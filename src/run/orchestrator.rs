@@ -26,6 +26,16 @@ use crate::tools::{Catalogue, ToolSpec};
 use crate::turn::answer_stream::AnswerStream;
 use crate::turn::call_stream::CallStream;
 
+/// A round of calls a caller made and carried out before handing the run over
+/// ([`Orchestrator::run_after_rounds`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Round {
+    /// Each call's tool and arguments.
+    pub calls: Vec<(String, serde_json::Map<String, serde_json::Value>)>,
+    /// Each call's result text and whether it succeeded, in the order of `calls`.
+    pub results: Vec<(String, bool)>,
+}
+
 /// A model, its tools and the run's policies, ready to answer questions.
 ///
 /// ```
@@ -63,6 +73,9 @@ pub struct Orchestrator {
     checked: Vec<Event>,
     /// The calls asked about in the run under way, for its [`Outcome::approvals`].
     approved: Vec<Event>,
+    /// Whether calls are handed back to the caller ([`Ending::ToolCalls`]) instead of
+    /// run: `toolloop proxy`'s client runs its own tools.
+    pub(crate) hand_back: bool,
 }
 
 impl Orchestrator {
@@ -114,6 +127,20 @@ impl Orchestrator {
         earlier: &[Message],
         deadline: Deadline,
     ) -> Result<Outcome, OrchestratorError> {
+        self.run_after_rounds(query, earlier, Vec::new(), deadline)
+    }
+
+    /// Like [`Orchestrator::run_with_deadline`], with `rounds` of calls for `query` that
+    /// were made and carried out before (by `toolloop proxy`'s client): they go into the
+    /// history as this run's own first turns ([`Engine::replay`]), and the run goes on
+    /// from their results.
+    pub(crate) fn run_after_rounds(
+        &mut self,
+        query: &str,
+        earlier: &[Message],
+        rounds: Vec<Round>,
+        deadline: Deadline,
+    ) -> Result<Outcome, OrchestratorError> {
         let started = Instant::now();
         let mut history = Vec::with_capacity(earlier.len() + 8);
         history.push(Message::system(self.prompt.clone()));
@@ -125,6 +152,11 @@ impl Orchestrator {
             self.config.clone(),
             self.prepared.clone(),
         );
+        for round in rounds {
+            engine.replay(round.calls, round.results);
+        }
+        // What replaying recorded (the calls, their results) was the caller's, not news.
+        engine.drain_events();
         self.checked.clear();
         self.approved.clear();
         self.always.clear();
@@ -288,6 +320,10 @@ impl Orchestrator {
                         }
                     }
                 }
+                Step::CallTool { tool, arguments } if self.hand_back => {
+                    engine.hand_back(vec![(tool, arguments)]);
+                }
+                Step::CallTools { calls } if self.hand_back => engine.hand_back(calls),
                 // One call is a list of one here: it may have been started early too.
                 Step::CallTool { tool, arguments } => self.call_tools(
                     vec![(tool, arguments)],

@@ -86,10 +86,13 @@ impl Outcome {
                 OrchestratorError::InvalidResponseFormat { detail, steps }
             }
             Ending::Cancelled => OrchestratorError::Cancelled { steps },
-            Ending::CutOff { .. } => OrchestratorError::InvalidResponseFormat {
-                detail: self.ending.message().unwrap_or_default(),
-                steps,
-            },
+            // Only an orchestrator built to hand calls back ends so; it has no answer.
+            Ending::CutOff { .. } | Ending::ToolCalls { .. } => {
+                OrchestratorError::InvalidResponseFormat {
+                    detail: self.ending.message().unwrap_or_default(),
+                    steps,
+                }
+            }
         })
     }
 

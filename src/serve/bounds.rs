@@ -62,6 +62,68 @@ impl Default for Bounds {
     }
 }
 
+/// The `Host` values a server answers to, and the check of `Host` and `Origin` that
+/// keeps other sites out: a page the person visits could otherwise drive the server
+/// through their browser (a foreign `Origin`), or reach it under a name of its own that
+/// resolves to 127.0.0.1 (DNS rebinding: a foreign `Host`).
+#[derive(Debug, Clone)]
+pub(crate) struct Hosts {
+    names: Vec<String>,
+    /// Bound to every interface (`0.0.0.0`, `::`): any IP address with the port served is
+    /// accepted too. A DNS rebinding attack needs a name, so an address typed as digits
+    /// is safe; names other than `localhost` are still refused.
+    any_ip_on: Option<u16>,
+}
+
+impl Hosts {
+    /// The address itself; on loopback `localhost` with its port too; bound to every
+    /// interface, any IP address with its port (never another name).
+    pub(crate) fn serving(addr: SocketAddr) -> Self {
+        let mut names = vec![addr.to_string()];
+        if addr.ip().is_loopback() || addr.ip().is_unspecified() {
+            names.push(format!("localhost:{}", addr.port()));
+            names.push(format!("127.0.0.1:{}", addr.port()));
+            names.push(format!("[::1]:{}", addr.port()));
+        }
+        Hosts {
+            names,
+            any_ip_on: addr.ip().is_unspecified().then_some(addr.port()),
+        }
+    }
+
+    fn allows(&self, host: &str) -> bool {
+        self.names.iter().any(|h| h.eq_ignore_ascii_case(host))
+            || self
+                .any_ip_on
+                .is_some_and(|port| host.parse::<SocketAddr>().is_ok_and(|a| a.port() == port))
+    }
+
+    /// Why a request with `headers` is refused, or `None`.
+    pub(crate) fn refuses(&self, headers: &axum::http::HeaderMap) -> Option<&'static str> {
+        use axum::http::header;
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        if !self.allows(host) {
+            return Some("this server answers only to the address it serves (Host header)");
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or("");
+            let same = origin
+                .strip_prefix("http://")
+                .is_some_and(|o| self.allows(o));
+            if !same {
+                return Some("requests from other sites are refused");
+            }
+        }
+        let cross_site = headers
+            .get("sec-fetch-site")
+            .is_some_and(|v| v.as_bytes() == b"cross-site");
+        cross_site.then_some("requests from other sites are refused")
+    }
+}
+
 /// Why a body could not be read ([`read_body`]).
 #[derive(Debug, PartialEq, Eq)]
 pub enum BodyError {

@@ -1,5 +1,6 @@
-//! What toolloop serves over HTTP: the built-in tool API and the web page with its run
-//! API, each on a runtime whose every resource is bounded.
+//! What toolloop serves over HTTP: the built-in tool API, the web page with its run API,
+//! and the proxy that gives OpenAI and Ollama clients toolloop's turn, each on a runtime
+//! whose every resource is bounded.
 //!
 //! May import everything but `eval/` and `cli/`.
 
@@ -17,11 +18,15 @@ pub(crate) fn cannot_listen(addr: &dyn std::fmt::Display, e: &std::io::Error) ->
 
 #[cfg(feature = "web")]
 pub(crate) mod markdown;
+#[cfg(feature = "web")]
+pub(crate) mod proxy;
 pub(crate) mod tool_server;
 #[cfg(feature = "web")]
 pub(crate) mod web;
 
 pub use bounds::Bounds;
+#[cfg(feature = "web")]
+pub use proxy::{ProxySettings, RunningProxy, start as start_proxy};
 pub use tool_server::{RunningServer, ToolServer};
 #[cfg(feature = "web")]
 pub use web::{MakeBackend, RunningWeb, Runs, WebServer};

@@ -33,7 +33,7 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use crate::checks::CheckLevels;
-use crate::serve::bounds::{BodyError, Bound, Bounds, Serving, read_body};
+use crate::serve::bounds::{BodyError, Bound, Bounds, Hosts, Serving, read_body};
 
 pub mod runs;
 
@@ -59,25 +59,6 @@ pub struct WebServer {
     addr: SocketAddr,
     runs: Arc<Runs>,
     hosts: Hosts,
-}
-
-/// The `Host` values this server answers to.
-#[derive(Debug, Clone)]
-struct Hosts {
-    names: Vec<String>,
-    /// Bound to every interface (`0.0.0.0`, `::`): any IP address with the port served is
-    /// accepted too. A DNS rebinding attack needs a name, so an address typed as digits
-    /// is safe; names other than `localhost` are still refused.
-    any_ip_on: Option<u16>,
-}
-
-impl Hosts {
-    fn allows(&self, host: &str) -> bool {
-        self.names.iter().any(|h| h.eq_ignore_ascii_case(host))
-            || self
-                .any_ip_on
-                .is_some_and(|port| host.parse::<SocketAddr>().is_ok_and(|a| a.port() == port))
-    }
 }
 
 /// A web server serving on background threads; dropping it stops it.
@@ -110,16 +91,7 @@ impl WebServer {
         };
         let bound = crate::serve::bounds::bind(listener, &bounds)?;
         let addr = bound.addr()?;
-        let mut names = vec![addr.to_string()];
-        if addr.ip().is_loopback() || addr.ip().is_unspecified() {
-            names.push(format!("localhost:{}", addr.port()));
-            names.push(format!("127.0.0.1:{}", addr.port()));
-            names.push(format!("[::1]:{}", addr.port()));
-        }
-        let hosts = Hosts {
-            names,
-            any_ip_on: addr.ip().is_unspecified().then_some(addr.port()),
-        };
+        let hosts = Hosts::serving(addr);
         Ok(WebServer {
             bound,
             addr,
@@ -199,38 +171,8 @@ fn router(runs: Arc<Runs>) -> Router {
 
 /// Refuses requests from elsewhere, and sets the headers every response carries.
 async fn guard(hosts: &Hosts, req: Request, next: Next) -> Response {
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("");
-    if !hosts.allows(host) {
-        return fail(
-            StatusCode::FORBIDDEN,
-            "this server answers only to the address it serves (Host header)",
-        );
-    }
-    if let Some(origin) = req.headers().get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("");
-        let same = origin
-            .strip_prefix("http://")
-            .is_some_and(|o| hosts.allows(o));
-        if !same {
-            return fail(
-                StatusCode::FORBIDDEN,
-                "requests from other sites are refused",
-            );
-        }
-    }
-    let cross_site = req
-        .headers()
-        .get("sec-fetch-site")
-        .is_some_and(|v| v.as_bytes() == b"cross-site");
-    if cross_site {
-        return fail(
-            StatusCode::FORBIDDEN,
-            "requests from other sites are refused",
-        );
+    if let Some(why) = hosts.refuses(req.headers()) {
+        return fail(StatusCode::FORBIDDEN, why);
     }
     let mut response = next.run(req).await;
     let h = response.headers_mut();

@@ -112,6 +112,64 @@ impl Engine {
         self.state = State::Calling { calls: pending };
     }
 
+    /// A round of calls made and carried out before this run took over — by a client of
+    /// `toolloop proxy`, which runs the tools itself and sends their results back — put
+    /// into the history as if this run had made it: the turn in the canonical form, each
+    /// result after it as [`Engine::tools_returned`] puts it, the calls in the steps and in
+    /// memory so that a repeat is answered from it, and the stage past the first results.
+    /// `results` holds each call's text and whether it succeeded, in the order of `calls`.
+    pub(crate) fn replay(&mut self, calls: Vec<Call>, results: Vec<(String, bool)>) {
+        let turn = match calls.len() {
+            1 => crate::turn::Turn::ToolCall {
+                thought: String::new(),
+                tool: calls[0].0.clone(),
+                arguments: calls[0].1.clone(),
+            },
+            _ => crate::turn::Turn::ToolCalls {
+                thought: String::new(),
+                calls: calls
+                    .iter()
+                    .map(|(tool, arguments)| crate::turn::Call {
+                        tool: tool.clone(),
+                        arguments: arguments.clone(),
+                    })
+                    .collect(),
+            },
+        };
+        self.iterations += 1;
+        self.history
+            .push(Message::assistant(self.config.decide.canonical(&turn)));
+        let mut results = results.into_iter();
+        let mut pending = Vec::with_capacity(calls.len());
+        for (tool, arguments) in calls {
+            let (observation, ok) = results
+                .next()
+                .unwrap_or_else(|| ("no result came back for this call".into(), false));
+            // Capped as a result this run's own tool returned would be.
+            let observation = ToolResult::ok(observation).to_model_text(self.config.result_cap);
+            let key = CallKey::new(&tool, &arguments);
+            if ok {
+                self.repeats.record(key.clone(), observation.clone());
+            }
+            self.record(
+                String::new(),
+                Some((tool.clone(), arguments.clone())),
+                observation.clone(),
+                ok,
+            );
+            pending.push(Pending {
+                tool,
+                arguments,
+                key,
+                step: self.steps.len() - 1,
+                answered: Some((observation, ok)),
+                ran: true,
+                held: false,
+            });
+        }
+        self.settle(pending);
+    }
+
     /// Feeds a tool's result back (the turn's one call to run). `Err` of the
     /// infrastructure kind makes the tool unavailable for the rest of the run.
     #[cfg(test)]

@@ -304,6 +304,7 @@ impl OrchestratorBuilder {
             checks: Checks::new(&self.config.checks),
             checked: Vec::new(),
             approved: Vec::new(),
+            hand_back: false,
             config: self.config,
         })
     }
