@@ -384,3 +384,58 @@ fn the_model_details_say_it_can_call_tools() {
         (200, r#"{"data":[{"id":"qwen"}]}"#)
     );
 }
+
+#[test]
+fn a_client_that_leaves_mid_stream_stops_the_upstream_request() {
+    // An answer the upstream writes slowly, a few characters every 100 ms for 8 seconds.
+    let text = format!(
+        r#"{{"kind":"final_answer","thought":"","content":"{}"}}"#,
+        "word ".repeat(80)
+    );
+    let chunks: Vec<Vec<u8>> = text
+        .as_bytes()
+        .chunks(5)
+        .map(|piece| {
+            let piece = String::from_utf8_lossy(piece);
+            let chunk = json!({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+            format!("data: {chunk}\n\n").into_bytes()
+        })
+        .collect();
+    let fake = serve(vec![Act::Stream(
+        "text/event-stream",
+        chunks,
+        Duration::from_millis(100),
+    )]);
+    let (_p, addr) = proxy(&fake.url, &[]);
+    let mut s = TcpStream::connect(&addr).unwrap();
+    let body = ask_weather(true).to_string();
+    write!(
+        s,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // Read until the answer has begun to stream, then go away.
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    while !String::from_utf8_lossy(&seen).contains("\"content\":\"word") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "the stream ended: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(s);
+    // Well before the upstream's 8 seconds are up, it has been cut off.
+    let started = std::time::Instant::now();
+    while fake.cut.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "the upstream request went on"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

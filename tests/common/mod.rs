@@ -32,6 +32,8 @@ pub struct Fake {
     pub url: String,
     /// The raw requests received (request line, headers, body).
     pub requests: Arc<Mutex<Vec<String>>>,
+    /// How many streamed replies the other end stopped reading before their end.
+    pub cut: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Serves `acts` to successive connections; the last act repeats.
@@ -40,6 +42,8 @@ pub fn serve(acts: Vec<Act>) -> Fake {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let requests = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&requests);
+    let cut = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let cuts = Arc::clone(&cut);
     thread::spawn(move || {
         for (i, stream) in listener.incoming().enumerate() {
             let Ok(stream) = stream else { break };
@@ -48,10 +52,11 @@ pub fn serve(acts: Vec<Act>) -> Fake {
                 break;
             }
             let seen = Arc::clone(&seen);
-            thread::spawn(move || handle(stream, act, seen));
+            let cuts = Arc::clone(&cuts);
+            thread::spawn(move || handle(stream, act, seen, cuts));
         }
     });
-    Fake { url, requests }
+    Fake { url, requests, cut }
 }
 
 /// A server that answers one connection with `first`, then stops listening for `gap` (each
@@ -63,9 +68,11 @@ pub fn serve_restarting(first: Act, gap: Duration, then: Vec<Act>) -> Fake {
     let url = format!("http://{addr}");
     let requests = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&requests);
+    let cut = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let cuts = Arc::clone(&cut);
     thread::spawn(move || {
         if let Ok((stream, _)) = listener.accept() {
-            handle(stream, first, Arc::clone(&seen));
+            handle(stream, first, Arc::clone(&seen), Arc::clone(&cuts));
         }
         drop(listener);
         thread::sleep(gap);
@@ -74,13 +81,19 @@ pub fn serve_restarting(first: Act, gap: Duration, then: Vec<Act>) -> Fake {
             let Ok(stream) = stream else { break };
             let act = then[i.min(then.len() - 1)].clone();
             let seen = Arc::clone(&seen);
-            thread::spawn(move || handle(stream, act, seen));
+            let cuts = Arc::clone(&cuts);
+            thread::spawn(move || handle(stream, act, seen, cuts));
         }
     });
-    Fake { url, requests }
+    Fake { url, requests, cut }
 }
 
-fn handle(mut stream: TcpStream, act: Act, seen: Arc<Mutex<Vec<String>>>) {
+fn handle(
+    mut stream: TcpStream,
+    act: Act,
+    seen: Arc<Mutex<Vec<String>>>,
+    cut: Arc<std::sync::atomic::AtomicUsize>,
+) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut head = String::new();
     let mut length = 0usize;
@@ -119,7 +132,8 @@ fn handle(mut stream: TcpStream, act: Act, seen: Arc<Mutex<Vec<String>>>) {
                 thread::sleep(pause);
                 let _ = write!(stream, "{:x}\r\n", chunk.len());
                 let _ = stream.write_all(&chunk);
-                if stream.write_all(b"\r\n").is_err() {
+                if stream.write_all(b"\r\n").is_err() || stream.flush().is_err() {
+                    cut.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     return;
                 }
                 let _ = stream.flush();
