@@ -703,6 +703,9 @@ fn run_once(
     if let Some(n) = request.max_tokens {
         config.options.num_predict = Some(n);
     }
+    if request.one_call {
+        config.max_calls_per_turn = 1;
+    }
     if let Some(s) = request.seed {
         config.options.seed = Some(s as i64);
     }

@@ -50,6 +50,8 @@ pub(crate) struct Request {
     pub max_tokens: Option<u32>,
     /// The seed (`seed`, Ollama's `options.seed`).
     pub seed: Option<u64>,
+    /// `parallel_tool_calls: false`: one call per turn.
+    pub one_call: bool,
 }
 
 /// Which calls a request allows (`tool_choice`).
@@ -152,6 +154,7 @@ pub(crate) fn read(body: &Value, api: Api) -> Result<Request, BadRequest> {
             .or_else(|| options["num_predict"].as_u64())
             .map(|n| n.min(u32::MAX as u64) as u32),
         seed: body["seed"].as_u64().or_else(|| options["seed"].as_u64()),
+        one_call: body["parallel_tool_calls"] == json!(false),
         ..Request::default()
     };
     read_messages(messages, &mut request)?;
@@ -614,6 +617,10 @@ mod tests {
         assert_eq!(r.rounds[0].results, vec![("4°C".to_string(), true)]);
         assert!(r.stream && r.include_usage);
         assert_eq!(r.max_tokens, Some(200));
+        assert!(!r.one_call);
+        let mut one = body.clone();
+        one["parallel_tool_calls"] = json!(false);
+        assert!(read(&one, Api::OpenAi).unwrap().one_call);
         assert_eq!(r.tools[0].name, "get_weather");
     }
 
