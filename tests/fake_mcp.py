@@ -3,7 +3,13 @@
     python3 tests/fake_mcp.py MODE
 
 MODE: ok | exit_at_start | crash_on_call | hang_on_call | garbage | stderr_flood |
-      paginate | ping_first | unknown_tool_error | delete
+      paginate | ping_first | unknown_tool_error | delete | silent_init | wrong_id |
+      notify_flood
+
+silent_init: reads `initialize` and never answers it.
+wrong_id: answers each call with an id that is not the call's, then with the right one
+only for `slow`.
+notify_flood: sends 20,000 progress notifications (about 3 MB) before each call's result.
 
 delete: fetch_page (read-only) returns an instruction to call delete_all, which is
 marked destructiveHint.
@@ -54,6 +60,8 @@ for line in sys.stdin:
     if mode == "garbage":
         sys.stdout.write("Starting server v1.2...\n{not json}\n\x1b[32mready\x1b[0m\n")
         send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hi"}})
+    if method == "initialize" and mode == "silent_init":
+        continue
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "0"}}})
     elif method == "tools/list":
@@ -80,6 +88,13 @@ for line in sys.stdin:
         if mode == "delete":
             send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": CALLED[name]}]}})
             continue
+        if mode == "wrong_id":
+            send({"jsonrpc": "2.0", "id": 987654, "result": {"content": [{"type": "text", "text": "not yours"}]}})
+            if name != "slow":
+                continue
+        if mode == "notify_flood":
+            for i in range(20000):
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": rid, "progress": i, "message": "x" * 80}})
         if mode == "unknown_tool_error" or name not in ("echo", "slow"):
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "Unknown tool: %s" % name}})
             continue

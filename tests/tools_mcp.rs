@@ -244,6 +244,58 @@ fn a_server_that_never_answers_is_cut_by_the_deadline() {
 
 #[test]
 #[ignore = "needs python3 for tests/fake_mcp.py: run scripts/test-all.sh"]
+fn a_server_that_never_answers_initialize_is_cut_by_the_deadline() {
+    let started = Instant::now();
+    let err = McpTools::connect(
+        &fake("silent_init"),
+        Deadline::after(Duration::from_millis(800)),
+    )
+    .err()
+    .expect("no connection without an answer to initialize");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("fake_mcp.py"),
+        "the message names the server: {text}"
+    );
+}
+
+#[test]
+#[ignore = "needs python3 for tests/fake_mcp.py: run scripts/test-all.sh"]
+fn an_answer_with_another_calls_id_is_not_taken_for_this_call() {
+    let s = McpTools::connect(&fake("wrong_id"), soon()).unwrap();
+    // `echo` gets only an answer under another id: it waits for its own until the deadline.
+    let err = s
+        .call(
+            "echo",
+            &args(json!({"text": "x"})),
+            Deadline::after(Duration::from_millis(600)),
+        )
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Timeout { .. }), "{err}");
+    // `slow` gets the stray answer, then its own: its own is the result.
+    let r = s.call("slow", &Map::new(), soon()).unwrap();
+    assert_eq!(r.to_model_text(100), "");
+}
+
+#[test]
+#[ignore = "needs python3 for tests/fake_mcp.py: run scripts/test-all.sh"]
+fn a_flood_of_notifications_during_a_call_is_read_past() {
+    let s = McpTools::connect(&fake("notify_flood"), soon()).unwrap();
+    let started = Instant::now();
+    let r = s
+        .call("echo", &args(json!({"text": "after the flood"})), soon())
+        .unwrap();
+    assert_eq!(r.to_model_text(100), "after the flood");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+#[ignore = "needs python3 for tests/fake_mcp.py: run scripts/test-all.sh"]
 fn garbage_lines_and_notifications_on_stdout_are_skipped() {
     let s = McpTools::connect(&fake("garbage"), soon()).unwrap();
     let r = s
