@@ -70,6 +70,14 @@ pub fn native_case(target: &NativeTarget, case: &Case, config: &Config) -> CaseR
                 })
                 .unwrap_or_default();
             let text = message["content"].as_str().unwrap_or_default().to_string();
+            // What a user's own loop would read too: calls the model wrote as text.
+            let calls = match calls.is_empty() {
+                true => {
+                    let names: Vec<&str> = case.tools.iter().map(|t| t.name.as_str()).collect();
+                    calls_in_text(&text, &names)
+                }
+                false => calls,
+            };
             let tokens = v["usage"]["completion_tokens"].as_u64().unwrap_or(0);
             let error = v["error"].is_object().then(|| v["error"].to_string());
             // The one request, in the same terms as a run's budget. Its calls come with
@@ -99,5 +107,118 @@ pub fn native_case(target: &NativeTarget, case: &Case, config: &Config) -> CaseR
         texts: vec![text],
         budget,
         ..CaseResult::scored(case, calls, error)
+    }
+}
+
+/// The calls a model wrote as text rather than as the server's `tool_calls`, in the forms
+/// small models use and their users' loops read: Llama 3's `{"name": …, "parameters": …}`,
+/// `{"name": …, "arguments": …}` (an object or a JSON string), OpenAI's
+/// `{"function": {…}}` and `{"tool_calls": [...]}`, inside `<tool_call>` tags, in a code
+/// fence, with text around them, one or a list or several in a row. Only names on offer
+/// (`names`) count; broken JSON is read as toolloop's repair reads it.
+pub(crate) fn calls_in_text(text: &str, names: &[&str]) -> Vec<Call> {
+    let mut values = Vec::new();
+    let mut at = 0;
+    // A reply is short; eight values are more than any call list in one.
+    while values.len() < 8 {
+        let Some(start) = text[at..].find(['{', '[']).map(|i| at + i) else {
+            break;
+        };
+        match crate::turn::repair::parse_from(text, start) {
+            Ok(found) => {
+                if let Ok(v) = serde_json::from_str::<Value>(&found.text) {
+                    values.push(v);
+                }
+                at = found.end.max(start + 1);
+            }
+            Err(_) => at = start + 1,
+        }
+        if at >= text.len() {
+            break;
+        }
+    }
+    let mut calls = Vec::new();
+    for v in &values {
+        collect(v, names, &mut calls, 0);
+    }
+    calls
+}
+
+fn collect(v: &Value, names: &[&str], out: &mut Vec<Call>, depth: u8) {
+    if depth > 3 {
+        return;
+    }
+    match v {
+        Value::Array(items) => {
+            for item in items {
+                collect(item, names, out, depth + 1);
+            }
+        }
+        Value::Object(m) => {
+            if let Some(list) = m.get("tool_calls") {
+                return collect(list, names, out, depth + 1);
+            }
+            if let Some(f @ Value::Object(_)) = m.get("function") {
+                return collect(f, names, out, depth + 1);
+            }
+            let name = m
+                .get("name")
+                .or_else(|| m.get("tool"))
+                .and_then(Value::as_str)
+                .filter(|n| names.contains(n));
+            let Some(name) = name else { return };
+            let arguments = match m.get("arguments").or_else(|| m.get("parameters")) {
+                Some(Value::Object(a)) => a.clone(),
+                Some(Value::String(s)) => serde_json::from_str(s).unwrap_or_default(),
+                _ => serde_json::Map::new(),
+            };
+            out.push(Call {
+                name: name.to_string(),
+                arguments,
+            });
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::calls_in_text;
+    use serde_json::json;
+
+    fn read(text: &str) -> Vec<(String, serde_json::Value)> {
+        calls_in_text(text, &["get_weather", "calculator"])
+            .into_iter()
+            .map(|c| (c.name, serde_json::Value::Object(c.arguments)))
+            .collect()
+    }
+
+    #[test]
+    fn the_plain_text_forms_small_models_write_are_read_as_calls() {
+        let oslo = vec![("get_weather".to_string(), json!({"city": "Oslo"}))];
+        for text in [
+            r#"{"name": "get_weather", "parameters": {"city": "Oslo"}}"#,
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+            "Sure!\n```json\n{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Oslo\\\"}\"}\n```",
+            r#"{"tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]}"#,
+            r#"{'name': 'get_weather', 'parameters': {'city': 'Oslo'},"#,
+        ] {
+            assert_eq!(read(text), oslo, "{text}");
+        }
+        let two = read(
+            r#"[{"name": "get_weather", "parameters": {"city": "Oslo"}}, {"name": "calculator", "parameters": {"expression": "2+2"}}]"#,
+        );
+        assert_eq!(two.len(), 2);
+        let in_a_row = read(
+            "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>\n<tool_call>{\"name\": \"calculator\", \"arguments\": {\"expression\": \"1+1\"}}</tool_call>",
+        );
+        assert_eq!(in_a_row.len(), 2);
+    }
+
+    #[test]
+    fn text_that_is_no_call_of_a_tool_on_offer_is_none() {
+        assert!(read("It is sunny in Oslo.").is_empty());
+        assert!(read(r#"{"name": "send_email", "arguments": {}}"#).is_empty());
+        assert!(read(r#"{"city": "Oslo"}"#).is_empty());
     }
 }
