@@ -332,10 +332,9 @@ pub(crate) fn question(request: &str, spec: &ToolSpec, writes: bool) -> Vec<Mess
 /// calibrated: its answer to the question for tools that write ([`question`]), against
 /// that question's leaning with no request. Calibration measures calls to tools that read,
 /// with the other wording, so its bar is on another scale. Chosen on the writes set's
-/// tuning half for Qwen2.5-Coder 0.5B: every bar from 0.44 to 0.46 scored the same there,
-/// and the middle of that span keeps the most room below its right calls' fits (one read
-/// of the same case moves by about 0.02 from run to run). Gemma 3 270M's answers tell
-/// the two apart less well (BENCHMARKS.md).
+/// tuning half, as the middle of the span of bars that scored the same there, so that a
+/// fit that moves a little between runs does not cross it (BENCHMARKS.md, "Questions about
+/// tools that write").
 pub(crate) const WRITES_FIT_MIN: f64 = 0.45;
 
 /// Room for the fit question's answer, `{"answer": "yes"}`: 6 to 14 tokens as servers space it.
