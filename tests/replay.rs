@@ -25,7 +25,20 @@ fn replay_with(file: &str, question: &str, checks: &[&str]) -> toolloop::Outcome
     })
     .unwrap();
     let tools = Catalogue::load(vec![Box::new(builtin)], Deadline::none()).unwrap();
+    // The thresholds the sessions were recorded with: an uncalibrated run then let a call
+    // the model gave 0.9 or more go ahead unquestioned (today every call that shares no
+    // word with the request is asked about, which these recordings hold no answer for).
+    let recorded = toolloop::Config {
+        tools: toolloop::ToolSetup::default(),
+        thresholds: Some(toolloop::Thresholds {
+            p_sure: 0.9,
+            fit_min: 0.35,
+            ..toolloop::Thresholds::default()
+        }),
+        ..toolloop::Config::default()
+    };
     let mut builder = Orchestrator::builder()
+        .settings(recorded)
         .backend(model)
         .catalogue(tools)
         .timeout(Duration::from_secs(10));

@@ -149,11 +149,14 @@ impl Check for ToolFit {
             };
             // Asked because the tool writes, however sure the model was: say that instead
             // of a p below the sure level that it was not.
-            let why = match writes {
-                false => format!("p {}", super::below(p, t.p_sure)),
-                true => "a tool that writes".to_string(),
+            // Where every call is asked about (a sure level above 1), the model's p says
+            // nothing of why.
+            let why = match (writes, t.p_sure > 1.0) {
+                (true, _) => ", a tool that writes".to_string(),
+                (false, true) => String::new(),
+                (false, false) => format!(", p {}", super::below(p, t.p_sure)),
             };
-            judgement.reason = Some(format!("{score}{base}{unsaid}, {why}"));
+            judgement.reason = Some(format!("{score}{base}{unsaid}{why}"));
         }
     }
 }

@@ -563,8 +563,21 @@ mod tests {
     #[test]
     fn a_full_list_with_weight_on_one_more_is_still_judged_call_by_call() {
         // Eight calls, the most a turn carries: it cannot be asked for one more, and its
-        // calls go ahead as any other turn's do.
-        let mut e = engine(10);
+        // calls go ahead as any other turn's do (here, one the model was sure enough of
+        // not to be asked about).
+        let config = crate::config::Config {
+            thresholds: Some(crate::Thresholds {
+                p_sure: 0.9,
+                ..crate::Thresholds::default()
+            }),
+            ..crate::config::Config::default()
+        };
+        let mut e = Engine::new(
+            vec![Message::system("sys")],
+            "what is 2+2",
+            vec![super::super::tests::calc()],
+            config,
+        );
         e.next_step();
         e.model_replied(&list_of(&["17 * 3"; 8], 0.01));
         assert!(

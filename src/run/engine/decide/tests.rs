@@ -146,8 +146,8 @@ fn a_call_the_model_was_unsure_of_is_questioned_and_a_no_declines_it() {
     let line = events.iter().find_map(Event::check_line).unwrap();
     assert!(
         line.starts_with(
-            "tool-fit: declined calculator: fit 0.20 < 0.35 (yes 0.20 against 0.50 for no \
-             request), p 0.80 < 0.90 (not calibrated"
+            "tool-fit: declined calculator: fit 0.20 < 0.40 (yes 0.20 against 0.50 for no \
+             request) (not calibrated"
         ),
         "{line}"
     );
@@ -224,7 +224,7 @@ fn a_call_with_a_value_nobody_said_is_questioned_though_its_tool_shares_words() 
     let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
     assert!(
         line.starts_with(
-            "tool-fit: declined calculate_tip: fit 0.20 < 0.35 (yes 0.20 against 0.50 for \
+            "tool-fit: declined calculate_tip: fit 0.20 < 0.40 (yes 0.20 against 0.50 for \
              no request), a value nobody said"
         ),
         "{line}"
@@ -319,7 +319,7 @@ fn the_fit_answer_is_read_against_the_tools_own_leaning_asked_once() {
     answer(&mut e, 0.5, 0.7);
     let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
     assert!(
-        line.starts_with("tool-fit: declined calculator: fit 0.30 < 0.35"),
+        line.starts_with("tool-fit: declined calculator: fit 0.30 < 0.40"),
         "{line}"
     );
     // The next run asks the question only, and 0.8 against 0.7 goes ahead.
@@ -359,7 +359,7 @@ fn a_tools_leaning_kept_in_the_file_is_not_asked_by_the_next_process() {
         .iter()
         .find_map(Event::check_line)
         .unwrap();
-    assert!(line.starts_with("tool-fit: declined calculator: fit 0.30 < 0.35"));
+    assert!(line.starts_with("tool-fit: declined calculator: fit 0.30 < 0.40"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -517,7 +517,7 @@ fn git_push() -> ToolSpec {
     )
 }
 
-const PUSH_Q: &str = "What does git push do to the remote branch?";
+const PUSH_Q: &str = "What does git push do to the main branch on the remote?";
 const PUSH: &str =
     r#"{"kind":"tool_call","thought":"","tool":"git_push","arguments":{"branch":"main"}}"#;
 
