@@ -74,7 +74,7 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "asks the model aside whether the tool is needed for the request when it was unsure of a call, and declines the call when the answer falls below the calibrated bar",
     why: "a small model under the narrowed schema calls some tool for nearly every question, and words cannot tell which calls fit in other languages",
     example: "\"Who write Don Quixote?\" with a music-composition tool: \"Is the tool needed?\" yes 0.53 against 0.64 for no request, fit 0.39 < 0.41: declined, the model answers",
-    safety: "It only declines, never changes a value, and never questions a call to a tool that only reads when the model was sure of it (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`). A call to a tool that writes is always asked about, with a question of its own (does the person ask for it to be carried out?) and a bar of its own.",
+    safety: "It only declines, never changes a value, and never questions a call to a tool that only reads when the request shares its words, or, once calibrated, when the model was sure of it (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`); uncalibrated, every other call is asked about and declined below 0.40. A call to a tool that writes is always asked about, with a question of its own (does the person ask for it to be carried out?) and a bar of its own.",
 };
 
 /// The `tool-fit` check.
