@@ -66,6 +66,7 @@ impl Default for Bounds {
 /// keeps other sites out: a page the person visits could otherwise drive the server
 /// through their browser (a foreign `Origin`), or reach it under a name of its own that
 /// resolves to 127.0.0.1 (DNS rebinding: a foreign `Host`).
+#[cfg(feature = "web")]
 #[derive(Debug, Clone)]
 pub(crate) struct Hosts {
     names: Vec<String>,
@@ -75,6 +76,7 @@ pub(crate) struct Hosts {
     any_ip_on: Option<u16>,
 }
 
+#[cfg(feature = "web")]
 impl Hosts {
     /// The address itself; on loopback `localhost` with its port too; bound to every
     /// interface, any IP address with its port (never another name).
