@@ -910,11 +910,14 @@ fn every_language_keeps_its_right_calls_and_decides_near_english() {
         for f in functions {
             let mut params = f["parameters"].clone();
             params["type"] = json!("object");
+            // Stand-ins for tools that read, as eval runs BFCL's: undeclared, they would be
+            // taken to write, and judged by the stricter question for such calls.
             let spec = ToolSpec::new(
                 f["name"].as_str().unwrap(),
                 f["description"].as_str().unwrap(),
                 params,
-            );
+            )
+            .reading_only();
             tools.add(spec, |_| Ok(json!("recorded")));
         }
         let stop = toolloop::StopHandle::default();
