@@ -425,6 +425,29 @@ impl Retries {
     }
 }
 
+/// After a request that could not be sent: `Ok` when it should be sent again (the wait,
+/// said on stderr, is over), else the error for the person. Only a refused connection is
+/// sent again ([`Retries::again`]); `reached` says whether `base` answered before.
+pub(crate) fn after_unsent(
+    retries: &mut Retries,
+    failure: crate::http::Failure,
+    (base, reached): (&str, bool),
+    deadline: &Deadline,
+    stop: Option<&StopHandle>,
+) -> Result<(), Result<crate::http::Failure, BackendError>> {
+    if !matches!(failure, crate::http::Failure::Unreachable) {
+        return Err(Ok(failure));
+    }
+    let Some(wait) = retries.again(Fault::Refused, reached, deadline) else {
+        return Err(Ok(failure));
+    };
+    log::warn!("{base} refused the connection; retrying in {wait:?}");
+    match pause(wait, stop) {
+        true => Ok(()),
+        false => Err(Err(BackendError::Stopped)),
+    }
+}
+
 /// The line on stderr when a request is sent again after `status`.
 pub(crate) fn retrying(base: &str, status: u16, message: &str, wait: Duration) -> String {
     match status {

@@ -493,18 +493,18 @@ impl OpenAi {
             let resp = match req.send(&bytes[..]) {
                 Ok(resp) => resp,
                 Err(e) => {
-                    let failure = http::classify(e);
-                    let reached = self.reached.load(Ordering::Relaxed);
-                    if matches!(failure, http::Failure::Unreachable)
-                        && let Some(wait) = retries.again(Fault::Refused, reached, &deadline)
-                    {
-                        log::warn!("{} refused the connection; retrying in {wait:?}", self.base);
-                        if !super::pause(wait, self.stop.as_ref()) {
-                            return Err(BackendError::Stopped);
-                        }
-                        continue;
+                    let base = (self.base.as_str(), self.reached.load(Ordering::Relaxed));
+                    match super::after_unsent(
+                        &mut retries,
+                        http::classify(e),
+                        base,
+                        &deadline,
+                        self.stop.as_ref(),
+                    ) {
+                        Ok(()) => continue,
+                        Err(Ok(failure)) => return Err(self.failure(failure, started)),
+                        Err(Err(stopped)) => return Err(stopped),
                     }
-                    return Err(self.failure(failure, started));
                 }
             };
             self.reached.store(true, Ordering::Relaxed);
