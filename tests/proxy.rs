@@ -36,30 +36,13 @@ fn weather() -> Value {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}})
 }
 
-/// The proxy in front of `upstream`, with `extra` flags; killed when dropped.
+/// The proxy in front of `upstream`, with `extra` flags, as on a fresh install; killed
+/// when dropped.
 fn proxy(upstream: &str, extra: &[&str]) -> (Killer, String) {
-    let addr = format!("127.0.0.1:{}", common::free_port());
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
-        .args([
-            "proxy",
-            "--addr",
-            &addr,
-            "--backend",
-            "openai",
-            "--model",
-            "m",
-        ])
-        .args(["--base-url", &format!("{upstream}/v1")])
-        .args(extra)
-        .env("TOOLLOOP_CALIBRATION", "/nonexistent/cal.json")
-        .env("TOOLLOOP_LEANINGS", "/nonexistent/leanings.json")
-        .env("TOOLLOOP_PERMISSIONS", "/nonexistent/permissions.json")
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let guard = Killer(child);
-    common::wait_for(&addr);
-    (guard, addr)
+    let base = format!("{upstream}/v1");
+    let mut args = vec!["--backend", "openai", "--model", "m", "--base-url", &base];
+    args.extend_from_slice(extra);
+    common::serving("proxy", &args, true)
 }
 
 /// A raw HTTP request to `addr`: the status, the headers (lowercase names) and the body.

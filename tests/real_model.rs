@@ -1044,23 +1044,18 @@ fn official_clients_and_an_agent_framework_run_a_whole_loop_through_the_proxy() 
     let _turn = one_at_a_time();
     let python = std::env::var("TOOLLOOP_CLIENTS_PYTHON")
         .expect("set TOOLLOOP_CLIENTS_PYTHON (scripts/py-clients.sh)");
-    let addr = format!("127.0.0.1:{}", common::free_port());
-    let proxy = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
-        .args([
-            "proxy",
-            "--addr",
-            &addr,
-            "--backend",
-            "openai",
-            "--base-url",
-            &url(),
-        ])
-        .args(["--model", "qwen", "--timeout", "120"])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let _proxy = common::Killer(proxy);
-    common::wait_for(&addr);
+    let base = url();
+    let args = [
+        "--backend",
+        "openai",
+        "--base-url",
+        &base,
+        "--model",
+        "qwen",
+        "--timeout",
+        "120",
+    ];
+    let (_proxy, addr) = common::serving("proxy", &args, false);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients.py");
     for mode in ["openai", "openai-stream", "ollama", "agents"] {
         let out = std::process::Command::new(&python)

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -368,11 +368,10 @@ async fn run_turn(proxy: Arc<Proxy>, request: wire::Request, api: Api) -> Respon
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     if !streams {
-        let mut text = String::new();
+        // The answer's pieces are in its ending too.
         while let Some(item) = rx.recv().await {
-            match item {
-                Item::Text(piece) => text.push_str(&piece),
-                Item::End(ended) => return whole(api, &id, created, *ended),
+            if let Item::End(ended) = item {
+                return whole(api, &id, created, *ended);
             }
         }
         return failure(api, 500, "the run ended without a reply", None);
@@ -808,8 +807,7 @@ async fn version(State(proxy): State<Arc<Proxy>>) -> Response {
 
 /// Ollama's model details, with `tools` among the capabilities: through the proxy every
 /// model can call tools, which is what a client reads this for.
-async fn show(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, req: Request) -> Response {
-    let _ = headers;
+async fn show(State(proxy): State<Arc<Proxy>>, req: Request) -> Response {
     let body = match read_body(req.into_body(), 64 << 10, Duration::from_secs(30)).await {
         Ok(b) => b,
         Err(_) => return failure(Api::Ollama, 400, "the body did not arrive", None),

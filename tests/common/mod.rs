@@ -198,14 +198,23 @@ pub fn wait_for(addr: &str) {
 /// accepts connections; the process ends with the returned guard. Gives the guard and
 /// `host:port`.
 pub fn serve_tools(extra: &[&str]) -> (Killer, String) {
+    serving("serve-tools", extra, false)
+}
+
+/// `toolloop COMMAND --addr 127.0.0.1:PORT EXTRA…` serving on a free port, killed when
+/// dropped; `fresh`: as on a fresh install (no calibration, leanings or permissions file).
+pub fn serving(command: &str, extra: &[&str], fresh: bool) -> (Killer, String) {
     let addr = format!("127.0.0.1:{}", free_port());
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
-        .args(["serve-tools", "--addr", &addr])
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"));
+    cmd.args([command, "--addr", &addr])
         .args(extra)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let guard = Killer(child);
+        .stderr(std::process::Stdio::null());
+    if fresh {
+        cmd.env("TOOLLOOP_CALIBRATION", "/nonexistent/cal.json")
+            .env("TOOLLOOP_LEANINGS", "/nonexistent/leanings.json")
+            .env("TOOLLOOP_PERMISSIONS", "/nonexistent/permissions.json");
+    }
+    let guard = Killer(cmd.spawn().unwrap());
     wait_for(&addr);
     (guard, addr)
 }
