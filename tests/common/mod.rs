@@ -155,12 +155,11 @@ fn handle(
     }
 }
 
-/// An address on 127.0.0.1 where nothing listens.
+/// An address on 127.0.0.1 where nothing listens: port 1, which no test's server can be
+/// given (they bind port 0, from the ephemeral range). A port freed by a listener could be
+/// handed to another test's server while a refused connection is being retried.
 pub fn dead_url() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    format!("http://{addr}")
+    "http://127.0.0.1:1".to_string()
 }
 
 /// A child process killed (and reaped) when the test lets go of it, pass or fail.
