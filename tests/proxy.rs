@@ -422,3 +422,100 @@ fn a_client_that_leaves_mid_stream_stops_the_upstream_request() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The answer's `content` in a plain or streamed OpenAI response.
+fn content_of(body: &str) -> String {
+    match serde_json::from_str::<Value>(body) {
+        Ok(v) => v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        Err(_) => body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+            .filter_map(|c| {
+                c["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(String::from)
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn an_answer_ends_before_the_clients_stop_sequence_and_the_turn_is_not_cut_by_it() {
+    let fake = serve(vec![upstream(ANSWER)]);
+    let (_p, addr) = proxy(&fake.url, &[]);
+    for stream in [false, true] {
+        let mut body = ask_weather(stream);
+        body["stop"] = json!(["°C"]);
+        let (status, _, text) = post(&addr, "/v1/chat/completions", &body);
+        assert_eq!(status, 200, "{text}");
+        assert_eq!(content_of(&text), "It is 4", "stream: {stream}: {text}");
+        // The turn's JSON would end at the stop: the upstream is never given it.
+        assert!(last_sent(&fake).get("stop").is_none());
+    }
+}
+
+#[test]
+fn an_answer_that_does_not_follow_the_clients_format_is_written_again_under_it() {
+    let json_answer = r#"{"city":"Oslo","celsius":4}"#;
+    // The first connection is the backend's look at `/props`, before the turn.
+    let fake = serve(vec![
+        upstream(ANSWER),
+        upstream(ANSWER),
+        upstream(json_answer),
+    ]);
+    let (_p, addr) = proxy(&fake.url, &[]);
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"},
+        "celsius": {"type": "number"}}, "required": ["city", "celsius"]});
+    let mut body = ask_weather(true);
+    body["response_format"] =
+        json!({"type": "json_schema", "json_schema": {"name": "w", "schema": schema}});
+    let (status, _, text) = post(&addr, "/v1/chat/completions", &body);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(content_of(&text), json_answer, "{text}");
+    // The second request carries the client's schema as the reply's.
+    let sent = last_sent(&fake);
+    assert_eq!(
+        sent["response_format"]["json_schema"]["schema"], schema,
+        "{sent}"
+    );
+    // A format that is no JSON Schema is the client's error.
+    body["response_format"] =
+        json!({"type": "json_schema", "json_schema": {"schema": {"type": 5}}});
+    let (status, _, text) = post(&addr, "/v1/chat/completions", &body);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("response_format"), "{text}");
+}
+
+#[test]
+fn an_ollama_format_shapes_the_answer_and_keep_alive_is_read() {
+    // An answer already in the format needs no second request.
+    let json_answer = r#"{"kind":"final_answer","thought":"","content":"{\"celsius\": 4}"}"#;
+    let fake = serve(vec![upstream(json_answer)]);
+    let (_p, addr) = proxy(&fake.url, &[]);
+    let mut body = ask_weather(false);
+    body["format"] = json!({"type": "object", "properties": {"celsius": {"type": "number"}}});
+    body["keep_alive"] = json!(300);
+    let (status, _, text) = post(&addr, "/api/chat", &body);
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["message"]["content"], "{\"celsius\": 4}", "{text}");
+    let lines: Vec<String> = fake
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.lines().next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("chat/completions"))
+            .count(),
+        1,
+        "{lines:?}"
+    );
+}

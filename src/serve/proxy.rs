@@ -31,6 +31,7 @@ use tokio::sync::mpsc;
 
 use crate::config::{BackendKind, Config};
 use crate::deadline::{Deadline, StopHandle};
+use crate::run::ending::Ending;
 use crate::run::events::Event;
 use crate::run::orchestrator::{Orchestrator, OrchestratorError};
 use crate::serve::bounds::{BodyError, Bounds, Hosts, Serving, read_body};
@@ -632,7 +633,17 @@ fn turn(
     }
     let model = named;
     match result {
-        Ok(outcome) => {
+        Ok(mut outcome) => {
+            if let Some(schema) = &request.format {
+                formatted(settings, &request, &model, schema, &mut outcome, started);
+            }
+            let cut = wire::StopCut::new(&request.stop);
+            match &mut outcome.ending {
+                Ending::Answer { content: text, .. } | Ending::Clarify { question: text, .. } => {
+                    *text = cut.whole(text);
+                }
+                _ => {}
+            }
             let checks: Vec<String> = outcome
                 .checks
                 .iter()
@@ -673,6 +684,61 @@ fn turn(
                 model,
             }
         }
+    }
+}
+
+/// An answer that does not follow the client's format (`response_format`, Ollama's
+/// `format`) written again under it: the client's conversation, its calls and results
+/// included, sent to the upstream with the format as the reply's schema. One request more,
+/// only for an answer that is not already such JSON.
+fn formatted(
+    settings: &ProxySettings,
+    request: &wire::Request,
+    model: &str,
+    schema: &Value,
+    outcome: &mut crate::run::orchestrator::Outcome,
+    started: Instant,
+) {
+    let (Ending::Answer { content: text, .. } | Ending::Clarify { question: text, .. }) =
+        &mut outcome.ending
+    else {
+        return;
+    };
+    if wire::follows(text, schema) {
+        return;
+    }
+    let mut config = settings.config.clone();
+    config.model = model.to_string();
+    let left = config.timeout.saturating_sub(started.elapsed());
+    let mut options = config.options.clone();
+    options.request_timeout = left;
+    options.keep_alive = request.keep_alive.clone().or(options.keep_alive);
+    if let Some(t) = request.temperature {
+        options.temperature = Some(t);
+    }
+    let messages = wire::conversation(request);
+    let asked = config.backend().and_then(|mut backend| {
+        backend.chat(
+            &crate::backend::ChatRequest {
+                messages: &messages,
+                schema: Some(schema),
+                options: &options,
+            },
+            Deadline::after(left),
+            &mut crate::backend::keep_going,
+        )
+    });
+    match asked {
+        Ok(reply) => {
+            eprintln!("toolloop proxy: the answer was written again under the client's format");
+            outcome.usage.prompt_tokens += reply.usage.prompt_tokens;
+            outcome.usage.completion_tokens += reply.usage.completion_tokens;
+            *text = reply.text;
+        }
+        // The answer toolloop has is still an answer; the client sees it did not follow.
+        Err(e) => eprintln!(
+            "toolloop proxy: the answer could not be written under the client's format: {e}"
+        ),
     }
 }
 
@@ -732,7 +798,14 @@ fn run_once(
     let backend = config
         .backend()
         .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
+    if let Some(k) = &request.keep_alive {
+        config.options.keep_alive = Some(k.clone());
+    }
     let sender = tx.clone();
+    let mut cut = wire::StopCut::new(&request.stop);
+    // An answer under the client's format may be written again: none of it streams
+    // before it is known to follow the format.
+    let quiet = request.format.is_some();
     let mut orchestrator = Orchestrator::builder()
         .settings(config)
         .backend(backend)
@@ -740,8 +813,13 @@ fn run_once(
         .preflight(false)
         .stop_handle(stop.clone())
         .observer(move |e: &Event| {
-            if let Event::AnswerText { text } = e {
-                let _ = sender.blocking_send(Item::Text(text.clone()));
+            if let Event::AnswerText { text } = e
+                && !quiet
+            {
+                let piece = cut.push(text);
+                if !piece.is_empty() {
+                    let _ = sender.blocking_send(Item::Text(piece));
+                }
             }
         })
         .build()?;

@@ -52,6 +52,14 @@ pub(crate) struct Request {
     pub seed: Option<u64>,
     /// `parallel_tool_calls: false`: one call per turn.
     pub one_call: bool,
+    /// Stop sequences (`stop`, Ollama's `options.stop`): the answer's text ends before
+    /// the first of them. They never reach the turn itself, whose JSON they would cut.
+    pub stop: Vec<String>,
+    /// The schema an answer must follow (`response_format`, Ollama's `format`); `None`:
+    /// free text.
+    pub format: Option<Value>,
+    /// How long Ollama keeps the model loaded (`keep_alive`), for an Ollama upstream.
+    pub keep_alive: Option<String>,
 }
 
 /// Which calls a request allows (`tool_choice`).
@@ -155,10 +163,179 @@ pub(crate) fn read(body: &Value, api: Api) -> Result<Request, BadRequest> {
             .map(|n| n.min(u32::MAX as u64) as u32),
         seed: body["seed"].as_u64().or_else(|| options["seed"].as_u64()),
         one_call: body["parallel_tool_calls"] == json!(false),
+        stop: read_stop(match api {
+            Api::OpenAi => &body["stop"],
+            Api::Ollama => &options["stop"],
+        })?,
+        format: match api {
+            Api::OpenAi => read_response_format(&body["response_format"])?,
+            Api::Ollama => read_format(&body["format"])?,
+        },
+        keep_alive: match &body["keep_alive"] {
+            Value::String(s) => Some(s.clone()),
+            // Ollama reads a number as seconds; a negative one keeps the model for good.
+            Value::Number(n) => Some(format!("{n}s")),
+            _ => None,
+        },
         ..Request::default()
     };
     read_messages(messages, &mut request)?;
     Ok(request)
+}
+
+/// Stop sequences: one string or a list of them.
+fn read_stop(stop: &Value) -> Result<Vec<String>, BadRequest> {
+    match stop {
+        Value::Null => Ok(Vec::new()),
+        Value::String(s) if s.is_empty() => Ok(Vec::new()),
+        Value::String(s) => Ok(vec![s.clone()]),
+        Value::Array(list) => list
+            .iter()
+            .map(|s| match s.as_str() {
+                Some(s) if !s.is_empty() => Ok(s.to_string()),
+                _ => Err(bad("each stop sequence must be a non-empty string", "stop")),
+            })
+            .collect(),
+        _ => Err(bad("`stop` must be a string or a list of strings", "stop")),
+    }
+}
+
+/// OpenAI's `response_format`: `text` (free), `json_object` (any object) or
+/// `json_schema` with its `schema`.
+fn read_response_format(format: &Value) -> Result<Option<Value>, BadRequest> {
+    let param = "response_format";
+    match format["type"].as_str() {
+        None if format.is_null() => Ok(None),
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(json!({"type": "object"}))),
+        Some("json_schema") => match &format["json_schema"]["schema"] {
+            Value::Null => Err(bad("json_schema.schema is required", param)),
+            schema => compiled(schema, param).map(Some),
+        },
+        _ => Err(bad(
+            "response_format.type must be text, json_object or json_schema",
+            param,
+        )),
+    }
+}
+
+/// Ollama's `format`: `"json"` or a JSON Schema.
+fn read_format(format: &Value) -> Result<Option<Value>, BadRequest> {
+    match format {
+        Value::Null => Ok(None),
+        Value::String(s) if s.is_empty() => Ok(None),
+        Value::String(s) if s == "json" => Ok(Some(json!({"type": "object"}))),
+        Value::Object(_) => compiled(format, "format").map(Some),
+        _ => Err(bad("`format` must be \"json\" or a JSON Schema", "format")),
+    }
+}
+
+fn compiled(schema: &Value, param: &'static str) -> Result<Value, BadRequest> {
+    match jsonschema::validator_for(schema) {
+        Ok(_) => Ok(schema.clone()),
+        Err(e) => Err(bad(format!("{param} is not a JSON Schema: {e}"), param)),
+    }
+}
+
+/// Whether `text` is JSON that `schema` accepts: an answer that already is needs no
+/// second request.
+pub(crate) fn follows(text: &str, schema: &Value) -> bool {
+    let Ok(value) = serde_json::from_str::<Value>(text) else {
+        return false;
+    };
+    jsonschema::validator_for(schema).is_ok_and(|v| v.is_valid(&value))
+}
+
+/// The request as a plain conversation, the rounds' calls and results in it, for a
+/// request that writes the answer under the client's format.
+pub(crate) fn conversation(request: &Request) -> Vec<Message> {
+    let mut messages = Vec::new();
+    if let Some(system) = &request.system {
+        messages.push(Message::system(system.clone()));
+    }
+    messages.extend(request.earlier.iter().cloned());
+    messages.push(Message::user(request.query.clone()));
+    for round in &request.rounds {
+        let calls: Vec<(String, Call)> = round
+            .calls
+            .iter()
+            .map(|c| (String::new(), c.clone()))
+            .collect();
+        messages.push(Message::assistant(turn_text(&calls)));
+        for ((tool, _), (result, _)) in round.calls.iter().zip(&round.results) {
+            messages.push(Message::tool(tool, result.clone()));
+        }
+    }
+    messages
+}
+
+/// The client's stop sequences applied to an answer's text as it streams: a piece is let
+/// through once no stop sequence can begin in it, and nothing from the first one on.
+#[derive(Debug, Default)]
+pub(crate) struct StopCut {
+    stops: Vec<String>,
+    seen: String,
+    sent: usize,
+    cut: bool,
+}
+
+impl StopCut {
+    pub(crate) fn new(stops: &[String]) -> StopCut {
+        StopCut {
+            stops: stops.to_vec(),
+            ..StopCut::default()
+        }
+    }
+
+    /// Takes the next piece of the answer; returns what may be sent now.
+    pub(crate) fn push(&mut self, piece: &str) -> String {
+        if self.cut {
+            return String::new();
+        }
+        self.seen.push_str(piece);
+        let until = match self.first_stop(&self.seen) {
+            Some(at) => {
+                self.cut = true;
+                at
+            }
+            // Held back: a tail that a stop sequence could begin with.
+            None => self.seen.len() - self.open_tail(),
+        };
+        let out = self.seen[self.sent..until.max(self.sent)].to_string();
+        self.sent = until.max(self.sent);
+        out
+    }
+
+    /// The whole answer, ended before its first stop sequence.
+    pub(crate) fn whole(&self, text: &str) -> String {
+        match self.first_stop(text) {
+            Some(at) => text[..at].to_string(),
+            None => text.to_string(),
+        }
+    }
+
+    fn first_stop(&self, text: &str) -> Option<usize> {
+        self.stops
+            .iter()
+            .filter_map(|s| text.find(s.as_str()))
+            .min()
+    }
+
+    /// The longest end of what was seen that begins some stop sequence, in bytes.
+    fn open_tail(&self) -> usize {
+        let seen = self.seen.as_str();
+        self.stops
+            .iter()
+            .flat_map(|stop| {
+                stop.char_indices()
+                    .skip(1)
+                    .map(|(i, _)| &stop[..i])
+                    .filter(|prefix| seen.ends_with(prefix))
+                    .map(str::len)
+            })
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// The tools of a request: OpenAI's `{"type": "function", "function": {…}}`, which
@@ -737,5 +914,60 @@ mod tests {
         let t = now_rfc3339();
         assert_eq!(t.len(), "2024-07-22T20:33:28.123456Z".len(), "{t}");
         assert!(t.starts_with("20") && t.ends_with('Z'), "{t}");
+    }
+
+    #[test]
+    fn a_stop_sequence_holds_back_only_what_could_begin_it() {
+        let mut cut = StopCut::new(&["END".to_string()]);
+        assert_eq!(cut.push("It is 4 E"), "It is 4 ");
+        assert_eq!(cut.push("xactly"), "Exactly");
+        assert_eq!(cut.push(" E"), " ");
+        assert_eq!(cut.push("ND and more"), "");
+        assert_eq!(cut.push(" still more"), "");
+        assert_eq!(
+            cut.whole("It is 4 Exactly END and more"),
+            "It is 4 Exactly "
+        );
+        // No stop sequence: everything goes at once, whole or not.
+        let mut none = StopCut::new(&[]);
+        assert_eq!(none.push("añ"), "añ");
+        assert_eq!(none.whole("añ"), "añ");
+    }
+
+    #[test]
+    fn stop_and_formats_are_read_in_both_apis() {
+        let mut body = json!({"messages": [{"role": "user", "content": "x"}], "stop": "\n\n",
+            "response_format": {"type": "json_object"}});
+        let r = read(&body, Api::OpenAi).unwrap();
+        assert_eq!(r.stop, vec!["\n\n".to_string()]);
+        assert_eq!(r.format, Some(json!({"type": "object"})));
+        body["response_format"] = json!({"type": "text"});
+        assert_eq!(read(&body, Api::OpenAi).unwrap().format, None);
+        body["response_format"] = json!({"type": "yaml"});
+        assert_eq!(
+            read(&body, Api::OpenAi).unwrap_err().param,
+            Some("response_format")
+        );
+        body["stop"] = json!([1]);
+        assert_eq!(read(&body, Api::OpenAi).unwrap_err().param, Some("stop"));
+        let ollama = json!({"messages": [{"role": "user", "content": "x"}], "format": "json",
+            "options": {"stop": ["###"]}, "keep_alive": "10m"});
+        let r = read(&ollama, Api::Ollama).unwrap();
+        assert_eq!(r.stop, vec!["###".to_string()]);
+        assert_eq!(r.format, Some(json!({"type": "object"})));
+        assert_eq!(r.keep_alive.as_deref(), Some("10m"));
+        let forever = json!({"messages": [{"role": "user", "content": "x"}], "keep_alive": -1});
+        assert_eq!(
+            read(&forever, Api::Ollama).unwrap().keep_alive.as_deref(),
+            Some("-1s")
+        );
+    }
+
+    #[test]
+    fn an_answer_follows_a_format_only_as_json_the_schema_accepts() {
+        let schema = json!({"type": "object", "required": ["a"]});
+        assert!(follows(r#"{"a": 1}"#, &schema));
+        assert!(!follows(r#"{"b": 1}"#, &schema));
+        assert!(!follows("a: 1", &schema));
     }
 }
