@@ -42,6 +42,8 @@ pub enum BackendKind {
     /// Any OpenAI-compatible server at [`Config::base_url`] (llama-server, vLLM, LM
     /// Studio, Ollama's `/v1`).
     OpenAi,
+    /// Google's Gemini API at [`Config::base_url`], with [`Config::api_key`].
+    Gemini,
 }
 
 /// The settings of a run, with their defaults.
@@ -66,7 +68,8 @@ pub struct Config {
     pub ollama_host: String,
     /// An OpenAI-compatible server's base URL (default `http://127.0.0.1:8080/v1`).
     pub base_url: String,
-    /// The key for an OpenAI-compatible server, sent as a bearer token.
+    /// The key for an OpenAI-compatible server, sent as a bearer token, or for the Gemini
+    /// API.
     pub api_key: Option<String>,
     /// Save the model's raw replies here, to replay the session offline.
     pub record: Option<PathBuf>,
@@ -217,7 +220,9 @@ impl Config {
     pub fn server(&self) -> String {
         match self.backend {
             BackendKind::Ollama => crate::backend::parse_host(&self.ollama_host),
-            BackendKind::OpenAi => self.base_url.trim_end_matches('/').to_string(),
+            BackendKind::OpenAi | BackendKind::Gemini => {
+                self.base_url.trim_end_matches('/').to_string()
+            }
         }
     }
 
@@ -252,6 +257,11 @@ impl Config {
         let backend: Box<dyn Backend> = match self.backend {
             BackendKind::Ollama => Box::new(Ollama::new(&self.ollama_host, &self.model)),
             BackendKind::OpenAi => Box::new(OpenAi::new(
+                &self.base_url,
+                &self.model,
+                self.api_key.clone(),
+            )),
+            BackendKind::Gemini => Box::new(crate::backend::Gemini::new(
                 &self.base_url,
                 &self.model,
                 self.api_key.clone(),

@@ -263,7 +263,7 @@ fn unauthorized_points_at_the_key() {
     .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the server refused the credentials (HTTP 401): Invalid API Key; check OPENAI_API_KEY"
+        "the server refused the credentials (HTTP 401): Invalid API Key; check OPENAI_API_KEY or --key-file"
     );
 }
 

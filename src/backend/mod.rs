@@ -10,10 +10,12 @@
 //! Imports only the leaf modules (`message`, `deadline`, `http`): a backend knows nothing
 //! of the loop, the turn or the tools.
 
+pub(crate) mod gemini;
 pub(crate) mod ollama;
 pub(crate) mod openai;
 pub(crate) mod scripted;
 
+pub use gemini::Gemini;
 pub use ollama::{Ollama, parse_host};
 pub use openai::OpenAi;
 pub use scripted::{Recorder, Scripted, ScriptedReply, SeenRequests};
@@ -278,11 +280,13 @@ pub enum BackendError {
         /// The server's own words.
         message: String,
     },
-    /// The server refused the credentials (HTTP 401/403).
-    #[error("the server refused the credentials (HTTP {status}): {message}; check OPENAI_API_KEY")]
+    /// The server refused the credentials (HTTP 401/403, or Google's bad-key 400).
+    #[error("the server refused the credentials (HTTP {status}): {message}; check {key}")]
     Unauthorized {
-        /// 401 or 403.
+        /// 401 or 403 (or 400 where Google says the key is bad).
         status: u16,
+        /// Where the key came from: the variable, or `--key-file`.
+        key: &'static str,
         /// The server's own words.
         message: String,
     },
@@ -293,6 +297,28 @@ pub enum BackendError {
     Busy {
         /// The server's own words.
         message: String,
+    },
+    /// The server needs a key and none was given.
+    #[error("{server} needs an API key: {hint}")]
+    MissingKey {
+        /// Which server.
+        server: String,
+        /// Where the key goes.
+        hint: String,
+    },
+    /// The API's quota is used up (Gemini's HTTP 429 `RESOURCE_EXHAUSTED`), and did not
+    /// free up before the deadline.
+    #[error("the API's quota is used up: {message}; wait, or see the plan's limits")]
+    Quota {
+        /// The server's own words.
+        message: String,
+    },
+    /// The provider blocked the request or the reply (Gemini's `SAFETY`, `RECITATION`,
+    /// `PROHIBITED_CONTENT`…): nothing a retry would change.
+    #[error("the provider blocked the request or its reply ({reason}); rephrase the request")]
+    Blocked {
+        /// The provider's reason.
+        reason: String,
     },
     /// Any other HTTP error status.
     #[error("the server failed (HTTP {status}): {message}")]

@@ -240,7 +240,14 @@ impl Ollama {
             match status {
                 404 => return Err(self.model_missing(deadline)),
                 400 => return Err(BackendError::BadRequest { message }),
-                401 | 403 => return Err(BackendError::Unauthorized { status, message }),
+                401 | 403 => {
+                    return Err(BackendError::Unauthorized {
+                        status,
+                        // toolloop sends Ollama no key: a refusal comes from something in front.
+                        key: "what stands in front of Ollama (toolloop sends it no key)",
+                        message,
+                    });
+                }
                 _ => match retries.again(Fault::Status(status), true, deadline) {
                     Some(wait) => {
                         log::warn!("{}", super::retrying(&self.base, status, &message, wait));

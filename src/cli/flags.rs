@@ -216,6 +216,9 @@ pub enum BackendKind {
     Ollama,
     /// Any OpenAI-compatible server (llama-server, vLLM, LM Studio, Ollama's /v1).
     Openai,
+    /// Google's Gemini API (key in GEMINI_API_KEY or --key-file; model default
+    /// gemini-2.5-flash).
+    Gemini,
 }
 
 /// The model, the server and the run's limits.
@@ -257,6 +260,10 @@ pub struct ModelArgs {
     #[arg(long, default_value_t = Config::default().options.temperature.unwrap_or_default(),
           value_parser = parse_temperature, allow_negative_numbers = true)]
     pub temperature: f64,
+    /// Read the model server's API key from FILE (default: OPENAI_API_KEY, or
+    /// GEMINI_API_KEY with --backend gemini); a file keeps it out of the process list.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
     /// Append every event to FILE as one JSON line.
     #[arg(long, value_name = "FILE")]
     pub transcript: Option<PathBuf>,
@@ -471,9 +478,13 @@ pub enum Command {
         /// Print the entry written as JSON.
         #[arg(long)]
         json: bool,
-        /// Measure and print, but write nothing.
-        #[arg(long)]
+        /// Say what would be measured, where, and where it would be saved, and send the
+        /// server nothing.
+        #[arg(long, conflicts_with = "no_save")]
         dry_run: bool,
+        /// Measure and print, but save nothing.
+        #[arg(long)]
+        no_save: bool,
     },
     /// List the checks between the model's reply and the tool, with their defaults; with
     /// a name, that check's whole doc. Set them with --check NAME=on|off.

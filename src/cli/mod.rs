@@ -87,11 +87,12 @@ pub fn main() -> ExitCode {
             floor,
             json,
             dry_run,
+            no_save,
         } => eval::run_calibrate(
             data.as_deref(),
             &model,
             (jobs as usize, margin, (floor > 0.0).then_some(floor)),
-            (json, dry_run),
+            (json, dry_run, no_save),
         ),
         Command::Repair { verbose } => run_repair(verbose),
         Command::Schema {
@@ -138,10 +139,11 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
         backend: match model.backend {
             BackendKind::Ollama => LibBackend::Ollama,
             BackendKind::Openai => LibBackend::OpenAi,
+            BackendKind::Gemini => LibBackend::Gemini,
         },
         ollama_host: model.ollama_host.clone(),
         base_url: model.base_url.clone(),
-        api_key: std::env::var("OPENAI_API_KEY").ok(),
+        api_key: server_key(model),
         record: model.record.clone(),
         tools,
         max_iterations: model.max_iterations,
@@ -154,6 +156,15 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
         early_calls: !model.no_early_calls,
         ..defaults
     };
+    if model.backend == BackendKind::Gemini {
+        // The defaults name a local server and an Ollama model; Google has neither.
+        if config.base_url == crate::config::DEFAULT_BASE_URL {
+            config.base_url = crate::backend::gemini::GEMINI_BASE_URL.into();
+        }
+        if config.model == defaults.model {
+            config.model = crate::backend::gemini::GEMINI_DEFAULT_MODEL.into();
+        }
+    }
     config.options.temperature = Some(model.temperature);
     config.options.num_ctx = Some(model.num_ctx);
     config.options.num_predict = Some(model.num_predict);
@@ -173,6 +184,25 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
         }
     }
     config
+}
+
+/// The model server's key: from `--key-file`, else the backend's environment variable.
+/// A file that cannot be read leaves no key, and the server's refusal says to check it.
+fn server_key(model: &ModelArgs) -> Option<String> {
+    if let Some(path) = &model.key_file {
+        return match std::fs::read_to_string(path) {
+            Ok(key) => Some(key.trim().to_string()),
+            Err(e) => {
+                eprintln!("toolloop: --key-file {}: {e}", path.display());
+                None
+            }
+        };
+    }
+    let var = match model.backend {
+        BackendKind::Gemini => "GEMINI_API_KEY",
+        _ => "OPENAI_API_KEY",
+    };
+    std::env::var(var).ok()
 }
 
 /// Builds the orchestrator a command line asks for; the tools are connected within what

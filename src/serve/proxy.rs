@@ -196,8 +196,9 @@ fn upstream(config: &Config, api: Api, path: &str) -> Option<String> {
             "{}{path}",
             crate::backend::parse_host(&config.ollama_host)
         )),
-        // Ollama's API in front of a server that does not speak it.
-        (BackendKind::OpenAi, Api::Ollama) => None,
+        // Ollama's API in front of a server that does not speak it; Gemini speaks neither,
+        // so every request there is toolloop's turn.
+        (BackendKind::OpenAi, Api::Ollama) | (BackendKind::Gemini, _) => None,
     }
 }
 
