@@ -6,11 +6,13 @@
 //! ```
 //!
 //! `OLLAMA_HOST` and `TOOLLOOP_MODEL` choose the server and the model, as for the command
-//! line. `tests/readme.rs` runs it against a stand-in for Ollama.
+//! line; `TOOLLOOP_BASE_URL` names an OpenAI-compatible server (llama-server, vLLM) to use
+//! instead of Ollama. `tests/readme.rs` runs it against stand-ins for both.
 
 use serde::Deserialize;
+use std::process::ExitCode;
 use toolloop::schemars::JsonSchema;
-use toolloop::{BuiltinConfig, FnTool, Ollama, Orchestrator, ToolSetup};
+use toolloop::{Backend, BuiltinConfig, FnTool, Ollama, OpenAi, Orchestrator, ToolSetup};
 
 /// The arguments of `order_status`: the model is held to their schema.
 #[derive(Deserialize, JsonSchema)]
@@ -20,29 +22,38 @@ struct Order {
     id: u32,
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let host = std::env::var("OLLAMA_HOST").unwrap_or_else(|_| "127.0.0.1".into());
-    let model = std::env::var("TOOLLOOP_MODEL").unwrap_or_else(|_| "gemma3:4b".into());
-    let question = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "How much is 12.5 * 4?".into());
+fn main() -> ExitCode {
+    let question = std::env::args().nth(1);
+    match ask(question.as_deref().unwrap_or("How much is 12.5 * 4?")) {
+        Ok(answer) => println!("{answer}"),
+        // The message says what to do ("Ollama is not running at …: start it with …").
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}
 
+fn ask(question: &str) -> Result<String, Box<dyn std::error::Error>> {
+    let model = std::env::var("TOOLLOOP_MODEL").unwrap_or_else(|_| "gemma3:4b".into());
+    // An OpenAI-compatible server when TOOLLOOP_BASE_URL names one, else Ollama.
+    let backend: Box<dyn Backend> = match std::env::var("TOOLLOOP_BASE_URL") {
+        Ok(url) => Box::new(OpenAi::new(&url, &model, None)),
+        Err(_) => {
+            let host = std::env::var("OLLAMA_HOST").unwrap_or_else(|_| "127.0.0.1".into());
+            Box::new(Ollama::new(&host, &model))
+        }
+    };
     // It only reads: its calls run unasked. A tool not declared so asks first.
     let order_status = FnTool::new("order_status", "Where an order is", |o: Order| {
         Ok(format!("order {} has shipped", o.id))
     })
     .reading_only();
     let mut o = Orchestrator::builder()
-        .backend(Ollama::new(&host, &model))
+        .backend(backend)
         .tools(ToolSetup::builtin(BuiltinConfig::default()))
         .tool(order_status)
         .build()?;
-    let outcome = o.run(&question)?;
-    println!("{}", outcome.answer().unwrap_or("(no answer)"));
-    eprintln!(
-        "{} iterations, {}",
-        outcome.iterations,
-        outcome.budget.line()
-    );
-    Ok(())
+    Ok(o.run(question)?.answer().unwrap_or("(no answer)").into())
 }

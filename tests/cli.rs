@@ -1281,6 +1281,33 @@ mod calibrate {
         }
     }
 
+    /// `--dry-run` says what it would measure and where it would save it, and sends the
+    /// server nothing: the one server it names here answers no request.
+    #[test]
+    fn a_dry_run_says_what_it_would_do_and_sends_nothing() {
+        let fake = common::fake_ollama(&[]);
+        let file =
+            std::env::temp_dir().join(format!("toolloop-cal-dry-{}.json", std::process::id()));
+        let out = toolloop(
+            &[
+                "calibrate",
+                "--dry-run",
+                "--ollama-host",
+                &fake.url,
+                "--calibration",
+                file.to_str().unwrap(),
+            ],
+            b"",
+        );
+        let said = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(said.contains("would measure gemma3:4b"), "{said}");
+        assert!(said.contains(file.to_str().unwrap()), "{said}");
+        assert!(said.contains("Nothing was sent"), "{said}");
+        assert!(fake.requests.lock().unwrap().is_empty());
+        assert!(!file.exists());
+    }
+
     #[test]
     fn help_says_what_it_costs() {
         let out = toolloop(&["calibrate", "--help"], b"");

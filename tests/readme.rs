@@ -295,3 +295,76 @@ fn the_readmes_checks_are_the_declared_ones() {
     declared.sort();
     assert_eq!(rows, declared);
 }
+
+/// `examples/offline.rs` needs no server: the scripted model's call runs the Rust
+/// function and the answer comes back.
+#[test]
+fn the_offline_example_runs_with_no_server() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_toolloop"))
+        .parent()
+        .unwrap()
+        .join("examples/offline");
+    let out = Command::new(&exe)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", exe.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Order 7 has shipped.\n"
+    );
+}
+
+/// With nothing listening, the library example prints the message a person reads (what
+/// is down and how to start it), not a Debug dump of the error.
+#[test]
+fn the_library_example_says_what_to_do_when_ollama_is_down() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_toolloop"))
+        .parent()
+        .unwrap()
+        .join("examples/library");
+    let out = Command::new(&exe)
+        .env("OLLAMA_HOST", "http://127.0.0.1:1")
+        .env_remove("TOOLLOOP_BASE_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("error: Ollama is not running at http://127.0.0.1:1"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Backend {"), "{stderr}");
+}
+
+/// `TOOLLOOP_BASE_URL` points the library example at an OpenAI-compatible server.
+#[test]
+fn the_library_example_runs_against_an_openai_compatible_server() {
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_toolloop"))
+        .parent()
+        .unwrap()
+        .join("examples/library");
+    // Every request (the model list, the chat) gets this one reply, as in the commands above.
+    let server = common::serve(vec![common::Act::Respond(
+        200,
+        "application/json",
+        serde_json::json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
+            "content": r#"{"kind":"final_answer","thought":"","content":"50"}"#}}]})
+        .to_string()
+        .into_bytes(),
+    )]);
+    let out = Command::new(&exe)
+        .arg("How much is 12.5 * 4?")
+        .env("TOOLLOOP_BASE_URL", format!("{}/v1", server.url))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "50\n");
+}

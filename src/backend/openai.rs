@@ -99,7 +99,11 @@ impl OpenAi {
     fn status_error(&self, status: u16, message: String) -> BackendError {
         match status {
             400 | 422 => BackendError::BadRequest { message },
-            401 | 403 => BackendError::Unauthorized { status, message },
+            401 | 403 => BackendError::Unauthorized {
+                status,
+                key: "OPENAI_API_KEY or --key-file",
+                message,
+            },
             404 if message.to_lowercase().contains("model") => BackendError::ModelNotFound {
                 model: self.model.clone(),
                 hint: format!(
@@ -349,6 +353,32 @@ impl Collected {
     }
 }
 
+/// A line for a model name the server does not list at `/models` (a `/models` body in
+/// OpenAI's shape), naming what it lists. llama-server answers to any name with the one
+/// model it loaded, so the name sent would otherwise go unremarked; vLLM refuses it.
+fn other_model(asked: &str, models: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(models).ok()?;
+    let ids: Vec<&str> = v["data"]
+        .as_array()?
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    if ids.is_empty() || ids.contains(&asked) {
+        return None;
+    }
+    let listed = ids
+        .iter()
+        .take(5)
+        .map(|id| format!("'{id}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(format!(
+        "the server lists {listed}, not '{asked}'; toolloop asks for '{asked}' (name the \
+         server's with --model {})",
+        ids[0]
+    ))
+}
+
 fn stream_error(v: &Value) -> Option<String> {
     let e = v.get("error")?;
     Some(
@@ -390,6 +420,7 @@ impl Backend for OpenAi {
                     http::read_capped(resp.into_body().into_reader(), 64 << 10).unwrap_or_default();
                 Err(BackendError::Unauthorized {
                     status,
+                    key: "OPENAI_API_KEY or --key-file",
                     message: http::error_message(&body),
                 })
             }
@@ -398,7 +429,14 @@ impl Backend for OpenAi {
             // that answered says here whether it is llama-server, before any turn: an
             // answer's reply ends early only where that is known
             // ([`GenOptions::answer_end`]), and a turn is not the place to wait for it.
-            Ok(_) => {
+            Ok(resp) => {
+                if resp.status().as_u16() == 200 {
+                    let (body, _) = http::read_capped(resp.into_body().into_reader(), 256 << 10)
+                        .unwrap_or_default();
+                    if let Some(line) = other_model(&self.model, &body) {
+                        log::warn!("{line}");
+                    }
+                }
                 self.learn_props(http::agent(), &deadline);
                 Ok(())
             }
@@ -623,5 +661,28 @@ impl OpenAi {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::other_model;
+
+    #[test]
+    fn a_model_name_the_server_does_not_list_is_said_with_the_one_it_does() {
+        let llama = br#"{"object":"list","data":[{"id":"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf","object":"model"}]}"#;
+        let line = other_model("gemma3:4b", llama).unwrap();
+        assert!(
+            line.contains("--model qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+            "{line}"
+        );
+        assert!(line.contains("'gemma3:4b'"), "{line}");
+        // A name it lists, or a list it does not give, says nothing.
+        assert_eq!(
+            other_model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", llama),
+            None
+        );
+        assert_eq!(other_model("m", br#"{"data":[]}"#), None);
+        assert_eq!(other_model("m", b"not json"), None);
     }
 }

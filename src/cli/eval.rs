@@ -205,12 +205,13 @@ fn run_cases(
 }
 
 /// `calibrate`: the decision's thresholds measured for the model and server the flags
-/// name, written to the calibration file unless `dry_run`.
+/// name, written to the calibration file unless `no_save`; with `dry_run`, only what would
+/// be done.
 pub(super) fn run_calibrate(
     data: Option<&std::path::Path>,
     model: &ModelArgs,
     (jobs, margin, floor): (usize, f64, Option<f64>),
-    (json, dry_run): (bool, bool),
+    (json, dry_run, no_save): (bool, bool, bool),
 ) -> ExitCode {
     let cases = match data {
         Some(path) => match eval::load(path) {
@@ -230,6 +231,28 @@ pub(super) fn run_calibrate(
     let Some(file_path) = config.calibration.clone() else {
         return fail("no calibration file: give --calibration FILE");
     };
+    if dry_run {
+        let tools: std::collections::BTreeSet<&str> = cases
+            .iter()
+            .flat_map(|c| c.tools.iter().map(|t| t.name.as_str()))
+            .collect();
+        let plan = format!(
+            "toolloop calibrate would measure {} at {} on {} cases ({}), about two model \
+             requests each and one for each of its {} tools, a quarter more to measure how \
+             much the answers move, {} at a time; it would save the thresholds in {}. \
+             Nothing was sent.",
+            config.model,
+            config.server(),
+            cases.len(),
+            data.map_or("the everyday set, built in".into(), |p| p
+                .display()
+                .to_string()),
+            tools.len(),
+            jobs,
+            file_path.display(),
+        );
+        return output_status(print_stdout(&plan), 0);
+    }
     let mut file = match crate::CalibrationFile::read(&file_path) {
         Ok(f) => f,
         Err(e) => return fail(e),
@@ -346,7 +369,7 @@ pub(super) fn run_calibrate(
         results.len(),
         started.elapsed().as_secs_f64() / 60.0
     );
-    if !dry_run {
+    if !no_save {
         if let Err(e) = file.save(&file_path, entry) {
             return fail(e);
         }
