@@ -335,11 +335,11 @@ missing, a guardrail blocked the run); 2 usage error (a bad flag or value); 3 no
 answer (stdin is not a terminal); 6 a tool call cut at the token limit twice, so not run \
 (raise --num-predict); 7 the model's replies stayed invalid after every re-ask, or wrote \
 back toolloop's own text (the prompt's placeholder for an answer, an instruction to the \
-model) as the answer; 130 interrupted (Ctrl-C).";
+model) as the answer; 130 interrupted (Ctrl-C or SIGTERM).";
 
 /// The exit codes of every other command, for `--help`.
 const EXIT_CODES: &str = "Exit codes: 0 done; 1 runtime error (a server or file that could \
-not be reached or read); 2 usage error (a bad flag or value); 130 interrupted (Ctrl-C).";
+not be reached or read); 2 usage error (a bad flag or value); 130 interrupted (Ctrl-C or SIGTERM).";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {

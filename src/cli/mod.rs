@@ -26,6 +26,7 @@ mod display;
 mod eval;
 mod flags;
 mod serving;
+mod signals;
 
 use eval::{run_eval, run_rescore};
 use serving::{run_serve, run_web};
@@ -384,10 +385,27 @@ fn run_ask(
         .is_terminal()
         .then(|| Box::new(ask_person) as Box<dyn ClarifyHandler>);
     let answer = (!json).then(AnswerOut::default);
-    let result = build(model, tools, no_tools, deadline, clarify, answer.clone())
-        .and_then(|mut o| o.run_with_deadline(query, &[], deadline));
+    let result =
+        build(model, tools, no_tools, deadline, clarify, answer.clone()).and_then(|mut o| {
+            let interrupts = signals::Interrupts::install(&o.stop_handle());
+            interrupts.working(true);
+            o.run_with_deadline(query, &[], deadline)
+        });
     match result {
+        // Only a signal stops a run of `ask`.
+        Ok(outcome) if matches!(outcome.ending, Ending::Cancelled) => {
+            let _ = report(&outcome, answer.as_ref());
+            signals::exit_code()
+        }
         Ok(outcome) => report(&outcome, answer.as_ref()),
+        Err(OrchestratorError::Cancelled { steps }) => {
+            if json {
+                let v = serde_json::json!({"error": "interrupted", "stop_reason": "cancelled", "steps": steps});
+                let _ = print_stdout(&v.to_string());
+            }
+            eprintln!("toolloop: interrupted");
+            signals::exit_code()
+        }
         Err(e) => {
             if json {
                 let v = serde_json::json!({"error": with_flags(&e), "stop_reason": "error", "steps": e.steps()});
@@ -465,20 +483,7 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
     // Ctrl-C while the model or a tool works stops that run, and the chat goes on with
     // the conversation kept; at the prompt, line editing reads it and the chat ends.
     let stop = orchestrator.stop_handle();
-    let working = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    {
-        let (stop, working) = (stop.clone(), std::sync::Arc::clone(&working));
-        let handled = ctrlc::set_handler(move || {
-            if working.load(std::sync::atomic::Ordering::SeqCst) {
-                stop.stop();
-            } else {
-                std::process::exit(130);
-            }
-        });
-        if let Err(e) = handled {
-            log::warn!("Ctrl-C will end the chat, not just the run: {e}");
-        }
-    }
+    let interrupts = signals::Interrupts::install(&stop);
     let mut chat = Conversation::new(orchestrator);
     let mut input = Input::new();
     eprintln!(
@@ -513,9 +518,9 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
         }
         asked += 1;
         stop.reset();
-        working.store(true, std::sync::atomic::Ordering::SeqCst);
+        interrupts.working(true);
         let asked_now = chat.ask(line);
-        working.store(false, std::sync::atomic::Ordering::SeqCst);
+        interrupts.working(false);
         match asked_now {
             Ok(outcome) => {
                 if let Err(e) = answer.finish() {
@@ -527,6 +532,12 @@ fn run_chat(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
                 failed += 1;
                 eprintln!("toolloop: {}", with_flags(e))
             }
+        }
+        if interrupts.terminated() {
+            // SIGTERM: the run stopped; the chat ends with it, its MCP servers with the
+            // conversation as it is dropped.
+            drop(chat);
+            return signals::exit_code();
         }
     }
     // A session in which every question failed (the server went away, say) is a failure.

@@ -25,10 +25,25 @@ use crate::tools::ToolError;
 /// Who waits for which reply; `None` once the server's output has ended.
 type Waiting = Arc<Mutex<Option<HashMap<u64, Sender<Value>>>>>;
 
+/// Every server process this process started that is not yet dropped: a tool call a
+/// stopped run let go of still holds its server, so a process that exits on a signal ends
+/// them here ([`end_all`]) rather than leave them running.
+static LIVE: Mutex<Vec<std::sync::Weak<Mutex<Child>>>> = Mutex::new(Vec::new());
+
+/// Kills every stdio MCP server this process started that is still running.
+pub(crate) fn end_all() {
+    let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
+    for child in live.iter().filter_map(std::sync::Weak::upgrade) {
+        let mut child = child.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 /// One server process spoken to over its stdin and stdout.
 pub(super) struct StdioServer {
     pub(super) command: String,
-    child: Mutex<Child>,
+    child: Arc<Mutex<Child>>,
     stdin: Arc<Mutex<Option<ChildStdin>>>,
     waiting: Waiting,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
@@ -79,9 +94,14 @@ impl StdioServer {
             let name = command.to_string();
             std::thread::spawn(move || drain(BufReader::new(err), &tail, &name));
         }
+        let child = Arc::new(Mutex::new(child));
+        let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|c| c.strong_count() > 0);
+        live.push(Arc::downgrade(&child));
+        drop(live);
         Ok(StdioServer {
             command: command.to_string(),
-            child: Mutex::new(child),
+            child,
             stdin,
             waiting,
             stderr_tail: tail,
