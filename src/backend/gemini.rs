@@ -27,7 +27,7 @@ use crate::deadline::{Deadline, StopHandle};
 use crate::http;
 
 /// Where Google serves the Gemini API.
-pub(crate) const GEMINI_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
+pub const GEMINI_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
 
 /// The model asked for when the person names none.
 pub(crate) const GEMINI_DEFAULT_MODEL: &str = "gemini-2.5-flash";

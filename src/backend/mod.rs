@@ -15,7 +15,7 @@ pub(crate) mod ollama;
 pub(crate) mod openai;
 pub(crate) mod scripted;
 
-pub use gemini::Gemini;
+pub use gemini::{GEMINI_BASE_URL, Gemini};
 pub use ollama::{Ollama, parse_host};
 pub use openai::OpenAi;
 pub use scripted::{Recorder, Scripted, ScriptedReply, SeenRequests};

@@ -35,6 +35,7 @@ pub use builtin::{Builtin, BuiltinConfig, DEMO_WEATHER};
 pub use closure::{FnTool, FnTools};
 pub use http::HttpTools;
 pub use mcp::McpTools;
+#[cfg(feature = "cli")]
 pub(crate) use mcp::end_stdio_servers;
 pub use running::Started;
 

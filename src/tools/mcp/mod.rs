@@ -24,6 +24,7 @@ use super::{ToolError, ToolResult, ToolSource, ToolSpec};
 use crate::deadline::Deadline;
 use http::HttpServer;
 use stdio::StdioServer;
+#[cfg(feature = "cli")]
 pub(crate) use stdio::end_all as end_stdio_servers;
 use wire::Reply;
 pub use wire::{PROTOCOL_VERSION, call_result};

@@ -31,6 +31,7 @@ type Waiting = Arc<Mutex<Option<HashMap<u64, Sender<Value>>>>>;
 static LIVE: Mutex<Vec<std::sync::Weak<Mutex<Child>>>> = Mutex::new(Vec::new());
 
 /// Kills every stdio MCP server this process started that is still running.
+#[cfg(feature = "cli")]
 pub(crate) fn end_all() {
     let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
     for child in live.iter().filter_map(std::sync::Weak::upgrade) {
