@@ -423,3 +423,59 @@ fn calls_to_one_streamable_http_server_overlap() {
         Some(("greet", "name")),
     );
 }
+
+/// A Streamable HTTP server that answers the handshake, then answers the call with an event stream that never ends: a keep-alive comment and a progress
+/// notification every 50 ms, never the result.
+fn endless_sse_server() -> common::Fake {
+    use common::Act;
+    let json = |v: Value| Act::Respond(200, "application/json", v.to_string().into_bytes());
+    let init = json(json!({"jsonrpc": "2.0", "id": 0, "result": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"tools": {}}, "serverInfo": {"name": "endless", "version": "1"}}}));
+    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                          "params": {"progressToken": 1, "progress": 1}});
+    let chunk = format!(": keep-alive\n\ndata: {progress}\n\n").into_bytes();
+    let endless = Act::Stream(
+        "text/event-stream",
+        vec![chunk; 100_000],
+        Duration::from_millis(50),
+    );
+    common::serve(vec![
+        init,
+        Act::Respond(202, "application/json", Vec::new()),
+        endless,
+    ])
+}
+
+#[test]
+fn an_event_stream_that_never_ends_is_cut_at_the_deadline_and_closed() {
+    let fake = endless_sse_server();
+    let url = format!("{}/mcp", fake.url);
+    let tools = McpTools::connect(&url, soon()).unwrap();
+    let started = Instant::now();
+    let err = tools
+        .call(
+            "echo",
+            &Map::new(),
+            Deadline::after(Duration::from_millis(700)),
+        )
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(err, ToolError::Timeout { .. }), "{err}");
+    // The message names the server and the fault.
+    let text = err.to_string();
+    assert!(text.contains(&url) && text.contains("deadline"), "{text}");
+    // The stream is let go: the server's next write finds the connection closed.
+    let gone = Instant::now();
+    while fake.cut.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            gone.elapsed() < Duration::from_secs(3),
+            "the stream is still read"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -470,6 +470,51 @@ fn a_run_nobody_watches_any_more_is_stopped_after_the_grace_period() {
     assert_eq!(events.last().unwrap()["stop_reason"], "cancelled");
 }
 
+/// A page that leaves mid-stream stops its run, and the run lets go of the model's reply
+/// (a request left open upstream would hold one of the model server's slots).
+#[test]
+fn a_page_that_leaves_mid_stream_lets_go_of_the_models_reply() {
+    // A model that streams a reply of blanks, one every 50 ms, for minutes.
+    let blank = json!({"choices": [{"index": 0, "delta": {"content": " "}}]});
+    let model = common::serve(vec![common::Act::Stream(
+        "text/event-stream",
+        vec![format!("data: {blank}\n\n").into_bytes(); 10_000],
+        Duration::from_millis(50),
+    )]);
+    let base = format!("{}/v1", model.url);
+    let make = move || -> Result<Box<dyn Backend>, OrchestratorError> {
+        Ok(Box::new(toolloop::OpenAi::new(&base, "m", None)))
+    };
+    let web = start_with(Box::new(make), 4, |runs| {
+        runs.with_grace(Duration::from_secs(1))
+    });
+    let c = new_conversation(&web);
+    let (_, run) = ask(&web, &c, "What is the weather in Paris?");
+    let run = run["run"].as_str().unwrap().to_string();
+    let mut page = TcpStream::connect(host(&web)).unwrap();
+    let h = host(&web);
+    write!(
+        page,
+        "GET /api/runs/{run}/events HTTP/1.1\r\nHost: {h}\r\n\r\n"
+    )
+    .unwrap();
+    let mut seen = [0u8; 512];
+    let _ = page.read(&mut seen).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let cut = || model.cut.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(cut(), 0, "the reply was let go while the page watched");
+    drop(page);
+    until_idle(&web, &c);
+    let started = Instant::now();
+    while cut() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "the run stopped but still reads the model's reply"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_page_that_comes_back_within_the_grace_period_keeps_the_run() {
     let (web, _model) = start_hanging();
