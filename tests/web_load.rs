@@ -178,6 +178,7 @@ fn two_hundred_clients_at_once_get_a_run_or_a_clear_no_and_nothing_is_left_behin
     let (status, _) = request(&addr, "GET", "/api/tools", "");
     assert_eq!(status, 200);
     let peak_mb = status_field(&server, "VmHWM") / 1024;
+    assert!(peak_mb < 100, "the server peaked at {peak_mb} MB");
 }
 
 #[test]
