@@ -78,8 +78,7 @@ impl Default for Thresholds {
     /// model was, and declined below 0.40. A small model is sure of nearly every call it
     /// makes, needless ones too, so a sure level let them all through. The bar keeps a
     /// margin below the lowest fit of a right call on the tuning halves of the everyday and
-    /// languages sets, for both real models (BENCHMARKS.md, "Held-back sets on a fresh
-    /// install").
+    /// languages sets, for both real models.
     fn default() -> Self {
         Thresholds {
             p_min: 0.5,

@@ -23,9 +23,9 @@
 //!
 //! A loop inside one word has no pairs: "Tampereessa on 1000000…" to the token limit
 //! (Qwen, 242 zeros), `"expression": "12.5 * 4.0000…"` (Gemma). The same letter or
-//! digit [`CHAR_RUN`] times in a row counts too; 6 of 2,325 replies recorded in this
-//! round's evaluations did it, every one a run of zeros that ended at the token limit. A
-//! line of `-` or `=` is left alone: an answer may draw one.
+//! digit [`CHAR_RUN`] times in a row counts too: in the recorded replies every such run
+//! was of zeros and went on to the token limit. A line of `-` or `=` is left alone: an
+//! answer may draw one.
 
 use std::collections::HashMap;
 use std::ops::Range;

@@ -10,9 +10,10 @@
 //! call's: a call that took some numbers from the request and left others out has not
 //! used all the person gave.
 //!
-//! The rule was fixed before any run and has no threshold to tune. On BFCL's ground truth a
-//! right first call leaves a number of its request out in 9% of `simple_python` and 65% of
-//! `parallel`; the right calls it asked again on the measured sets came back as they were.
+//! The rule was fixed before any run and has no threshold to tune. A right first call
+//! often leaves a number of its request out (a unit, a count of things, the other inputs
+//! of a parallel request), so asking again must keep such a call as it was: the model
+//! continues after it, and it stands as written.
 //!
 //! What the asking adds is held to that evidence: a call the asking added that carries
 //! none of the numbers the first call left out is not run (the model is told so with the

@@ -315,8 +315,8 @@ pub(crate) fn schema() -> Value {
 /// carried out: whether the tool is *needed* is what a question about the tool ("what
 /// does git push --force do?") and a request to run it have in common. Of four wordings
 /// written before any answer was read, this one told the writes set's requests from its
-/// questions best on its tuning half (BENCHMARKS.md, "Questions about tools that write");
-/// its leaning is asked and kept apart from the other wording's.
+/// questions best on its tuning half; its leaning is asked and kept apart from the other
+/// wording's.
 pub(crate) fn question(request: &str, spec: &ToolSpec, writes: bool) -> Vec<Message> {
     let (name, description) = (&spec.name, &spec.description);
     let asked = match writes {
@@ -336,8 +336,7 @@ pub(crate) fn question(request: &str, spec: &ToolSpec, writes: bool) -> Vec<Mess
 /// that question's leaning with no request. Calibration measures calls to tools that read,
 /// with the other wording, so its bar is on another scale. Chosen on the writes set's
 /// tuning half, as the middle of the span of bars that scored the same there, so that a
-/// fit that moves a little between runs does not cross it (BENCHMARKS.md, "Questions about
-/// tools that write").
+/// fit that moves a little between runs does not cross it.
 pub(crate) const WRITES_FIT_MIN: f64 = 0.45;
 
 /// Room for the fit question's answer, `{"answer": "yes"}`: 6 to 14 tokens as servers space it.
@@ -573,7 +572,7 @@ impl Baselines {
 /// Every token counts, one the server left out of the content too: Qwen2.5-Coder 0.5B's
 /// answers begin with a code fence llama-server drops, and there the model gives "Yes" and
 /// "No" in plain words most of its probability. Read inside the JSON instead, the
-/// calibration declined 7 of 13 needless calls where this reading declines 11.
+/// calibration declined fewer needless calls.
 pub(crate) fn read(reply: &ChatReply) -> Option<f64> {
     read_tokens(&reply.logprobs)
 }

@@ -441,8 +441,8 @@ pub enum Command {
     /// right calls spread, which 90% of right calls like them clear (--floor): one set's
     /// lowest right call is not another's.
     /// It costs about two model requests per case (and one per tool, the tool's own
-    /// leaning), and a quarter more for the second asking: 6–12 minutes for a
-    /// 0.5B model on two CPU cores, under a minute on a GPU. The result goes to the
+    /// leaning), and a quarter more for the second asking: minutes for a small model on
+    /// a CPU, less on a GPU (--dry-run says how many requests). The result goes to the
     /// calibration file (--calibration), keyed by model and server, where ask, chat,
     /// eval and web read it.
     ///
@@ -459,19 +459,15 @@ pub enum Command {
               value_parser = clap::value_parser!(u32).range(1..=64))]
         jobs: u32,
         /// Keep right calls by this many times the fit answer's spread between two asks.
-        /// With 2, bars kept 95–97% of a later run's right calls, measured on Qwen2.5-Coder
-        /// 0.5B; 0 sets the bar just under the lowest right call of this run (or at the
+        /// 0 sets the bar just under the lowest right call of this run (or at the
         /// right calls' floor, when that is lower), which declines more needless calls and,
         /// where the server's answers move, right ones too.
         #[arg(long, value_name = "Z", default_value_t = crate::eval::calibrate::NOISE_Z,
               value_parser = margin)]
         margin: f64,
         /// Hold the bar on the fit under the floor that this share of right calls like the
-        /// tuning half's clear (from 0.5 to 0.999). The default, 0.9, kept 96% of right
-        /// first calls on sets calibration never runs; `off` holds it under nothing, which
-        /// declines more needless calls (BFCL irrelevance, Qwen2.5-Coder 0.5B: 15 of 25
-        /// answered without a call against 11) and more right calls of requests unlike the
-        /// set's.
+        /// tuning half's clear (from 0.5 to 0.999). `off` holds it under nothing, which
+        /// declines more needless calls and more right calls of requests unlike the set's.
         #[arg(long, value_name = "LEVEL|off", default_value_t = crate::eval::calibrate::PREDICT,
               value_parser = floor_level)]
         floor: f64,

@@ -88,9 +88,9 @@ pub const KEEP: f64 = 0.97;
 /// unless `toolloop calibrate --margin` says otherwise.
 ///
 /// The bar has to hold for every right call of the next run, each read with a draw of its
-/// own. Two, chosen by [`KEEP`] on the tuning half: the bars of three calibration runs of
-/// Qwen2.5-Coder 0.5B, applied to a fourth run, kept 97.4% of its tuning half's right calls
-/// with a margin of two, 96.4% with one and 91.8% with none.
+/// own. Two, chosen by [`KEEP`] on the tuning half: the bars of earlier calibration runs,
+/// applied to a later run, kept [`KEEP`] of its right calls with two and fewer with one
+/// or none.
 pub const NOISE_Z: f64 = 2.0;
 
 /// The fewest calls read twice from which [`noise`] estimates a spread.
@@ -122,9 +122,9 @@ pub fn noise(first: &[Observation], again: &[Observation]) -> Option<f64> {
 ///
 /// [`KEEP`] alone puts the bar just under the lowest of the tuning half's right calls,
 /// about ten of them asked; a right call of another set reads below the lowest of ten one
-/// time in eleven even drawn alike, and other sets are not drawn alike. Bars of one at a
-/// time, set that way on the everyday set, declined 5 of 16 right first calls of the whole
-/// questions. PREDICT was chosen on the tuning halves of sets calibration never runs and
+/// time in eleven even drawn alike, and other sets are not drawn alike: bars set that way
+/// on the everyday set declined right first calls of the whole questions. PREDICT was
+/// chosen on the tuning halves of sets calibration never runs and
 /// held on their validation halves.
 pub const PREDICT: f64 = 0.9;
 
@@ -238,10 +238,9 @@ fn declines(t: &Thresholds, o: &Observation) -> bool {
 pub const P_WEIGHTS: [f64; 5] = [0.0, 0.1, 0.2, 0.3, 0.5];
 
 /// The weights of a call named without the model's choice ([`Thresholds::name_weight`])
-/// that [`choose`] tries. Up to 0.04, not more: on Qwen2.5-Coder 0.5B the tuning half
-/// picked 0.06 when it was offered, and on the held-back sets' validation halves that
-/// declined 3 of 70 right calls more, where 0.04 declined none more and as many needless
-/// calls but 5. Right calls of tools whose names the model writes differently ("remind" for
+/// that [`choose`] tries. Up to 0.04, not more: a tuning half picked 0.06 when it was
+/// offered, and on the held-back sets' validation halves that declined right calls that
+/// 0.04 kept, for hardly more needless calls declined. Right calls of tools whose names the model writes differently ("remind" for
 /// `set_reminder`) read short too.
 pub const NAME_WEIGHTS: [f64; 3] = [0.0, 0.02, 0.04];
 

@@ -8,9 +8,9 @@
 //! line and "if no tool fits, answer directly" dropped tool calls to zero, so neither is
 //! here: the schema still allows `clarify`. Each tool's parameters follow its line with
 //! their descriptions: without them Qwen wrote `"SPX"` where the tool listed "S&P 500",
-//! `"major"` for a scale's key and ISO dates where the tool asked for another layout; with
-//! them BFCL `multiple` went from 76% to 84%. Change this text only with a measurement
-//! before and after (`toolloop eval`).
+//! `"major"` for a scale's key and ISO dates where the tool asked for another layout, and
+//! with them it chose among several tools better. Change this text only with a
+//! measurement before and after (`toolloop eval`).
 //!
 //! The prompt is built once per run and never changes, so the server's prompt cache is
 //! reused from one iteration to the next; the one exception is an answer that copies the

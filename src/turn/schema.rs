@@ -99,8 +99,8 @@ impl Decide {
     /// once (the decision is already made by then: it was the `kind`).
     ///
     /// Otherwise, too, an answer's `thought` is held to nothing (`""`). Written after the
-    /// content it changes nothing the person gets, and it was 12% of what Qwen2.5-Coder
-    /// 0.5B generated over whole questions, 11 tokens an answer. It stays in the schema
+    /// content it changes nothing the person gets, and a small model spent a good share of
+    /// its tokens on it over whole questions. It stays in the schema
     /// because its comma ends the content: without it the model's likeliest end of the
     /// string, `",` as one token, is ruled out, and it wrote on ("5928" became "5928 is the
     /// product of 123.5 and 48, which equals 70240.0000").

@@ -39,10 +39,9 @@ const WALK_DEPTH: usize = 64;
 /// llama.cpp turns a pattern into grammar rules over the raw characters of the JSON
 /// text, so `[^,]` lets the model write a bare `"` there: it closed the string early
 /// (`"location": "Seattle", CJ"`) and llama-server, whose own parser then rejected the
-/// reply, answered 500 "does not match the expected peg-native format". Measured on
-/// llama-server with `^[^,]+, [A-Z]{2}$`: 12 of 42 requests failed; with the quote and
-/// the backslash refused, none. A value the pattern allowed with a quote in it is the
-/// only thing lost.
+/// reply, answered 500 "does not match the expected peg-native format" (with
+/// `^[^,]+, [A-Z]{2}$`, often); with the quote and the backslash refused, never. A value
+/// the pattern allowed with a quote in it is the only thing lost.
 pub fn quote_safe(pattern: &str) -> String {
     let mut out = String::with_capacity(pattern.len() + 4);
     let mut chars = pattern.chars().peekable();
