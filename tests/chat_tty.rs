@@ -343,7 +343,7 @@ fn a_call_that_writes_asks_at_the_terminal_and_ctrl_c_is_no() {
         reply(r#"{"kind":"final_answer","thought":"","content":"Everything is deleted."}"#),
     ]);
     let command = format!(
-        "env TOOLLOOP_PERMISSIONS=/nonexistent {} chat --ollama-host {} --tools {}",
+        "env TOOLLOOP_PERMISSIONS=/nonexistent/toolloop-permissions.json {} chat --ollama-host {} --tools {}",
         env!("CARGO_BIN_EXE_toolloop"),
         fake.url,
         server.url()
