@@ -206,6 +206,14 @@ fn model_server_500_once_then_recovers() {
         "{}",
         r.stderr
     );
+    // Said as toolloop's own line, not as a log record with a timestamp.
+    assert!(
+        r.stderr
+            .lines()
+            .any(|l| l.starts_with("toolloop: warning: ") && l.contains("retrying in")),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -122,6 +122,19 @@ fn init_logging() {
     for module in ["ureq", "ureq_proto", "rustls"] {
         builder.filter_module(module, log::LevelFilter::Info);
     }
+    // A person sees a warning as one of toolloop's own lines; the timestamp and module
+    // path are for whoever turned logging up with RUST_LOG.
+    if std::env::var_os("RUST_LOG").is_none() {
+        builder.format(|out, record| {
+            use std::io::Write;
+            let level = match record.level() {
+                log::Level::Error => "error",
+                log::Level::Warn => "warning",
+                _ => "note",
+            };
+            writeln!(out, "toolloop: {level}: {}", record.args())
+        });
+    }
     builder.init();
 }
 
