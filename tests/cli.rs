@@ -689,6 +689,7 @@ fn every_subcommand_has_help_with_an_example() {
         "eval",
         "calibrate",
         "checks",
+        "doctor",
     ] {
         let out = toolloop(&[sub, "--help"], b"");
         assert_eq!(out.status.code(), Some(0));
@@ -1330,5 +1331,60 @@ fn the_checks_page_is_what_the_declarations_make() {
     assert!(
         made.trim_end() == page.trim_end(),
         "docs/checks.md is stale: run `toolloop checks --markdown > docs/checks.md`"
+    );
+}
+
+/// `toolloop doctor` says of each part a first question needs whether it is ready, and
+/// what the missing calibration changes, before anything is asked of the model.
+#[test]
+fn doctor_says_what_is_ready_and_what_is_not() {
+    let fake = common::fake_ollama(&[]);
+    let host = fake.url.trim_start_matches("http://").to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
+        .args(["doctor", "--ollama-host", &host, "--builtin"])
+        .env("TOOLLOOP_CALIBRATION", "/nonexistent/calibration.json")
+        .output()
+        .unwrap();
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}{}", text(&out.stderr));
+    let lines: Vec<&str> = said.lines().collect();
+    assert!(
+        lines[0].starts_with("model: ") && lines[0].ends_with("answers"),
+        "{said}"
+    );
+    assert!(
+        lines[1].contains("is not calibrated") && lines[1].contains("toolloop calibrate"),
+        "{said}"
+    );
+    assert_eq!(lines[2], "tools: 2 (calculator, current_time)", "{said}");
+    // Nothing but the preflight reached the server: no model request.
+    assert!(
+        fake.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|r| !r.contains("/api/chat"))
+    );
+
+    // A server that is down and tools that are not there: every line still comes, exit 1.
+    let dead = common::dead_url();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
+        .args([
+            "doctor",
+            "--ollama-host",
+            dead.trim_start_matches("http://"),
+            "--tools",
+            &dead,
+        ])
+        .env("TOOLLOOP_CALIBRATION", "/nonexistent/calibration.json")
+        .output()
+        .unwrap();
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("model: Ollama is not running"), "{said}");
+    assert!(said.contains("calibration: "), "{said}");
+    assert!(
+        said.contains("tools: ") && said.contains("not reachable"),
+        "{said}"
     );
 }

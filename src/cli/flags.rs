@@ -497,6 +497,20 @@ pub enum Command {
         #[arg(long, conflicts_with = "name")]
         markdown: bool,
     },
+    /// Check the setup before a first question: the model server and the model, whether
+    /// the model is calibrated and what that changes, and the tools; a line each.
+    ///
+    /// Example: toolloop doctor --backend openai --base-url http://127.0.0.1:8080/v1 --builtin
+    #[command(after_help = EXIT_CODES)]
+    Doctor {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        tools: ToolArgs,
+        /// Check no tools.
+        #[arg(long)]
+        no_tools: bool,
+    },
     /// List the tool catalogue.
     ///
     /// Example: toolloop tools --builtin --demo --json

@@ -102,6 +102,11 @@ pub fn main() -> ExitCode {
             max_calls_per_turn,
         } => run_schema(&tools, decide.into(), max_calls_per_turn),
         Command::Tools { tools, json } => run_tools(&tools, json),
+        Command::Doctor {
+            model,
+            tools,
+            no_tools,
+        } => run_doctor(&model, &tools, no_tools),
         Command::Checks {
             name,
             json,
@@ -667,6 +672,67 @@ fn run_tools(tools: &ToolArgs, json: bool) -> ExitCode {
         },
         Err(e) => fail(with_flags(e)),
     }
+}
+
+/// `toolloop doctor`: each part a person's first question needs, a line each, every line
+/// printed whatever failed before it; exit 1 when any part fails.
+fn run_doctor(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
+    let config = config(model, tools, no_tools);
+    let deadline = Deadline::after(config.timeout.min(Duration::from_secs(30)));
+    let mut ok = true;
+    let mut backend = match config.backend() {
+        Ok(b) => b,
+        Err(e) => return fail(e),
+    };
+    match backend.preflight(deadline) {
+        Ok(()) => println!("model: {} answers", backend.describe()),
+        Err(e) => {
+            ok = false;
+            println!("model: {}", with_flags(e));
+        }
+    }
+    let key = backend
+        .identity()
+        .unwrap_or_else(|| (config.model.clone(), config.server()));
+    match config.clone().calibrated_for(&key) {
+        Ok(c) => {
+            let t = c.thresholds.unwrap_or_default();
+            let (model, server) = &key;
+            match (&t.calibrated_for, &t.outdated_for) {
+                (Some(_), _) => println!(
+                    "calibration: {model} on {server} is calibrated: its calls are declined \
+                     by bars measured for it"
+                ),
+                (None, Some(_)) => println!("calibration: {}", t.source()),
+                (None, None) => println!(
+                    "calibration: {model} on {server} is not calibrated: a call whose tool \
+                     the request does not name, or that carries a value nobody said, is asked \
+                     whether the tool fits and declined below {:.2}; `toolloop calibrate \
+                     --dry-run` says what measuring this model's own bars takes",
+                    t.fit_min
+                ),
+            }
+        }
+        Err(e) => {
+            ok = false;
+            println!("calibration: {e}");
+        }
+    }
+    if config.tools.is_empty() {
+        println!("tools: none (--no-tools)");
+    } else {
+        match config.tools.connect(deadline) {
+            Ok(c) => {
+                let names: Vec<String> = c.specs().iter().map(|s| s.name.clone()).collect();
+                println!("tools: {} ({})", names.len(), names.join(", "));
+            }
+            Err(e) => {
+                ok = false;
+                println!("tools: {}", with_flags(e));
+            }
+        }
+    }
+    ExitCode::from(if ok { 0 } else { EXIT_RUNTIME })
 }
 
 fn run_repair(verbose: bool) -> ExitCode {
