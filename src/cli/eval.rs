@@ -352,7 +352,7 @@ pub(super) fn run_calibrate(
         let mut v = serde_json::to_value(&entry).unwrap_or_default();
         v["observations"] = serde_json::to_value(&obs).unwrap_or_default();
         print_stdout(&serde_json::to_string_pretty(&v).unwrap_or_default())
-    } else {
+    } else if model.verbose {
         print_stdout(&eval::calibrate::table(
             &who,
             &thresholds,
@@ -360,6 +360,8 @@ pub(super) fn run_calibrate(
             (noise, margin),
             (right, floor.is_some()),
         ))
+    } else {
+        print_stdout(&eval::calibrate::summary(&who, &measured))
     };
     if written.is_err() {
         return output_status(written, EXIT_RUNTIME);

@@ -401,6 +401,27 @@ pub fn now() -> String {
 /// The thresholds chosen and what they do on each half, as the command prints them;
 /// `right`: where the right calls read and their floor, `held` whether the bar was held
 /// under it.
+/// What calibration changed, in words and one table, for the person who ran it: no
+/// thresholds and no formulas ([`table`] has those, behind `-v`).
+pub fn summary(who: &str, m: &Measured) -> String {
+    let row = |name: &str, h: &HalfFigures| {
+        format!(
+            "| {name} | {} of {} | {} of {} |\n",
+            h.needless_declined, h.needless, h.right_kept, h.right
+        )
+    };
+    format!(
+        "Calibrated for {who}: calls that need no tool are now declined by bars measured for \
+         this model.\n\n| half of the set | requests that need no tool but got a call, now \
+         answered without one | right calls that still run |\n|---|---|---|\n{}{}\n\
+         (`-v` shows the bars and how they were chosen.)",
+        row("the half the bars were chosen on", &m.tuning),
+        row("the other half, kept apart to check them", &m.validation),
+    )
+}
+
+/// The chosen thresholds, how they were chosen, and what they do on each half: what
+/// `toolloop calibrate -v` prints.
 pub fn table(
     who: &str,
     t: &Thresholds,

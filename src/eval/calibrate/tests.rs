@@ -274,3 +274,35 @@ fn a_needless_call_the_model_named_without_choosing_is_held_to_more() {
     let t = choose(&obs, "m", 0.0, Some(PREDICT));
     assert_eq!(t.name_weight, 0.0, "{t:?}");
 }
+
+/// What a person reads after calibrating: a table in words, both halves, no bars and no
+/// formulas.
+#[test]
+fn the_summary_says_what_changed_in_words() {
+    let half = |declined, kept| HalfFigures {
+        right_kept: kept,
+        right: 30,
+        needless_declined: declined,
+        needless: 20,
+        questioned: 25,
+    };
+    let said = summary(
+        "qwen at http://localhost:8080",
+        &Measured {
+            tuning: half(17, 30),
+            validation: half(15, 29),
+        },
+    );
+    assert!(
+        said.contains("| the half the bars were chosen on | 17 of 20 | 30 of 30 |"),
+        "{said}"
+    );
+    assert!(
+        said.contains("| the other half, kept apart to check them | 15 of 20 | 29 of 30 |"),
+        "{said}"
+    );
+    for formula in ['×', '<', '≥'] {
+        assert!(!said.contains(formula), "{said}");
+    }
+    assert!(!said.contains("0."), "no bar in it: {said}");
+}
