@@ -183,9 +183,19 @@ fn run_cases(
         Some(cases.len() as u64),
         indicatif::ProgressDrawTarget::stderr(),
     );
+    // How long is left, once a case has ended and there is a pace to go by: a person
+    // deciding whether to wait for a ten-minute calibration wants that, not a bare count.
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} {elapsed}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} {elapsed}{left}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .with_key(
+                "left",
+                |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    if state.pos() > 0 && state.pos() < state.len().unwrap_or(0) {
+                        let _ = write!(w, ", about {} left", indicatif::HumanDuration(state.eta()));
+                    }
+                },
+            ),
     );
     let results = eval::run_all(backends, cases, run, |r| {
         if verbose {
