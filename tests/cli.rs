@@ -1387,4 +1387,22 @@ fn doctor_says_what_is_ready_and_what_is_not() {
         said.contains("tools: ") && said.contains("not reachable"),
         "{said}"
     );
+
+    // A backend that cannot be made (no key) is a part that failed, not the end.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
+        .args(["doctor", "--backend", "gemini", "--builtin"])
+        .env_remove("GEMINI_API_KEY")
+        .env("TOOLLOOP_CALIBRATION", "/nonexistent/calibration.json")
+        .output()
+        .unwrap();
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("model: ") && said.contains("GEMINI_API_KEY"),
+        "{said}"
+    );
+    assert!(
+        said.contains("tools: 2 (calculator, current_time)"),
+        "{said}"
+    );
 }

@@ -375,14 +375,34 @@ fn stop_ends_a_run_held_in_a_hanging_tool_at_once() {
 /// second after the last page stopped watching them.
 fn start_hanging() -> (RunningWeb, common::Fake) {
     let model = common::serve(vec![common::Act::Hang]);
+    (start_before(&model), model)
+}
+
+/// A web server whose runs ask `model` (an OpenAI-compatible server) and are stopped one
+/// second after the last page stopped watching them.
+fn start_before(model: &common::Fake) -> RunningWeb {
     let base = format!("{}/v1", model.url);
     let make = move || -> Result<Box<dyn Backend>, OrchestratorError> {
         Ok(Box::new(toolloop::OpenAi::new(&base, "m", None)))
     };
-    let web = start_with(Box::new(make), 4, |runs| {
+    start_with(Box::new(make), 4, |runs| {
         runs.with_grace(Duration::from_secs(1))
-    });
-    (web, model)
+    })
+}
+
+/// A page watching `run`'s events: the open connection, once the server has begun to
+/// answer, and what it sent first.
+fn watch(web: &RunningWeb, run: &str) -> (TcpStream, String) {
+    let mut page = TcpStream::connect(host(web)).unwrap();
+    let h = host(web);
+    write!(
+        page,
+        "GET /api/runs/{run}/events HTTP/1.1\r\nHost: {h}\r\n\r\n"
+    )
+    .unwrap();
+    let mut seen = [0u8; 512];
+    let n = page.read(&mut seen).unwrap();
+    (page, String::from_utf8_lossy(&seen[..n]).into_owned())
 }
 
 /// Waits until the conversation has no run in progress; how long that took.
@@ -449,16 +469,8 @@ fn a_run_nobody_watches_any_more_is_stopped_after_the_grace_period() {
     let (_, run) = ask(&web, &c, "What is the weather in Paris?");
     let run = run["run"].as_str().unwrap().to_string();
     // A page watches the run, then goes away mid-run.
-    let mut page = TcpStream::connect(host(&web)).unwrap();
-    let h = host(&web);
-    write!(
-        page,
-        "GET /api/runs/{run}/events HTTP/1.1\r\nHost: {h}\r\n\r\n"
-    )
-    .unwrap();
-    let mut seen = [0u8; 512];
-    let n = page.read(&mut seen).unwrap();
-    assert!(String::from_utf8_lossy(&seen[..n]).contains("200"));
+    let (page, first) = watch(&web, &run);
+    assert!(first.contains("200"));
     std::thread::sleep(Duration::from_millis(300));
     drop(page);
     let idle = until_idle(&web, &c);
@@ -481,25 +493,11 @@ fn a_page_that_leaves_mid_stream_lets_go_of_the_models_reply() {
         vec![format!("data: {blank}\n\n").into_bytes(); 10_000],
         Duration::from_millis(50),
     )]);
-    let base = format!("{}/v1", model.url);
-    let make = move || -> Result<Box<dyn Backend>, OrchestratorError> {
-        Ok(Box::new(toolloop::OpenAi::new(&base, "m", None)))
-    };
-    let web = start_with(Box::new(make), 4, |runs| {
-        runs.with_grace(Duration::from_secs(1))
-    });
+    let web = start_before(&model);
     let c = new_conversation(&web);
     let (_, run) = ask(&web, &c, "What is the weather in Paris?");
     let run = run["run"].as_str().unwrap().to_string();
-    let mut page = TcpStream::connect(host(&web)).unwrap();
-    let h = host(&web);
-    write!(
-        page,
-        "GET /api/runs/{run}/events HTTP/1.1\r\nHost: {h}\r\n\r\n"
-    )
-    .unwrap();
-    let mut seen = [0u8; 512];
-    let _ = page.read(&mut seen).unwrap();
+    let (page, _) = watch(&web, &run);
     std::thread::sleep(Duration::from_millis(500));
     let cut = || model.cut.load(std::sync::atomic::Ordering::SeqCst);
     assert_eq!(cut(), 0, "the reply was let go while the page watched");
@@ -521,21 +519,9 @@ fn a_page_that_comes_back_within_the_grace_period_keeps_the_run() {
     let c = new_conversation(&web);
     let (_, run) = ask(&web, &c, "What is the weather in Paris?");
     let run = run["run"].as_str().unwrap().to_string();
-    let h = host(&web);
-    let watch = || {
-        let mut page = TcpStream::connect(&h).unwrap();
-        write!(
-            page,
-            "GET /api/runs/{run}/events HTTP/1.1\r\nHost: {h}\r\n\r\n"
-        )
-        .unwrap();
-        let mut seen = [0u8; 512];
-        let _ = page.read(&mut seen).unwrap();
-        page
-    };
     // Reloaded: the old page goes, the new one watches at once.
-    drop(watch());
-    let _reloaded = watch();
+    drop(watch(&web, &run));
+    let _reloaded = watch(&web, &run);
     std::thread::sleep(Duration::from_secs(3));
     let (_, conv) = request(&web, "GET", &format!("/api/conversations/{c}"), None);
     assert_eq!(conv["running"], run.as_str(), "{conv}");

@@ -680,20 +680,23 @@ fn run_doctor(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
     let config = config(model, tools, no_tools);
     let deadline = Deadline::after(config.timeout.min(Duration::from_secs(30)));
     let mut ok = true;
-    let mut backend = match config.backend() {
-        Ok(b) => b,
-        Err(e) => return fail(e),
-    };
-    match backend.preflight(deadline) {
-        Ok(()) => println!("model: {} answers", backend.describe()),
+    // A backend that cannot be made (a key missing) is a failed part like a server down:
+    // the lines after it still come.
+    let checked = config
+        .backend()
+        .and_then(|mut b| b.preflight(deadline).map(|()| b));
+    let identity = match checked {
+        Ok(backend) => {
+            println!("model: {} answers", backend.describe());
+            backend.identity()
+        }
         Err(e) => {
             ok = false;
             println!("model: {}", with_flags(e));
+            None
         }
-    }
-    let key = backend
-        .identity()
-        .unwrap_or_else(|| (config.model.clone(), config.server()));
+    };
+    let key = identity.unwrap_or_else(|| (config.model.clone(), config.server()));
     match config.clone().calibrated_for(&key) {
         Ok(c) => {
             let t = c.thresholds.unwrap_or_default();
