@@ -132,6 +132,10 @@ fn two_hundred_clients_at_once_get_a_run_or_a_clear_no_and_nothing_is_left_behin
             .map(|_| {
                 scope.spawn(|| {
                     let (status, c) = request(&addr, "POST", "/api/conversations", "");
+                    // With every kept conversation running, a new one is a clear 503 too.
+                    if status == 503 {
+                        return (status, json_in(&c));
+                    }
                     assert_eq!(status, 201, "{c}");
                     let c = json_in(&c)["id"].as_str().unwrap().to_string();
                     let (status, run) = request(
