@@ -11,8 +11,8 @@ cd "$(dirname "$0")/.."
 out="${1:-target/held-back}"
 mkdir -p "$out"
 cargo build --release -q
-export TOOLLOOP_CALIBRATION=/nonexistent/toolloop-calibration.json
-export TOOLLOOP_LEANINGS=/nonexistent/toolloop-leanings.json
+export TOOLLOOP_CALIBRATION="$(mktemp -d)"/calibration.json
+export TOOLLOOP_LEANINGS="$(mktemp -d)"/leanings.json
 port=8094
 for model in ${TOOLLOOP_EVAL_MODELS:-qwen gemma}; do
   pid=$(scripts/real-model.sh serve "$model" "$port" 2)

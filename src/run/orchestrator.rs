@@ -176,13 +176,16 @@ impl Orchestrator {
                 .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
             self.preflight_done = true;
         }
-        let limit = deadline.span().unwrap_or(self.config.timeout);
-        // The seconds of the run's budget; the engine counts the requests and tokens.
-        let mut waited = Waited::default();
-        let mut early = EarlyCalls::new(&self.specs, &self.config.permissions);
-        let most_early = match self.config.early_calls {
-            true => self.config.max_calls_per_turn as usize,
-            false => 0,
+        let mut run = Run {
+            deadline,
+            started,
+            limit: deadline.span().unwrap_or(self.config.timeout),
+            waited: Waited::default(),
+            early: EarlyCalls::new(&self.specs, &self.config.permissions),
+            most_early: match self.config.early_calls {
+                true => self.config.max_calls_per_turn as usize,
+                false => 0,
+            },
         };
         loop {
             if self.stop.is_stopped() {
@@ -192,193 +195,211 @@ impl Orchestrator {
             self.flush(&mut engine);
             match step {
                 Step::Done => break,
-                Step::CallModel if deadline.is_expired() => engine.timed_out(limit),
-                Step::CallModel => {
-                    // A turn asked again for more: the calls it made stand, so those of
-                    // tools that only read go off now, not once the reply streams them.
-                    for (tool, arguments) in engine.calls_standing() {
-                        let at = started.elapsed();
-                        let call = (tool.as_str(), arguments);
-                        if let Some(e) =
-                            early.start(&self.catalogue, call, most_early, deadline, at)
-                        {
-                            self.emit(&e);
-                        }
-                    }
-                    // More room after a call was cut at the token limit.
-                    let options = GenOptions {
-                        num_predict: engine.num_predict().or(self.options.num_predict),
-                        prefill: engine.prefill(),
-                        answer_end: engine.schema().answer_end(),
-                        ..self.options.clone()
-                    };
-                    let request = ChatRequest {
-                        messages: engine.messages(),
-                        schema: Some(engine.schema().as_value()),
-                        options: &options,
-                    };
-                    let observers = &mut self.observers;
-                    let mut answer = match self.checks.judges_answers() {
-                        true => AnswerStream::holding_example(),
-                        false => AnswerStream::default(),
-                    };
-                    let mut written = CallStream::default();
-                    let mut shown = String::new();
-                    let stream_answer = !self.guardrails.may_block_output();
-                    let stop = &self.stop;
-                    let catalogue = &self.catalogue;
-                    let sink = |text: &str| {
-                        let mut events = vec![Event::ModelText {
-                            text: text.to_string(),
-                        }];
-                        let piece = answer.feed(text);
-                        if stream_answer && !piece.is_empty() {
-                            shown.push_str(&piece);
-                            events.push(Event::AnswerText { text: piece });
-                        }
-                        for call in written.feed(text) {
-                            events.push(Event::CallWritten {
-                                tool: CallStream::tool(&call).unwrap_or_default().to_string(),
-                                arguments: call.get("arguments").cloned().unwrap_or_default(),
-                            });
-                            let at = started.elapsed();
-                            events.extend(early.offer(catalogue, &call, most_early, deadline, at));
-                        }
-                        for e in &events {
-                            observers.iter_mut().for_each(|o| o.event(e));
-                        }
-                        match stop.is_stopped() {
-                            true => std::ops::ControlFlow::Break(()),
-                            false => std::ops::ControlFlow::Continue(()),
-                        }
-                    };
-                    let asked = Instant::now();
-                    let replied =
-                        watched_chat(&mut self.backend, &request, deadline, &self.checks, sink);
-                    waited.model += asked.elapsed();
-                    match replied {
-                        // A reply cut by the stop button is not read: repaired, half an
-                        // answer would pass for the answer.
-                        Ok(_) | Err(_) if self.stop.is_stopped() => engine.cancelled(),
-                        Ok((reply, found)) => {
-                            if let Some(l) = found {
-                                self.emit(&Event::from(l.acted(reply.text.len())));
-                            }
-                            engine.model_replied(&reply);
-                            self.flush(&mut engine);
-                            self.settle_answer(&engine, &shown);
-                        }
-                        Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
-                        Err(e) => {
-                            self.flush(&mut engine);
-                            for e in early.let_go(true) {
-                                self.emit(&e);
-                            }
-                            let error = OrchestratorError::backend(e, engine.steps().to_vec());
-                            self.emit(&Event::Failed {
-                                error: error.to_string(),
-                            });
-                            return Err(error);
-                        }
-                    }
+                Step::CallModel | Step::AskAside if deadline.is_expired() => {
+                    engine.timed_out(run.limit)
                 }
-                Step::AskAside if deadline.is_expired() => engine.timed_out(limit),
-                Step::AskAside => {
-                    // The engine asks aside only with a question waiting; were none, it
-                    // goes on as with a question unanswered rather than asking again.
-                    let Some(aside) = engine.aside().cloned() else {
-                        engine.aside_replied(None);
-                        continue;
-                    };
-                    let options = GenOptions {
-                        num_predict: Some(aside.num_predict),
-                        top_logprobs: Some(aside.top_logprobs),
-                        temperature: Some(0.0),
-                        aside: true,
-                        stop_once: Some(crate::backend::StopOnce(aside.stop_once)),
-                        ..self.options.clone()
-                    };
-                    let request = ChatRequest {
-                        messages: &aside.messages,
-                        schema: Some(&aside.schema),
-                        options: &options,
-                    };
-                    let asked = Instant::now();
-                    let replied = self.backend.chat(&request, deadline, &mut keep_going);
-                    waited.model += asked.elapsed();
-                    match replied {
-                        _ if self.stop.is_stopped() => engine.cancelled(),
-                        Ok(reply) => engine.aside_replied(Some(&reply)),
-                        Err(BackendError::Timeout { .. }) => engine.timed_out(limit),
-                        Err(e) => {
-                            let message = format!(
-                                "{}'s question aside got no answer ({e}); {}",
-                                aside.check, aside.unanswered
-                            );
-                            self.emit(&Event::Warning { message });
-                            engine.aside_replied(None);
-                        }
-                    }
-                }
-                Step::CallTool { tool, arguments } if self.hand_back => {
-                    engine.hand_back(vec![(tool, arguments)]);
-                }
-                Step::CallTools { calls } if self.hand_back => engine.hand_back(calls),
+                Step::CallModel => self.ask_model(&mut engine, &mut run)?,
+                Step::AskAside => self.ask_aside(&mut engine, &mut run),
                 // One call is a list of one here: it may have been started early too.
-                Step::CallTool { tool, arguments } => self.call_tools(
-                    vec![(tool, arguments)],
-                    &mut engine,
-                    (&mut early, &mut waited),
-                    deadline,
-                    started,
-                ),
-                Step::CallTools { calls } => self.call_tools(
-                    calls,
-                    &mut engine,
-                    (&mut early, &mut waited),
-                    deadline,
-                    started,
-                ),
+                Step::CallTool { tool, arguments } => {
+                    self.call_tools(vec![(tool, arguments)], &mut engine, &mut run)
+                }
+                Step::CallTools { calls } => self.call_tools(calls, &mut engine, &mut run),
                 Step::AskUser {
                     question,
                     missing_params,
-                } => {
-                    let asked = Instant::now();
-                    let answer = self
-                        .clarify
-                        .as_mut()
-                        .and_then(|h| h.ask(&question, &missing_params))
-                        .filter(|a| !a.trim().is_empty());
-                    waited.person += asked.elapsed();
-                    match self.stop.is_stopped() {
-                        true => engine.cancelled(),
-                        false => engine.user_answered(answer),
-                    }
-                }
+                } => self.ask_person(&mut engine, &mut run, &question, &missing_params),
             }
         }
-        for e in early.let_go(true) {
+        for e in run.early.let_go(true) {
             self.emit(&e);
         }
-        Ok(self.finish(engine, started, &waited))
+        Ok(self.finish(engine, started, &run.waited))
     }
 
-    /// Runs a turn's calls side by side, taking those already started early.
+    /// The model's turn: the request built from the engine's history and schema, the
+    /// reply streamed (its calls started early, its answer shown as it comes), and the
+    /// reply fed back. A server that fails ends the run with its error.
+    fn ask_model(&mut self, engine: &mut Engine, run: &mut Run) -> Result<(), OrchestratorError> {
+        // A turn asked again for more: the calls it made stand, so those of
+        // tools that only read go off now, not once the reply streams them.
+        for (tool, arguments) in engine.calls_standing() {
+            let at = run.started.elapsed();
+            let call = (tool.as_str(), arguments);
+            if let Some(e) =
+                run.early
+                    .start(&self.catalogue, call, run.most_early, run.deadline, at)
+            {
+                self.emit(&e);
+            }
+        }
+        // More room after a call was cut at the token limit.
+        let options = GenOptions {
+            num_predict: engine.num_predict().or(self.options.num_predict),
+            prefill: engine.prefill(),
+            answer_end: engine.schema().answer_end(),
+            ..self.options.clone()
+        };
+        let request = ChatRequest {
+            messages: engine.messages(),
+            schema: Some(engine.schema().as_value()),
+            options: &options,
+        };
+        let observers = &mut self.observers;
+        let mut answer = match self.checks.judges_answers() {
+            true => AnswerStream::holding_example(),
+            false => AnswerStream::default(),
+        };
+        let mut written = CallStream::default();
+        let mut shown = String::new();
+        let stream_answer = !self.guardrails.may_block_output();
+        let stop = &self.stop;
+        let catalogue = &self.catalogue;
+        let sink = |text: &str| {
+            let mut events = vec![Event::ModelText {
+                text: text.to_string(),
+            }];
+            let piece = answer.feed(text);
+            if stream_answer && !piece.is_empty() {
+                shown.push_str(&piece);
+                events.push(Event::AnswerText { text: piece });
+            }
+            for call in written.feed(text) {
+                events.push(Event::CallWritten {
+                    tool: CallStream::tool(&call).unwrap_or_default().to_string(),
+                    arguments: call.get("arguments").cloned().unwrap_or_default(),
+                });
+                let at = run.started.elapsed();
+                events.extend(
+                    run.early
+                        .offer(catalogue, &call, run.most_early, run.deadline, at),
+                );
+            }
+            for e in &events {
+                observers.iter_mut().for_each(|o| o.event(e));
+            }
+            match stop.is_stopped() {
+                true => std::ops::ControlFlow::Break(()),
+                false => std::ops::ControlFlow::Continue(()),
+            }
+        };
+        let asked = Instant::now();
+        let replied = watched_chat(
+            &mut self.backend,
+            &request,
+            run.deadline,
+            &self.checks,
+            sink,
+        );
+        run.waited.model += asked.elapsed();
+        match replied {
+            // A reply cut by the stop button is not read: repaired, half an
+            // answer would pass for the answer.
+            Ok(_) | Err(_) if self.stop.is_stopped() => engine.cancelled(),
+            Ok((reply, found)) => {
+                if let Some(l) = found {
+                    self.emit(&Event::from(l.acted(reply.text.len())));
+                }
+                engine.model_replied(&reply);
+                self.flush(engine);
+                self.settle_answer(engine, &shown);
+            }
+            Err(BackendError::Timeout { .. }) => engine.timed_out(run.limit),
+            Err(e) => {
+                self.flush(engine);
+                for e in run.early.let_go(true) {
+                    self.emit(&e);
+                }
+                let error = OrchestratorError::backend(e, engine.steps().to_vec());
+                self.emit(&Event::Failed {
+                    error: error.to_string(),
+                });
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// A check's question aside: asked constrained to its schema with log-probabilities,
+    /// its reply fed back; a server that fails leaves the question unanswered.
+    fn ask_aside(&mut self, engine: &mut Engine, run: &mut Run) {
+        // The engine asks aside only with a question waiting; were none, it
+        // goes on as with a question unanswered rather than asking again.
+        let Some(aside) = engine.aside().cloned() else {
+            engine.aside_replied(None);
+            return;
+        };
+        let options = GenOptions {
+            num_predict: Some(aside.num_predict),
+            top_logprobs: Some(aside.top_logprobs),
+            temperature: Some(0.0),
+            aside: true,
+            stop_once: Some(crate::backend::StopOnce(aside.stop_once)),
+            ..self.options.clone()
+        };
+        let request = ChatRequest {
+            messages: &aside.messages,
+            schema: Some(&aside.schema),
+            options: &options,
+        };
+        let asked = Instant::now();
+        let replied = self.backend.chat(&request, run.deadline, &mut keep_going);
+        run.waited.model += asked.elapsed();
+        match replied {
+            _ if self.stop.is_stopped() => engine.cancelled(),
+            Ok(reply) => engine.aside_replied(Some(&reply)),
+            Err(BackendError::Timeout { .. }) => engine.timed_out(run.limit),
+            Err(e) => {
+                let message = format!(
+                    "{}'s question aside got no answer ({e}); {}",
+                    aside.check, aside.unanswered
+                );
+                self.emit(&Event::Warning { message });
+                engine.aside_replied(None);
+            }
+        }
+    }
+
+    /// The model's question to the person, and the answer fed back.
+    fn ask_person(
+        &mut self,
+        engine: &mut Engine,
+        run: &mut Run,
+        question: &str,
+        missing_params: &[String],
+    ) {
+        let asked = Instant::now();
+        let answer = self
+            .clarify
+            .as_mut()
+            .and_then(|h| h.ask(question, missing_params))
+            .filter(|a| !a.trim().is_empty());
+        run.waited.person += asked.elapsed();
+        match self.stop.is_stopped() {
+            true => engine.cancelled(),
+            false => engine.user_answered(answer),
+        }
+    }
+
+    /// Runs a turn's calls side by side, taking those already started early; or hands
+    /// them back to a caller that runs its own tools.
     fn call_tools(
         &mut self,
         calls: Vec<(String, serde_json::Map<String, serde_json::Value>)>,
         engine: &mut Engine,
-        (early, waited): (&mut EarlyCalls, &mut Waited),
-        deadline: Deadline,
-        started: Instant,
+        run: &mut Run,
     ) {
+        if self.hand_back {
+            return engine.hand_back(calls);
+        }
+        let (early, waited, deadline) = (&mut run.early, &mut run.waited, run.deadline);
         let called = Instant::now();
         let (taken, sent) = early.take(&calls);
         for e in early.let_go(false) {
             self.emit(&e);
         }
         // A call taken from early on went off when it was started.
-        let now = started.elapsed();
+        let now = run.started.elapsed();
         waited
             .first_call
             .get_or_insert(sent.map_or(now, |s| s.min(now)));
@@ -388,7 +409,7 @@ impl Orchestrator {
         // long it took and why it failed.
         engine.tools_returned(results);
         if deadline.is_expired() {
-            engine.timed_out(deadline.span().unwrap_or(self.config.timeout));
+            engine.timed_out(run.limit);
         }
         // The results are shown before the next step is chosen, so an observer that
         // stops the run on them (the eval's) stops it before another request is sent.
@@ -566,6 +587,19 @@ impl Orchestrator {
             approvals: std::mem::take(&mut self.approved),
         }
     }
+}
+
+/// The driver's own record of the run under way, beside the engine's: its clock, what it
+/// waited for, and the calls started while a reply was still streaming.
+struct Run {
+    deadline: Deadline,
+    started: Instant,
+    /// The run's whole span, which an ending for want of time names.
+    limit: Duration,
+    waited: Waited,
+    early: EarlyCalls,
+    /// How many calls of a reply may start before it ends (0: none).
+    most_early: usize,
 }
 
 /// The wall time a run spent waiting for others: the model, the tools, the person.
