@@ -14,10 +14,13 @@
 //! 3. on each call, in the order of the calls: `more-calls` and `numbers-left` hold back
 //!    a call the asking added on a value nobody gave; `invented-required` (off by
 //!    default) turns a call into a question for a required value nobody gave;
+//!    `unsure-optional` (off by default) leaves out an optional value the model hesitated
+//!    over and the request does not hold;
 //! 4. on a final answer: `example-copy` (an answer that writes the prompt's example).
 //!
 //! No check changes a value the model wrote: a check lets a call through as written,
-//! declines it, holds it back, or asks the model again or the person.
+//! declines it, holds it back, or asks the model again or the person. The one exception,
+//! leaving an optional value out, is an unsafe fix and off by default.
 //!
 //! Pure: imports no backend, tool or run; only `turn/` and the leaf modules.
 
@@ -35,6 +38,7 @@ pub(crate) mod numbers_left;
 pub(crate) mod support;
 pub(crate) mod tool_fit;
 pub(crate) mod tool_probability;
+pub(crate) mod unsure_optional;
 pub(crate) mod words;
 
 #[cfg(test)]
@@ -86,6 +90,8 @@ pub enum Effect {
     Asks,
     /// Asks the model again for one call more.
     AsksForMore,
+    /// Leaves values out of the call.
+    LeavesOut,
 }
 
 impl std::fmt::Display for Effect {
@@ -95,6 +101,7 @@ impl std::fmt::Display for Effect {
             Effect::Declines => "declines the call",
             Effect::Asks => "asks the person",
             Effect::AsksForMore => "asks the model for one call more",
+            Effect::LeavesOut => "leaves values out of the call",
         })
     }
 }
@@ -150,6 +157,13 @@ pub enum CheckAction {
     },
     /// The final answer is refused; the model is asked again.
     RefuseAnswer,
+    /// The call is made without these optional arguments: the tool's defaults stand.
+    LeaveOut {
+        /// The tool.
+        tool: String,
+        /// The arguments left out.
+        arguments: Vec<String>,
+    },
 }
 
 impl CheckAction {
@@ -178,6 +192,12 @@ impl CheckAction {
             CheckAction::Hold { tool, .. } => format!("{check}: {tool} not run: {why}"),
             CheckAction::AskPerson { tool, .. } => {
                 format!("{check}: {tool}: {why}; asking for it instead of calling")
+            }
+            CheckAction::LeaveOut { tool, arguments } => {
+                format!(
+                    "{check}: {tool}: {why}; called without {}",
+                    arguments.join(", ")
+                )
             }
             CheckAction::RefuseAnswer => {
                 format!("{check}: the answer was refused: {why}; asked again without the example")
@@ -489,6 +509,19 @@ pub(crate) enum Finding {
         /// What the model is told in place of its result.
         told: String,
     },
+    /// A call is made without some of its optional arguments.
+    LeftOut {
+        /// The check that left them out.
+        check: &'static str,
+        /// The tool.
+        tool: String,
+        /// Its place among the turn's calls.
+        index: usize,
+        /// The arguments left out.
+        arguments: Vec<String>,
+        /// Why, with the figures.
+        why: String,
+    },
 }
 
 /// What the engine does with a turn after the checks.
@@ -587,6 +620,7 @@ pub(crate) static ALL: &[&dyn Check] = &[
     &more_calls::MoreCalls,
     &numbers_left::NumbersLeft,
     &invented_required::InventedRequired,
+    &unsure_optional::UnsureOptional,
 ];
 
 /// The checks of a run: those of [`ALL`] that its [`CheckLevels`] leave on, in order.

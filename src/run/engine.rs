@@ -411,7 +411,7 @@ impl Engine {
         repaired: bool,
         answered: Option<crate::checks::Answered>,
     ) {
-        let calls: Vec<Call> = match &turn {
+        let mut calls: Vec<Call> = match &turn {
             Turn::ToolCall {
                 tool, arguments, ..
             } => vec![(tool.clone(), arguments.clone())],
@@ -429,6 +429,16 @@ impl Engine {
             match self.judge(reply, turn, repaired, &calls, asked.as_ref(), answered) {
                 Some((back, v)) => (turn, verdict) = (back, v),
                 None => return,
+            }
+            // As the checks left them: a check may have left optional values out.
+            if let Turn::ToolCall { arguments, .. } = &turn
+                && let [(_, a)] = calls.as_mut_slice()
+            {
+                a.clone_from(arguments);
+            } else if let Turn::ToolCalls { calls: made, .. } = &turn {
+                for ((_, a), c) in calls.iter_mut().zip(made) {
+                    a.clone_from(&c.arguments);
+                }
             }
         }
         self.carry_out(reply, turn, repaired, calls, verdict);

@@ -366,6 +366,17 @@ impl Finding {
                 action: CheckAction::Hold { tool, arguments },
                 why,
             }],
+            Finding::LeftOut {
+                check,
+                tool,
+                arguments,
+                why,
+                ..
+            } => vec![Event::Check {
+                check: check.to_string(),
+                action: CheckAction::LeaveOut { tool, arguments },
+                why,
+            }],
         }
     }
 }

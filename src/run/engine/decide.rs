@@ -169,6 +169,15 @@ impl Engine {
                 _ => None,
             })
             .collect();
+        let mut turn = turn;
+        for f in &findings {
+            if let Finding::LeftOut {
+                index, arguments, ..
+            } = f
+            {
+                leave_out(&mut turn, *index, arguments);
+            }
+        }
         let source = thresholds.as_ref().map(|t| t.source());
         for f in findings {
             self.events.extend(f.events(source.as_deref()));
@@ -181,6 +190,21 @@ impl Engine {
         // Once: a turn asked again is carried out as it comes back. `ctx.again` saw to it
         // that this turn was never asked again and that the schema holds one more.
         self.ask_for_more(reply, turn, repaired, calls, verdict)
+    }
+}
+
+/// The call at `index` of `turn` without `arguments`: what a check left out.
+fn leave_out(turn: &mut Turn, index: usize, arguments: &[String]) {
+    let map = match turn {
+        Turn::ToolCall { arguments, .. } if index == 0 => arguments,
+        Turn::ToolCalls { calls, .. } => match calls.get_mut(index) {
+            Some(c) => &mut c.arguments,
+            None => return,
+        },
+        _ => return,
+    };
+    for a in arguments {
+        map.remove(a);
     }
 }
 
