@@ -1213,6 +1213,11 @@ mod calibrate {
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(err.contains("nothing was saved"), "{err}");
+        // Before it started, it said how long it would take on this server.
+        assert!(
+            err.contains("toolloop: calibrating on ") && err.contains(" min at 1 at a time"),
+            "{err}"
+        );
         assert!(
             !file.exists(),
             "a run that measured nothing wrote {}",

@@ -217,6 +217,62 @@ fn run_cases(
 /// `calibrate`: the decision's thresholds measured for the model and server the flags
 /// name, written to the calibration file unless `no_save`; with `dry_run`, only what would
 /// be done.
+/// How long calibrating `cases` will take on this server, said before it starts. Two
+/// requests are timed here: one like a case's turn (the system prompt with the first
+/// case's tools, its question, a short reply) and one like a question aside (a line and
+/// a word back). A calibration makes about one turn a case and one question aside a case
+/// and a tool, and a quarter more to measure how much the answers move, shared among
+/// `jobs`. `None` when the server does not answer; the progress bar then says how long is
+/// left once a case has ended.
+fn time_estimate(config: &crate::Config, cases: &[eval::Case], jobs: usize) -> Option<String> {
+    let first = cases.first()?;
+    let mut backend = config.backend().ok()?;
+    let mut timed = |messages: &[crate::Message], num_predict: u32| {
+        let options = crate::GenOptions {
+            num_predict: Some(num_predict),
+            temperature: Some(0.0),
+            ..Default::default()
+        };
+        let request = crate::backend::ChatRequest {
+            messages,
+            schema: None,
+            options: &options,
+        };
+        let deadline = crate::Deadline::after(std::time::Duration::from_secs(120));
+        let asked = std::time::Instant::now();
+        let replied = backend.chat(&request, deadline, &mut crate::backend::keep_going);
+        replied.ok().map(|_| asked.elapsed().as_secs_f64())
+    };
+    let turn = timed(
+        &[
+            crate::Message::system(crate::turn::prompt::build_system_prompt(&first.tools, None)),
+            crate::Message::user(first.question.clone()),
+        ],
+        40,
+    )?;
+    let aside = timed(
+        &[crate::Message::user(format!(
+            "Request: {}\nIs a tool needed? Answer yes or no.",
+            first.question
+        ))],
+        6,
+    )?;
+    let tools: std::collections::BTreeSet<&str> = cases
+        .iter()
+        .flat_map(|c| c.tools.iter().map(|t| t.name.as_str()))
+        .collect();
+    let (turns, asides) = (cases.len() as f64, (cases.len() + tools.len()) as f64);
+    let seconds = 1.25 * (turns * turn + asides * aside) / jobs.max(1) as f64;
+    let minutes = (seconds / 60.0).ceil().max(1.0);
+    Some(format!(
+        "calibrating on {} cases, about {} model requests ({turn:.1} s a turn and {aside:.1} s \
+         a question aside here): about {minutes} min at {jobs} at a time. Ctrl-C stops it; \
+         nothing is saved until it ends",
+        cases.len(),
+        (1.25 * (turns + asides)).round()
+    ))
+}
+
 pub(super) fn run_calibrate(
     data: Option<&std::path::Path>,
     model: &ModelArgs,
@@ -283,6 +339,9 @@ pub(super) fn run_calibrate(
         constraint: eval::Constraint::Narrowed,
         config: config.clone(),
     };
+    if let Some(line) = time_estimate(&config, &cases, jobs) {
+        eprintln!("toolloop: {line}");
+    }
     let started = std::time::Instant::now();
     let results = match run_cases(&run, &cases, jobs, model.verbose) {
         Ok(r) => r,
