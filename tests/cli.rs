@@ -409,7 +409,7 @@ mod ask {
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         assert!(
             text(&out.stderr)
-                .contains("calculator: nothing new (results already shown); asking for an answer"),
+                .contains("calculator: results already shown; calling ends, asking for an answer"),
             "{}",
             text(&out.stderr)
         );

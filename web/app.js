@@ -276,8 +276,8 @@ function handle(view, run, e) {
       }
       step(view, e.allowed ? "call" : "problem", e.allowed ? "Allowed" : "Not run: needs your approval", e.line);
       break;
-    case "nothing_new":
-      step(view, "repair", "Nothing new", `${e.tools.join(", ")}: results already shown; the model is asked to answer`);
+    case "calling_ended":
+      step(view, "repair", "Calling ended", `${e.tools.join(", ")}: results already shown; the model is asked to answer`);
       break;
     case "repeat":
       step(view, "problem", "Repeated call", `${e.tool} (${e.count} times)`);

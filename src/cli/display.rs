@@ -149,7 +149,7 @@ impl Observer for Progress {
                 ));
             }
             // The loop narrowed the next turn to an answer: said, as a check's change is.
-            Event::NothingNew { .. } if !self.verbose => {
+            Event::CallingEnded { .. } if !self.verbose => {
                 let line = Trace::line(event).unwrap_or_default();
                 self.line(self.paint("2", line.trim_start_matches("[OBSERVE] ")));
             }

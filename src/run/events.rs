@@ -191,9 +191,10 @@ pub enum Event {
         /// How many times it has been repeated.
         count: u32,
     },
-    /// Every call of a turn brought a result the model was already shown (a repeat, or the
-    /// same text again): the next turn may only answer.
-    NothingNew {
+    /// The engine's own rule, whatever the checks: every call of a turn brought a result the
+    /// model was already shown (a repeat answered from memory, or the same text again), so
+    /// the calling ends and the next turn may only answer.
+    CallingEnded {
         /// The tools of the turn.
         tools: Vec<String>,
     },

@@ -276,7 +276,7 @@ impl Engine {
         self.stage = super::Stage::AfterResults;
         if nothing_new && !matches!(self.next, super::Next::AnswerOnly) {
             self.answer_only_from_now();
-            self.events.push(Event::NothingNew {
+            self.events.push(Event::CallingEnded {
                 tools: calls.iter().map(|c| c.tool.clone()).collect(),
             });
         }

@@ -211,7 +211,7 @@ fn a_repeated_call_reuses_the_result_and_the_next_turn_may_only_answer() {
     assert!(
         e.drain_events()
             .iter()
-            .any(|ev| matches!(ev, Event::NothingNew { .. }))
+            .any(|ev| matches!(ev, Event::CallingEnded { .. }))
     );
 }
 

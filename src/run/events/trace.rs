@@ -139,8 +139,8 @@ impl Trace {
             Event::Degraded { tool, reason } => {
                 format!("[OBSERVE] {tool} is unavailable: {}", short(reason))
             }
-            Event::NothingNew { tools } => format!(
-                "[OBSERVE] {}: nothing new (results already shown); asking for an answer",
+            Event::CallingEnded { tools } => format!(
+                "[OBSERVE] {}: results already shown; calling ends, asking for an answer",
                 tools.join(", ")
             ),
             Event::Clarify { question, .. } => format!("[CLARIFY] {}", short(question)),
