@@ -333,14 +333,22 @@ pub(crate) fn calls_array_end(text: &str) -> Option<usize> {
 /// turn has no such array, the reply carries no log-probabilities, or neither choice is
 /// among the alternatives reported there.
 pub fn more_share(reply: &ChatReply) -> Option<f64> {
-    let end = calls_array_end(&reply.text)?;
-    let mut at = Some(reply.given).filter(|&given| given <= end)?;
+    choice_share(reply, calls_array_end(&reply.text)?, ']')
+}
+
+/// The share of probability the model gave to writing `,` (one more item) rather than
+/// `close` at byte `pos` of its reply, where it wrote one of them, read at the token that
+/// covers `pos`. `None` when the reply carries no log-probabilities there, or neither
+/// choice is among the alternatives reported.
+pub(crate) fn choice_share(reply: &ChatReply, pos: usize, close: char) -> Option<f64> {
+    let mut at = Some(reply.given).filter(|&given| given <= pos)?;
     for t in reply.text_tokens() {
         let next = at + t.token.len();
-        if next > end {
-            // What this token wrote before the `]` (a `}` or spaces); an alternative counts
-            // when it writes the same, then `,` or `]` after any spaces.
-            let head = reply.text.get(at..end)?;
+        if next > pos {
+            // What this token wrote before `pos` (a `}`, a closing quote, spaces); an
+            // alternative counts when it writes the same, then `,` or `close` after any
+            // spaces.
+            let head = reply.text.get(at..pos)?;
             let mut p = [0.0f64; 2];
             for (tok, logprob) in &alternatives(t) {
                 let Some(rest) = tok.strip_prefix(head) else {
@@ -348,7 +356,7 @@ pub fn more_share(reply: &ChatReply) -> Option<f64> {
                 };
                 match rest.trim_start().chars().next() {
                     Some(',') => p[1] += logprob.exp(),
-                    Some(']') => p[0] += logprob.exp(),
+                    Some(c) if c == close => p[0] += logprob.exp(),
                     _ => {}
                 }
             }

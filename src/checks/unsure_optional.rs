@@ -106,35 +106,7 @@ pub(crate) fn key_share(
     arguments: &Map<String, Value>,
     key: &str,
 ) -> Option<f64> {
-    let comma = comma_before(&reply.text, arguments, key)?;
-    let mut at = Some(reply.given).filter(|&given| given <= comma)?;
-    for t in reply.text_tokens() {
-        let next = at + t.token.len();
-        if next > comma {
-            // What this token wrote before the `,` (a closing quote, spaces); an
-            // alternative counts when it writes the same, then `,` or `}`.
-            let head = reply.text.get(at..comma)?;
-            let mut p = [0.0f64; 2];
-            let mut seen = t.top.clone();
-            if !seen.iter().any(|(tok, _)| *tok == t.token) {
-                seen.push((t.token.clone(), t.logprob));
-            }
-            for (tok, logprob) in &seen {
-                let Some(rest) = tok.strip_prefix(head) else {
-                    continue;
-                };
-                match rest.trim_start().chars().next() {
-                    Some(',') => p[1] += logprob.exp(),
-                    Some('}') => p[0] += logprob.exp(),
-                    _ => {}
-                }
-            }
-            let total = p[0] + p[1];
-            return (total > 0.0).then(|| p[1] / total);
-        }
-        at = next;
-    }
-    None
+    super::tool_probability::choice_share(reply, comma_before(&reply.text, arguments, key)?, '}')
 }
 
 /// Where, in `text`, the `,` before `key` is written inside the object of `"arguments"`,

@@ -40,6 +40,20 @@ use crate::turn::Turn;
 use crate::turn::repair::Fix;
 use crate::turn::schema::{CallSchema, Rejection};
 
+/// The calls of `turn`, each its tool and arguments (none for an answer or a question).
+fn calls_of(turn: &Turn) -> Vec<Call> {
+    match turn {
+        Turn::ToolCall {
+            tool, arguments, ..
+        } => vec![(tool.clone(), arguments.clone())],
+        Turn::ToolCalls { calls, .. } => calls
+            .iter()
+            .map(|c| (c.tool.clone(), c.arguments.clone()))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// What the caller should do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
@@ -411,17 +425,11 @@ impl Engine {
         repaired: bool,
         answered: Option<crate::checks::Answered>,
     ) {
-        let mut calls: Vec<Call> = match &turn {
-            Turn::ToolCall {
-                tool, arguments, ..
-            } => vec![(tool.clone(), arguments.clone())],
-            Turn::ToolCalls { calls, .. } => calls
-                .iter()
-                .map(|c| (c.tool.clone(), c.arguments.clone()))
-                .collect(),
-            _ if self.refuse_answer(&turn) => return,
-            _ => Vec::new(),
-        };
+        let answer = !matches!(turn, Turn::ToolCall { .. } | Turn::ToolCalls { .. });
+        if answer && self.refuse_answer(&turn) {
+            return;
+        }
+        let mut calls = calls_of(&turn);
         let mut verdict = Verdict::Go;
         // A turn asked for again is judged against the one it extends, once.
         let asked = self.take_asked_again();
@@ -431,15 +439,7 @@ impl Engine {
                 None => return,
             }
             // As the checks left them: a check may have left optional values out.
-            if let Turn::ToolCall { arguments, .. } = &turn
-                && let [(_, a)] = calls.as_mut_slice()
-            {
-                a.clone_from(arguments);
-            } else if let Turn::ToolCalls { calls: made, .. } = &turn {
-                for ((_, a), c) in calls.iter_mut().zip(made) {
-                    a.clone_from(&c.arguments);
-                }
-            }
+            calls = calls_of(&turn);
         }
         self.carry_out(reply, turn, repaired, calls, verdict);
     }
