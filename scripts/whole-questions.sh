@@ -13,6 +13,10 @@
 # The turns over are put down to what made them: a turn of calls declined, a turn asked
 # again for more calls, or a needless call let through and answered after; run with
 # `--check all=off` to see how many over the model makes alone.
+# A case with `lang` (tests/data/whole/languages.jsonl) also has its answer's language
+# judged: kana for Japanese, Han without kana for Chinese, else `langid` (pip install
+# langid) among English and the set's languages; an answer with no letters (a number
+# alone) is left out of that count.
 # Cases are split by the number that ends their id (even: tuning, odd: validation), the
 # rule `toolloop eval` uses, fixed before any result was read.
 #
@@ -70,6 +74,18 @@ import json, os, sys
 data, dir = sys.argv[1], sys.argv[2]
 cases = [json.loads(l) for l in open(data) if l.strip()]
 rows = {"tuning": [], "validation": []}
+langs = sorted({c["lang"] for c in cases if c.get("lang")})
+def answer_language(text):
+    import re
+    if re.search(r"[\u3040-\u30ff]", text):
+        return "ja"
+    if re.search(r"[\u4e00-\u9fff]", text):
+        return "zh"
+    if not re.search(r"[^\W\d_]", text):
+        return None
+    import langid
+    langid.set_languages(["en"] + [l for l in langs if l not in ("ja", "zh")])
+    return langid.classify(text)[0]
 for c in cases:
     half = "tuning" if int(c["id"].rsplit("_", 1)[1]) % 2 == 0 else "validation"
     path = os.path.join(dir, c["id"] + ".json")
@@ -99,7 +115,10 @@ for c in cases:
     # needless call let through, then answered.
     over_declined = min(over, declined)
     over_asked = min(over - over_declined, asked)
-    rows[half].append(dict(id=c["id"], right=right, within=within, turns=turns,
+    lang = None
+    if c.get("lang") and r.get("answer"):
+        lang = answer_language(r["answer"])
+    rows[half].append(dict(id=c["id"], right=right, lang=c.get("lang"), said=lang, within=within, turns=turns,
                            over=over, over_declined=over_declined, over_asked=over_asked,
                            used=used,
                            requests=budget.get("model_requests", 0),
@@ -115,15 +134,16 @@ def reply(c):
 if all(reply(c).get("stop_reason", "error") == "error" for c in cases):
     first = reply(cases[0]).get("error", f"see {dir}/*.log")
     sys.exit(f"no question got a reply from the model: {first}")
-print(f"| half | right | right within rounds+1 turns | turns over (declined / asked again / let through) | requests/case (fit questions too) | generated tokens/case | s/case |")
-print("|---|---|---|---|---|---|---|")
+print(f"| half | right | right within rounds+1 turns | turns over (declined / asked again / let through) | requests/case (fit questions too) | generated tokens/case | s/case |" + (" answers in the question's language (of those with words) |" if langs else ""))
+print("|---|---|---|---|---|---|---|" + ("---|" if langs else ""))
 for half, rs in rows.items():
     n = max(len(rs), 1)
     over = sum(r['over'] for r in rs)
     d, a = sum(r['over_declined'] for r in rs), sum(r['over_asked'] for r in rs)
     print(f"| {half} | {sum(r['right'] for r in rs)}/{len(rs)} | {sum(r['within'] for r in rs)}/{len(rs)} | "
           f"{over} ({d} / {a} / {over - d - a}) | {sum(r['requests'] for r in rs)/n:.2f} | "
-          f"{sum(r['tokens'] for r in rs)/n:.0f} | {sum(r['secs'] for r in rs)/n:.1f} |")
+          f"{sum(r['tokens'] for r in rs)/n:.0f} | {sum(r['secs'] for r in rs)/n:.1f} |"
+          + (f" {sum(r['said'] == r['lang'] for r in rs)}/{sum(r['said'] is not None for r in rs)} |" if langs else ""))
 with open(os.path.join(dir, "summary.jsonl"), "w") as f:
     for half, rs in rows.items():
         for r in rs:

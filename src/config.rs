@@ -134,6 +134,48 @@ pub struct Config {
     /// tool ([`crate::Permissions`]). A call of a tool that is not read-only runs only
     /// when these or the run's approver allow it.
     pub permissions: crate::Permissions,
+    /// The language the answer is asked for in, after the tools' results (default: the
+    /// question's own, where it is surely not English).
+    pub answer_language: AnswerLanguage,
+}
+
+/// The language the final answer is asked for in. Tool results and toolloop's own lines
+/// are in English, and a small model answers in the language it read last unless the
+/// line after the results names the question's language.
+///
+/// ```
+/// use toolloop::{AnswerLanguage, Config};
+///
+/// let config = Config { answer_language: AnswerLanguage::Named("Dutch".into()), ..Config::default() };
+/// assert_eq!(config.answer_language.for_question("Wie spät ist es?"), Some(("Dutch".to_string(), false)));
+/// assert_eq!(AnswerLanguage::Auto.for_question("¿Cuál es la capital de Alemania?"), Some(("Spanish".to_string(), true)));
+/// assert_eq!(AnswerLanguage::Auto.for_question("What is the capital of Germany?"), None);
+/// assert_eq!(AnswerLanguage::Off.for_question("¿Cuál es la capital de Alemania?"), None);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AnswerLanguage {
+    /// The question's language, where it is surely one other than English (default);
+    /// otherwise nothing is said.
+    #[default]
+    Auto,
+    /// Nothing said: the model answers in whatever language it picks.
+    Off,
+    /// This language, named as a person would in English ("German").
+    Named(String),
+}
+
+impl AnswerLanguage {
+    /// The language the answer to `question` is asked for in, and whether it was read off
+    /// the question (`true`) rather than given; `None`: nothing is said.
+    pub fn for_question(&self, question: &str) -> Option<(String, bool)> {
+        match self {
+            AnswerLanguage::Auto => {
+                crate::turn::language::of_question(question).map(|l| (l.to_string(), true))
+            }
+            AnswerLanguage::Off => None,
+            AnswerLanguage::Named(name) => Some((name.clone(), false)),
+        }
+    }
 }
 
 impl Default for Config {
@@ -188,6 +230,7 @@ impl Default for Config {
             result_cap: 4000,
             early_calls: true,
             permissions: crate::Permissions::default(),
+            answer_language: AnswerLanguage::Auto,
         }
     }
 }

@@ -323,6 +323,45 @@ fn tools_are_called_only_for_questions_that_need_one() {
     }
 }
 
+/// Asked about the weather in five languages, the model answers in each: the tool's
+/// result is English JSON, and the line after it names the question's language
+/// (`AnswerLanguage::Auto`). Without that line, 1 answer in 21 came in the question's
+/// language (`scripts/whole-questions.sh` on `tests/data/whole/languages.jsonl`).
+#[test]
+#[ignore = "needs a llama-server: see the module docs"]
+fn the_answer_comes_in_the_questions_language() {
+    let _turn = one_at_a_time();
+    let questions = [
+        ("Wie ist das Wetter gerade in Paris?", "German"),
+        ("Est-ce qu'il y a du vent à New York ?", "French"),
+        ("¿Llueve ahora en Paris?", "Spanish"),
+        ("東京の天気はどうですか？", "Japanese"),
+        ("巴黎现在天气怎么样？", "Chinese"),
+    ];
+    let mut in_language = Vec::new();
+    for (question, language) in questions {
+        let (out, events) = run_traced(question);
+        assert!(
+            events.iter().any(|e| matches!(e, toolloop::Event::AnswerLanguage { language: l, detected: true } if l == language)),
+            "{question}: the answer was not asked for in {language}"
+        );
+        let answer = out.answer().unwrap_or_default().to_string();
+        // Judged by the same reading of a text's language the question had.
+        let said = toolloop::AnswerLanguage::Auto
+            .for_question(&answer)
+            .map(|(l, _)| l);
+        if said.as_deref() == Some(language) {
+            in_language.push(question);
+        } else {
+            eprintln!("{question}: answered {answer:?}, read as {said:?}");
+        }
+    }
+    assert!(
+        in_language.len() >= 4,
+        "only {in_language:?} answered in their language"
+    );
+}
+
 /// A tool's leaning (the fit question with no request) is asked by the first `toolloop
 /// ask` that questions a call to it, and read from the leanings file by the next: two
 /// processes asking the same questions make the same decisions, the second with one

@@ -276,6 +276,9 @@ function handle(view, run, e) {
       }
       step(view, e.allowed ? "call" : "problem", e.allowed ? "Allowed" : "Not run: needs your approval", e.line);
       break;
+    case "answer_language":
+      step(view, "repair", "Answer language", `asked for in ${e.language}${e.detected ? ", the question's language" : ""}`);
+      break;
     case "calling_ended":
       step(view, "repair", "Calling ended", `${e.tools.join(", ")}: results already shown; the model is asked to answer`);
       break;

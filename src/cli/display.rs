@@ -148,6 +148,11 @@ impl Observer for Progress {
                     &format!("[Unavailable: {tool}] {}", short(reason, 200)),
                 ));
             }
+            // A line toolloop adds to what the model reads: said, -v or not.
+            Event::AnswerLanguage { .. } if !self.verbose => {
+                let line = Trace::line(event).unwrap_or_default();
+                self.line(self.paint("2", &line.replace("[ANSWER] ", "[Answer] ")));
+            }
             // The loop narrowed the next turn to an answer: said, as a check's change is.
             Event::CallingEnded { .. } if !self.verbose => {
                 let line = Trace::line(event).unwrap_or_default();

@@ -283,6 +283,11 @@ pub struct ModelArgs {
     /// first, then the kind).
     #[arg(long, value_enum, default_value = "probability")]
     pub decide: DecideArg,
+    /// The language the answer is asked for in after the tools' results: auto (the
+    /// question's own, where it is surely not English), off (the model's choice), or a
+    /// language named in English (German).
+    #[arg(long, value_name = "auto|off|LANGUAGE", default_value = "auto", value_parser = parse_answer_language)]
+    pub answer_language: crate::AnswerLanguage,
     /// Turn a check on or off: NAME=on|off, NAME being one that `toolloop checks` lists,
     /// or `all`. Repeatable; later ones win.
     #[arg(long = "check", value_name = "NAME=on|off", value_parser = parse_check)]
@@ -305,6 +310,24 @@ pub struct ModelArgs {
     /// whole turn, as tools that change things always do.
     #[arg(long)]
     pub no_early_calls: bool,
+}
+
+/// `--answer-language`: a name of letters, so that the line naming it is told apart from
+/// a tool's data (`crate::message::own_lines`).
+fn parse_answer_language(s: &str) -> Result<crate::AnswerLanguage, String> {
+    match s {
+        "auto" => Ok(crate::AnswerLanguage::Auto),
+        "off" => Ok(crate::AnswerLanguage::Off),
+        name if !name.is_empty()
+            && name.chars().count() <= 40
+            && name
+                .chars()
+                .all(|c| c.is_alphabetic() || c == ' ' || c == '-') =>
+        {
+            Ok(crate::AnswerLanguage::Named(name.to_string()))
+        }
+        _ => Err("auto, off, or a language named in English in letters (German)".into()),
+    }
 }
 
 /// `--decide`.

@@ -185,6 +185,9 @@ pub struct Engine {
     shown: BTreeSet<String>,
     /// Before or after the first results.
     stage: Stage,
+    /// The language the answer is asked for in after results, and whether it was read
+    /// off the question ([`crate::AnswerLanguage`]).
+    answer_in: Option<(String, bool)>,
 }
 
 /// Where the run is in its calling: the schema of its turns follows.
@@ -257,6 +260,7 @@ impl Engine {
     ) -> Self {
         let run_start = history.len();
         history.push(Message::user(query));
+        let answer_in = config.answer_language.for_question(query);
         Engine {
             guard: ContextGuard::new(config.options.num_ctx),
             checks: Checks::new(&config.checks),
@@ -280,7 +284,14 @@ impl Engine {
             budget: Budget::default(),
             shown: BTreeSet::new(),
             stage: Stage::First,
+            answer_in,
         }
+    }
+
+    /// The language the answer is asked for in after results, and whether it was read
+    /// off the question: said once as the run starts ([`Event::AnswerLanguage`]).
+    pub fn answer_language(&self) -> Option<&(String, bool)> {
+        self.answer_in.as_ref()
     }
 
     /// What to do now.

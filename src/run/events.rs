@@ -33,6 +33,14 @@ pub enum Event {
         /// The tool names.
         tools: Vec<String>,
     },
+    /// The answer will be asked for in this language, after the tools' results
+    /// ([`crate::AnswerLanguage`]).
+    AnswerLanguage {
+        /// The language, named in English.
+        language: String,
+        /// Read off the question, rather than given by the person.
+        detected: bool,
+    },
     /// A request goes to the model.
     ModelRequest {
         /// The iteration (1-based).

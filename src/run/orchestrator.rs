@@ -165,6 +165,12 @@ impl Orchestrator {
             model: self.backend.describe(),
             tools: self.catalogue.names(),
         });
+        if let Some((language, detected)) = engine.answer_language() {
+            self.emit(&Event::AnswerLanguage {
+                language: language.clone(),
+                detected: *detected,
+            });
+        }
         match self.guardrails.check_input(query) {
             Verdict::Pass => {}
             Verdict::Warn(w) => self.emit(&Event::Warning { message: w }),

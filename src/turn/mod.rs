@@ -6,6 +6,7 @@
 
 pub mod answer_stream;
 pub(crate) mod call_stream;
+pub(crate) mod language;
 mod placeholder;
 pub mod prompt;
 pub mod repair;

@@ -301,6 +301,9 @@ impl Engine {
             let mut text = feedback::call_result(i + 1, n, &call.tool, &observation);
             if i + 1 == n && all_ok {
                 text.push_str(feedback::AFTER_RESULTS);
+                if let Some((language, detected)) = &self.answer_in {
+                    text.push_str(&crate::message::answer_in(language, *detected));
+                }
             }
             self.history.push(Message::tool(&call.tool, text));
         }

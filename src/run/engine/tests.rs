@@ -114,6 +114,41 @@ fn call_then_answer() {
     assert_eq!(e.steps()[0].ms, 3);
 }
 
+/// A question in another language has its answer asked for in it, after the results;
+/// `--answer-language off` leaves the line out.
+#[test]
+fn the_answer_is_asked_for_in_the_questions_language() {
+    let after = |language: crate::AnswerLanguage| {
+        let config = Config {
+            answer_language: language,
+            ..Config::default()
+        };
+        let question = "Ich kaufe 3 Bücher zu je 14.50 Euro. Was zahle ich insgesamt?";
+        let mut e = Engine::new(vec![Message::system("sys")], question, vec![calc()], config);
+        e.next_step();
+        e.model_replied(&reply(CALL));
+        e.next_step();
+        e.tool_returned(Ok(ToolResult::ok("43.5")), Duration::ZERO);
+        e.next_step();
+        (
+            e.answer_language().cloned(),
+            e.messages().last().unwrap().content.clone(),
+        )
+    };
+    let (named, text) = after(crate::AnswerLanguage::Auto);
+    assert_eq!(named, Some(("German".to_string(), true)));
+    assert_eq!(
+        text,
+        format!(
+            "43.5{}\nWrite the answer in German, the language of the question.",
+            crate::run::feedback::AFTER_RESULTS
+        )
+    );
+    let (named, text) = after(crate::AnswerLanguage::Off);
+    assert_eq!(named, None);
+    assert_eq!(text, format!("43.5{}", crate::run::feedback::AFTER_RESULTS));
+}
+
 #[test]
 fn invalid_replies_are_fed_back_then_give_up() {
     let mut e = engine(10);

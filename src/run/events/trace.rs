@@ -36,6 +36,13 @@ impl Trace {
     pub fn line(event: &Event) -> Option<String> {
         let short = |s: &str| crate::http::shorten(&s.replace('\n', " "), 200);
         Some(match event {
+            Event::AnswerLanguage { language, detected } => match detected {
+                true => format!(
+                    "[ANSWER] asked for in {language}, the question's language \
+                     (--answer-language off leaves it to the model)"
+                ),
+                false => format!("[ANSWER] asked for in {language}"),
+            },
             Event::ModelRequest {
                 iteration,
                 messages,
