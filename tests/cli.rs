@@ -1108,6 +1108,35 @@ mod checks {
         );
     }
 
+    /// A Gemma model runs without the two askings that gained it nothing, and the run says
+    /// so as it starts under -v; a check named outright is as named, and other models keep them.
+    #[test]
+    fn a_gemma_model_has_its_own_defaults_and_is_told_so() {
+        let down = ["--ollama-host", "http://127.0.0.1:9", "--timeout", "2"];
+        let ask = |extra: &[&str]| {
+            let mut args = vec!["ask", "hi", "--builtin", "-v"];
+            args.extend_from_slice(&down);
+            args.extend_from_slice(extra);
+            text(&toolloop(&args, b"").stderr)
+        };
+        let err = ask(&["--model", "gemma3:270m"]);
+        assert!(
+            err.contains(
+                "note: more-calls, numbers-left off by default for gemma models (measured there: \
+                 more requests, no right call gained); --check more-calls=on --check numbers-left=on \
+                 turns them on"
+            ),
+            "{err}"
+        );
+        let err = ask(&["--model", "gemma3:270m", "--check", "more-calls=on"]);
+        assert!(
+            err.contains("note: numbers-left off by default for gemma"),
+            "{err}"
+        );
+        let err = ask(&["--model", "qwen2.5-coder:0.5b"]);
+        assert!(!err.contains("off by default"), "{err}");
+    }
+
     #[test]
     fn an_unknown_check_is_a_usage_error_that_names_the_checks() {
         let out = toolloop(&["ask", "hi", "--check", "tool-fitt=off"], b"");
@@ -1361,7 +1390,12 @@ fn doctor_says_what_is_ready_and_what_is_not() {
         lines[1].contains("is not calibrated") && lines[1].contains("toolloop calibrate"),
         "{said}"
     );
-    assert_eq!(lines[2], "tools: 2 (calculator, current_time)", "{said}");
+    // The default model is a Gemma: its own defaults are said.
+    assert!(
+        lines[2].starts_with("checks: more-calls, numbers-left off by default for gemma"),
+        "{said}"
+    );
+    assert_eq!(lines[3], "tools: 2 (calculator, current_time)", "{said}");
     // Nothing but the preflight reached the server: no model request.
     assert!(
         fake.requests

@@ -4,16 +4,21 @@
 
 use super::{CheckInfo, all};
 
-fn default(c: &CheckInfo) -> &'static str {
-    if c.default_on { "on" } else { "off" }
+fn default(c: &CheckInfo) -> String {
+    match (c.default_on, c.off_for) {
+        (false, _) => "off".into(),
+        (true, []) => "on".into(),
+        (true, families) => format!("on (off for {})", families.join(", ")),
+    }
 }
 
 /// Every check in a line: its name, its default and what it does.
 pub fn list() -> String {
     let width = all().map(|c| c.name.len()).max().unwrap_or(0);
+    let dwidth = all().map(|c| default(c).len()).max().unwrap_or(0);
     let mut out = String::new();
     for c in all() {
-        let d = format!("{:3}", default(c));
+        let d = format!("{:dwidth$}", default(c));
         out.push_str(&format!("{:width$}  {d}  {}\n", c.name, c.what));
     }
     out.push_str("\nSet one with --check NAME=on|off; `toolloop checks NAME` shows its doc.");

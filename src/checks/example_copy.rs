@@ -45,6 +45,7 @@ use crate::turn::prompt::{EXAMPLE_VALUE, example_in, example_numbers};
 pub static INFO: CheckInfo = CheckInfo {
     name: "example-copy",
     default_on: true,
+    off_for: &[],
     reads: Reads::Reply,
     effect: Effect::Declines,
     what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4) or a tool description's example id where the person never said it",

@@ -13,6 +13,7 @@ use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Reads, TurnContex
 pub static INFO: CheckInfo = CheckInfo {
     name: "invented-required",
     default_on: false,
+    off_for: &[],
     reads: Reads::Call,
     effect: Effect::Asks,
     what: "asks the person for a required value nobody gave instead of calling",

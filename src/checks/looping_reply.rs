@@ -36,6 +36,7 @@ use super::{Check, CheckInfo, Effect, Reads};
 pub static INFO: CheckInfo = CheckInfo {
     name: "looping-reply",
     default_on: true,
+    off_for: &[],
     reads: Reads::Stream,
     effect: Effect::Cuts,
     what: "stops a reply that repeats itself and cuts it where the loop began",

@@ -53,7 +53,7 @@ use crate::tool_spec::ToolSpec;
 pub(crate) use grounding::Evidence;
 #[cfg(test)]
 pub(crate) use grounding::invented_required;
-pub use levels::{CheckLevels, all};
+pub use levels::{CheckLevels, all, family_of};
 pub(crate) use looping_reply::{Loop, StreamWatch};
 #[cfg(test)]
 pub(crate) use more_calls::told as held_for_nobodys_value;
@@ -251,6 +251,10 @@ pub struct CheckInfo {
     pub name: &'static str,
     /// Whether it runs unless the person turns it off.
     pub default_on: bool,
+    /// Model families (read from the model's name: [`family_of`]) for which a check on by
+    /// default is off by default: measured there to cost requests and gain no right call
+    /// (`safety` says what was measured).
+    pub off_for: &'static [&'static str],
     /// What it reads.
     pub reads: Reads,
     /// What it does when it fires.
@@ -492,36 +496,36 @@ pub(crate) enum Finding {
         /// What they found.
         judgement: Judgement,
     },
-    /// A call is not run now: the model is told why beside the other calls' results.
-    Held {
-        /// The check that held it.
+    /// A check acted on one call of the turn, by name of some of its arguments: held
+    /// it back, or left some of its values out.
+    OnCall {
+        /// The check that acted.
         check: &'static str,
         /// The tool.
         tool: String,
         /// Its place among the turn's calls.
         index: usize,
-        /// What the check found in the call: the required arguments whose values
-        /// nobody gave (`more-calls`), the numbers it leaves out (`numbers-left`).
+        /// The arguments the action is about: the required ones whose values nobody gave
+        /// (`more-calls`), the numbers the call leaves out (`numbers-left`), the optional
+        /// ones left out (`unsure-optional`).
         arguments: Vec<String>,
-        /// Why it is not run, in words, after "not run: " (`nobody gave city; it waits
-        /// for the other calls' results`).
+        /// Why, in words, with the figures.
         why: String,
+        /// What is done with the call.
+        act: OnCall,
+    },
+}
+
+/// What a check does with one call ([`Finding::OnCall`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum OnCall {
+    /// Not run now: the model is told this beside the other calls' results.
+    Hold {
         /// What the model is told in place of its result.
         told: String,
     },
-    /// A call is made without some of its optional arguments.
-    LeftOut {
-        /// The check that left them out.
-        check: &'static str,
-        /// The tool.
-        tool: String,
-        /// Its place among the turn's calls.
-        index: usize,
-        /// The arguments left out.
-        arguments: Vec<String>,
-        /// Why, with the figures.
-        why: String,
-    },
+    /// Run without the arguments named.
+    LeaveOut,
 }
 
 /// What the engine does with a turn after the checks.
@@ -598,7 +602,7 @@ pub(crate) trait Check: Sync {
         false
     }
 
-    /// Judges one call: may hold it back (a [`Finding::Held`]), or return the arguments
+    /// Judges one call: may hold it back (a [`Finding::OnCall`]), or return the arguments
     /// to ask the person for instead; never changes it.
     fn judge_call(
         &self,

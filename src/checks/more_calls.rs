@@ -19,18 +19,21 @@
 //! first call's result at once, on a value of its own: the prompt example's `12.5 * 4`
 //! for a temperature not yet known.
 
-use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, Reads, TurnContext};
+use super::{
+    CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, OnCall, Reads, TurnContext,
+};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "more-calls",
     default_on: true,
+    off_for: &["gemma"],
     reads: Reads::Reply,
     effect: Effect::AsksForMore,
     what: "asks again for one call more when the model closed its list of calls while giving another some weight",
     why: "a small model often closes a list of calls after the first where the request asks for several",
     example: "\"What moves can a Pikachu learn? Also, check if Bulbasaur can learn Solar Beam\" answered with one call, p(one more) 0.0075 ≥ 0.00013: asked again for at least two",
-    safety: "It reads the model's own probability and never changes a call: the model writes at least one call more, held to it by the schema; on llama-server it continues after the calls it made, which stand as written, and elsewhere it writes them again. Only a first turn in the list form is asked again, once. A request whose second step needs the first one's result is its known risk: asked again, a small model may write that step at once with a value of its own. So a call added by the asking whose required value nobody gave is not run: the model is told so with the other calls' results and may make it once the value is in. Turn the check off where calls depend on each other.",
+    safety: "It reads the model's own probability and never changes a call: the model writes at least one call more, held to it by the schema; on llama-server it continues after the calls it made, which stand as written, and elsewhere it writes them again. Only a first turn in the list form is asked again, once. A request whose second step needs the first one's result is its known risk: asked again, a small model may write that step at once with a value of its own. So a call added by the asking whose required value nobody gave is not run: the model is told so with the other calls' results and may make it once the value is in. Turn the check off where calls depend on each other. Off by default for Gemma models: Gemma 3 270M, with it and numbers-left off, made as many right calls on the validation halves of BFCL parallel, parallel_multiple and everyday, in half the seconds on the BFCL sets.",
 };
 
 /// The least share the model must have given one more call, where it closed its list, for
@@ -76,12 +79,14 @@ impl Check for MoreCalls {
         if !nobodys.is_empty() {
             let tool = &call.spec.name;
             let names = nobodys.join(", ");
-            findings.push(Finding::Held {
+            findings.push(Finding::OnCall {
                 check: INFO.name,
                 tool: tool.clone(),
                 index: call.index,
                 why: format!("{names} given by nobody; it waits for the other calls' results"),
-                told: told(tool, &names),
+                act: OnCall::Hold {
+                    told: told(tool, &names),
+                },
                 arguments: nobodys,
             });
         }

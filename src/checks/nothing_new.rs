@@ -37,6 +37,7 @@ use super::{Check, CheckInfo, Effect, Judgement, Reads, TurnContext};
 pub static INFO: CheckInfo = CheckInfo {
     name: "nothing-new",
     default_on: true,
+    off_for: &[],
     reads: Reads::Record,
     effect: Effect::Declines,
     what: "after results, declines a turn whose every call repeats a call of the run or feeds a tool its own result",

@@ -24,18 +24,21 @@ use serde_json::{Map, Value};
 
 use super::grounding::Evidence;
 use super::numbers;
-use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, Reads, TurnContext};
+use super::{
+    CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, OnCall, Reads, TurnContext,
+};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "numbers-left",
     default_on: true,
+    off_for: &["gemma"],
     reads: Reads::Call,
     effect: Effect::AsksForMore,
     what: "asks again for one call more when a single call used some of the request's numbers and left others out",
     why: "asked for one thing on several inputs, a small model often makes the call for the first input only, in the single-call form, where no probability shows a second",
     example: "\"seasons 2017, 2018 and 2019\" answered with one call for 2017: asked again for at least two; a call added that carries none of 2018 or 2019 is not run",
-    safety: "It never changes a call: the model writes at least one call more (on llama-server after the call it made, which stands as written; elsewhere writing it again), and a call the asking added that uses none of the numbers left out is not run. Only a first turn of one call in the single-call form, with the model's probabilities read, is asked again, once. Its risk is a number that is not an input (\"m/s^2\", \"type 2 diabetes\"): asked again, the model may use it in a second call.",
+    safety: "It never changes a call: the model writes at least one call more (on llama-server after the call it made, which stands as written; elsewhere writing it again), and a call the asking added that uses none of the numbers left out is not run. Only a first turn of one call in the single-call form, with the model's probabilities read, is asked again, once. Its risk is a number that is not an input (\"m/s^2\", \"type 2 diabetes\"): asked again, the model may use it in a second call. Off by default for Gemma models: Gemma 3 270M, with it and numbers-left off, made as many right calls on the validation halves of BFCL parallel, parallel_multiple and everyday, in half the seconds on the BFCL sets.",
 };
 
 /// The numbers `question` writes with digits that none of `calls` carries, when the
@@ -119,15 +122,17 @@ impl Check for NumbersLeft {
             let tool = &call.spec.name;
             let left: Vec<String> = ctx.left.iter().map(|n| n.to_string()).collect();
             let numbers = left.join(", ");
-            findings.push(Finding::Held {
+            findings.push(Finding::OnCall {
                 check: INFO.name,
                 tool: tool.clone(),
                 index: call.index,
                 why: format!("it uses none of {numbers} that the calls before left out"),
-                told: format!(
-                    "not run: this {tool} call uses none of {numbers} from the request, which \
+                act: OnCall::Hold {
+                    told: format!(
+                        "not run: this {tool} call uses none of {numbers} from the request, which \
                      the calls before left out."
-                ),
+                    ),
+                },
                 arguments: left,
             });
         }

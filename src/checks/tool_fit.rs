@@ -69,6 +69,7 @@ use crate::tool_spec::ToolSpec;
 pub static INFO: CheckInfo = CheckInfo {
     name: "tool-fit",
     default_on: true,
+    off_for: &[],
     reads: Reads::Reply,
     effect: Effect::Declines,
     what: "asks the model aside whether the tool is needed for the request when it was unsure of a call, and declines the call when the answer falls below the calibrated bar",

@@ -20,6 +20,7 @@ use crate::message::ChatReply;
 pub static INFO: CheckInfo = CheckInfo {
     name: "tool-probability",
     default_on: true,
+    off_for: &[],
     reads: Reads::Reply,
     effect: Effect::Declines,
     what: "declines a call whose share of the model's probability is below the threshold",

@@ -22,13 +22,14 @@
 
 use serde_json::{Map, Value};
 
-use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Reads, TurnContext};
+use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, OnCall, Reads, TurnContext};
 use crate::message::ChatReply;
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
     name: "unsure-optional",
     default_on: false,
+    off_for: &[],
     reads: Reads::Reply,
     effect: Effect::LeavesOut,
     what: "leaves out of a call an optional value the model hesitated to write and the request does not hold",
@@ -84,12 +85,13 @@ impl Check for UnsureOptional {
             }
         }
         if !left.is_empty() {
-            findings.push(Finding::LeftOut {
+            findings.push(Finding::OnCall {
                 check: INFO.name,
                 tool: call.spec.name.clone(),
                 index: call.index,
                 arguments: left,
                 why: why.join("; "),
+                act: OnCall::LeaveOut,
             });
         }
         None

@@ -203,7 +203,27 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
             let _ = config.checks.set(name, *on);
         }
     }
+    config.checks.for_model(&config.model);
+    // A default that differs by model is said in the trace (and by `toolloop doctor`), so
+    // that two models' runs are not compared unknowingly under different checks; the
+    // default model is a Gemma, and a line on every run would be noise.
+    if let (true, Some(line)) = (model.verbose, family_note(&config.checks)) {
+        eprintln!("toolloop: note: {line}");
+    }
     config
+}
+
+/// The checks on by default that the model's family runs without, and how to have them.
+fn family_note(levels: &crate::CheckLevels) -> Option<String> {
+    let (family, off) = levels.off_for_family()?;
+    let flags: Vec<_> = off.iter().map(|c| format!("--check {c}=on")).collect();
+    Some(format!(
+        "{} off by default for {family} models (measured there: more requests, no right call \
+         gained); {} turns {} on",
+        off.join(", "),
+        flags.join(" "),
+        if off.len() > 1 { "them" } else { "it" }
+    ))
 }
 
 /// The model server's key: from `--key-file`, else the backend's environment variable.
@@ -721,6 +741,9 @@ fn run_doctor(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
             ok = false;
             println!("calibration: {e}");
         }
+    }
+    if let Some(line) = family_note(&config.checks) {
+        println!("checks: {line}");
     }
     if config.tools.is_empty() {
         println!("tools: none (--no-tools)");

@@ -364,26 +364,19 @@ impl Finding {
                 }
                 out
             }
-            Finding::Held {
+            Finding::OnCall {
                 check,
                 tool,
                 arguments,
                 why,
+                act,
                 ..
             } => vec![Event::Check {
                 check: check.to_string(),
-                action: CheckAction::Hold { tool, arguments },
-                why,
-            }],
-            Finding::LeftOut {
-                check,
-                tool,
-                arguments,
-                why,
-                ..
-            } => vec![Event::Check {
-                check: check.to_string(),
-                action: CheckAction::LeaveOut { tool, arguments },
+                action: match act {
+                    crate::checks::OnCall::Hold { .. } => CheckAction::Hold { tool, arguments },
+                    crate::checks::OnCall::LeaveOut => CheckAction::LeaveOut { tool, arguments },
+                },
                 why,
             }],
         }

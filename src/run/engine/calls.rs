@@ -59,7 +59,7 @@ impl Prepared {
 impl Engine {
     /// The calls of one turn, as the checks left them: each answered from memory (a
     /// repeat, an unavailable tool), held back by a check (`held`: its place and what the
-    /// model is told instead, `Finding::Held`), or left to run. The results go into the
+    /// model is told instead, `Finding::OnCall`), or left to run. The results go into the
     /// history in the order of the calls once all are in.
     pub(super) fn tool_calls(
         &mut self,

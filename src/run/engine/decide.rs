@@ -165,14 +165,21 @@ impl Engine {
         self.held = findings
             .iter()
             .filter_map(|f| match f {
-                Finding::Held { index, told, .. } => Some((*index, told.clone())),
+                Finding::OnCall {
+                    index,
+                    act: crate::checks::OnCall::Hold { told },
+                    ..
+                } => Some((*index, told.clone())),
                 _ => None,
             })
             .collect();
         let mut turn = turn;
         for f in &findings {
-            if let Finding::LeftOut {
-                index, arguments, ..
+            if let Finding::OnCall {
+                index,
+                arguments,
+                act: crate::checks::OnCall::LeaveOut,
+                ..
             } = f
             {
                 leave_out(&mut turn, *index, arguments);

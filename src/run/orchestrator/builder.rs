@@ -229,6 +229,11 @@ impl OrchestratorBuilder {
             .config
             .calibrated_for(&key)
             .map_err(OrchestratorError::Config)?;
+        // Each check's default for the model a server runs; a script (a test's double)
+        // is no model of a family, whatever the config's default name says.
+        if let Some((model, _)) = backend.identity() {
+            self.config.checks.for_model(&model);
+        }
         if let Some(e) = self.errors.first() {
             return Err(OrchestratorError::Config(e.clone()));
         }
