@@ -337,10 +337,17 @@ fn every_accepted_form_of_a_right_call_of_bfcl_reaches_the_tool_unchanged() {
 /// ("v Brně" for Brno). Matching it would take a rule that calls any word with the same
 /// first letters said; such a call is put to the fit question, and the model's answer
 /// decides, only where its tool also shares a word with the request.
+/// What the checks take the person to have said in `case`: its words and its numbers,
+/// spelled out ones too.
+fn heard(case: &Case) -> crate::checks::Evidence {
+    let mut said = crate::checks::Evidence::of([case.question.as_str()]);
+    said.spelled(&case.question);
+    said
+}
+
 #[test]
 fn the_values_of_a_right_call_count_as_said_in_every_script() {
     const MISSED: [&str; 1] = ["errands_cs_5"];
-    use crate::checks::Evidence;
     let mut wrong = Vec::new();
     for case in languages()
         .iter()
@@ -348,8 +355,7 @@ fn the_values_of_a_right_call_count_as_said_in_every_script() {
         .chain(&domains())
         .chain(&errands())
     {
-        let mut said = Evidence::of([case.question.as_str()]);
-        said.spelled(&case.question);
+        let said = heard(case);
         for (tool, call) in right_calls(case) {
             let spec = case.tools.iter().find(|s| s.name == *tool).unwrap();
             let unsaid = crate::checks::invented_required(&call, &spec.input_schema, &said);
@@ -374,7 +380,6 @@ fn the_values_of_a_right_call_count_as_said_in_every_script() {
 /// of an hour" for 15, which no reading of digits finds.)
 #[test]
 fn the_numbers_of_a_right_call_count_as_said_in_every_language() {
-    use crate::checks::Evidence;
     let mut wrong = Vec::new();
     for case in &languages() {
         let Some(Value::Object(call)) = serde_json::from_str::<Value>(&right_reply(case))
@@ -384,7 +389,7 @@ fn the_numbers_of_a_right_call_count_as_said_in_every_language() {
         else {
             continue;
         };
-        let said = Evidence::of([case.question.as_str()]);
+        let said = crate::checks::Evidence::of([case.question.as_str()]);
         for (name, v) in &call {
             let number = v.is_number()
                 || v.as_str()
@@ -418,7 +423,6 @@ fn the_numbers_of_a_right_call_count_as_said_in_every_language() {
 /// opt-in.
 #[test]
 fn a_right_calls_optional_values_are_held_by_the_request_but_for_those_said_in_other_words() {
-    use crate::checks::Evidence;
     let mut exposed = Vec::new();
     let mut optional = 0;
     for case in everyday()
@@ -428,8 +432,7 @@ fn a_right_calls_optional_values_are_held_by_the_request_but_for_those_said_in_o
         .chain(&domains())
         .chain(&errands())
     {
-        let mut said = Evidence::of([case.question.as_str()]);
-        said.spelled(&case.question);
+        let said = heard(case);
         for (tool, call) in right_calls(case) {
             let spec = case.tools.iter().find(|s| s.name == *tool).unwrap();
             let required = &spec.input_schema["required"];
