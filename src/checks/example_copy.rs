@@ -9,7 +9,11 @@
 //! seven-language set it set timers labelled `12.5 * 4`. Such a value is known to come from
 //! toolloop's own text, not from the request: that is the evidence, not a guess from words.
 //! A request that says it ("What is 12.5 times 4?") makes it the person's, and the call
-//! goes ahead.
+//! goes ahead. A declined copy of the prompt's example is no choice of tool: a weather
+//! question may still need the weather tool. So the model is asked again once, with the
+//! example out of the prompt, among the tools whose own text shares a word with the
+//! request (Gemma 3 270M then called `get_weather` for the weather in Tokyo); where none
+//! does, only an answer is allowed.
 //!
 //! Qwen2.5-Coder 0.5B copies less whole: it takes the example's `12.5` as an amount
 //! (`convert_currency(amount: 12.5)` for "Is there a chemist open right now in Leeds?",
@@ -38,7 +42,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Check, CheckInfo, Effect, Evidence, Judgement, Reads, TurnContext};
+use super::{Check, CheckInfo, Effect, Evidence, Judgement, Reads, TurnContext, support};
 use crate::turn::prompt::{EXAMPLE_VALUE, example_in, example_numbers};
 
 /// The check's declaration.
@@ -48,9 +52,9 @@ pub static INFO: CheckInfo = CheckInfo {
     off_for: &[],
     reads: Reads::Reply,
     effect: Effect::Declines,
-    what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4) or a tool description's example id where the person never said it",
+    what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4) or a tool description's example id where the person never said it; a call that copied the prompt is asked again without the example",
     why: "a very small model copies the examples it was shown into calls the request never asked for",
-    example: "\"Wie spät ist es in Tokio?\" with a calculator among the tools: calculator(expression: \"12.5 * 4\") is the prompt's example: declined, the model answers",
+    example: "\"What is the weather in Tokyo?\": calculator(expression: \"12.5 * 4\") is the prompt's example: declined, and asked again without it among the tools that share a word with the request (get_weather); \"Wie spät ist es in Tokio?\" shares none: the model answers",
     safety: "It acts only on a value equal to the example toolloop's own prompt shows, and only where the person's words do not ground it; it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
 };
 
@@ -72,6 +76,7 @@ impl Check for ExampleCopy {
         if !ctx.earlier.is_empty() || calls.is_empty() {
             return;
         }
+        let mut from_prompt = false;
         let why: Option<Vec<String>> = calls
             .iter()
             .map(|(tool, arguments)| {
@@ -81,6 +86,7 @@ impl Check for ExampleCopy {
                     .find(|s| s.name == *tool)
                     .map(|s| &s.input_schema);
                 if let Some(name) = copied(arguments, ctx.said) {
+                    from_prompt = true;
                     return Some(format!("{tool}'s {name} is the prompt's example"));
                 }
                 described(arguments, schema?, ctx.said).map(|(name, example)| {
@@ -91,6 +97,19 @@ impl Check for ExampleCopy {
         if let Some(why) = why {
             let reason = format!("{}, which the request never says", why.join("; "));
             judgement.decline_on_record(INFO.name, reason);
+            // The value was the prompt's, not the choice of a tool: a weather question
+            // may still need its weather tool. Once, the model is asked again with the
+            // example out of the prompt, among the tools whose own text shares a word
+            // with the request (none: for an answer, as before).
+            if from_prompt && !ctx.again {
+                judgement.copied_prompt = true;
+                judgement.instead = ctx
+                    .specs
+                    .iter()
+                    .filter(|s| support::support(ctx.question, s).is_some_and(|x| x > 0.0))
+                    .map(|s| s.name.clone())
+                    .collect();
+            }
         }
     }
 

@@ -39,7 +39,7 @@ pub static INFO: CheckInfo = CheckInfo {
     off_for: &[],
     reads: Reads::Stream,
     effect: Effect::Cuts,
-    what: "stops a reply that repeats itself and cuts it where the loop began",
+    what: "stops a reply that repeats itself and cuts it where the loop began; an answer so cut ends at its last whole sentence",
     why: "small models can loop until the token limit, and the person waits for nothing",
     example: "`[\"heating systems\", \"heating systems\", ...]` is cut after the first; the same two calls written over and over are cut after their first time; the repairer closes the array",
     safety: "It acts on the reply's own text, never on a value the model finished: it cuts only where a phrase repeats enough times that the model is stuck. On by default.",

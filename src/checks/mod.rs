@@ -379,6 +379,10 @@ pub(crate) struct TurnContext<'a> {
     /// calls, or among other tools), or its schema can hold no call more. It is carried
     /// out as it comes, call by call.
     pub again: bool,
+    /// Whether the turn answers being asked again among the tools whose text shares a
+    /// word with the request (a declined call's `instead`): those words chose what was
+    /// on offer, so they are no evidence for the call ([`tool_fit`] asks it all the same).
+    pub offered_by_words: bool,
     /// Where the turn answers being asked for more calls ([`more_calls`]): how many calls
     /// the turn before made. The calls from there on are the ones the asking added.
     pub added_from: Option<usize>,
@@ -473,6 +477,9 @@ pub(crate) struct Judgement {
     /// Whether the call was declined on the run's own record ([`nothing_new`]) rather
     /// than on the model's figures against thresholds.
     pub on_record: bool,
+    /// Whether the call copied toolloop's own prompt (its example): the model is asked
+    /// again with the example taken out of the prompt.
+    pub copied_prompt: bool,
 }
 
 impl Judgement {
@@ -537,6 +544,9 @@ pub(crate) enum Verdict {
     Decline {
         /// The tools to choose among.
         instead: Vec<String>,
+        /// The call copied the prompt's example: it is taken out of the prompt for the
+        /// rest of the run.
+        copied_prompt: bool,
     },
     /// Do not call yet: ask the model again for at least this many calls.
     More {
@@ -741,8 +751,12 @@ impl Checks {
             judgement.p_tool = tool_probability::tool_share(ctx.reply);
             read_names(ctx, &mut judgement);
             let tool = tool.clone();
+            let verdict = Verdict::Decline {
+                instead: judgement.instead.clone(),
+                copied_prompt: judgement.copied_prompt,
+            };
             findings.push(Finding::Decision { tool, judgement });
-            return (findings, Verdict::Decline { instead: vec![] });
+            return (findings, verdict);
         }
         if let Some(tool) = &turn {
             // Read first: `tool-fit` holds a call the model named without choosing it
@@ -754,6 +768,7 @@ impl Checks {
             }
             let declined = judgement.declined || !judgement.instead.is_empty();
             let instead = judgement.instead.clone();
+            let copied_prompt = judgement.copied_prompt;
             let more = judgement.more;
             let more_by = judgement.more_by;
             let left = std::mem::take(&mut judgement.more_left);
@@ -770,7 +785,13 @@ impl Checks {
                 });
             }
             if declined {
-                return (findings, Verdict::Decline { instead });
+                return (
+                    findings,
+                    Verdict::Decline {
+                        instead,
+                        copied_prompt,
+                    },
+                );
             }
             if more {
                 let at_least = calls.len() + 1;

@@ -30,7 +30,10 @@
 //! invent what the tool needs (`bill_amount: 12.5`), so such a call is asked about too, and
 //! held to the same calibrated bar (a bar of its own was tried: on the tuning half it
 //! overfitted). Missing words are no evidence against a call, and neither words nor values
-//! decline one alone; the model's answer does.
+//! decline one alone; the model's answer does. Nor are shared words evidence where they
+//! chose the tools on offer: a call made when the model was asked again among the tools
+//! that share a word with the request (after `example-copy` declined a copy of the
+//! prompt's example) is asked about as if it shared none.
 //!
 //! The question asks whether the tool is *needed*. Of five wordings written before any
 //! answer was read, the tuning half of the everyday set picked this one, and on the
@@ -75,7 +78,7 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "asks the model aside whether the tool is needed for the request when it was unsure of a call, and declines the call when the answer falls below the calibrated bar",
     why: "a small model under the narrowed schema calls some tool for nearly every question, and words cannot tell which calls fit in other languages",
     example: "\"Who write Don Quixote?\" with a music-composition tool: \"Is the tool needed?\" yes 0.53 against 0.64 for no request, fit 0.39 < 0.41: declined, the model answers",
-    safety: "It only declines, never changes a value, and never questions a call to a tool that only reads when the request shares its words, or, once calibrated, when the model was sure of it (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`); uncalibrated, every other call is asked about and declined below 0.40. A call to a tool that writes is always asked about, with a question of its own (does the person ask for it to be carried out?) and a bar of its own.",
+    safety: "It only declines, never changes a value, and never questions a call to a tool that only reads when the request shares its words (unless those words chose the tools the model was asked again among), or, once calibrated, when the model was sure of it (p(tool) at or above the calibrated level); its thresholds are measured per model so that right calls pass (`toolloop calibrate`); uncalibrated, every other call is asked about and declined below 0.40. A call to a tool that writes is always asked about, with a question of its own (does the person ask for it to be carried out?) and a bar of its own.",
 };
 
 /// The `tool-fit` check.
@@ -190,10 +193,11 @@ fn has_own_numbers(ctx: &TurnContext<'_>, tool: &str) -> bool {
 }
 
 /// Whether the request gives evidence for calling `tool`, so that the call is questioned
-/// only for a value nobody said: words it shares with the tool (`support`, [`supported`])
-/// or the person's own numbers as the call's only values.
+/// only for a value nobody said: words it shares with the tool (`support`, [`supported`]),
+/// unless those words chose the tools on offer, or the person's own numbers as the call's
+/// only values.
 fn for_call(ctx: &TurnContext<'_>, tool: &str, support: Option<f64>) -> bool {
-    supported(support) || has_own_numbers(ctx, tool)
+    (supported(support) && !ctx.offered_by_words) || has_own_numbers(ctx, tool)
 }
 
 /// The tools of `calls` called with a required value the person never said (nor a tool

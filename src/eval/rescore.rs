@@ -162,6 +162,7 @@ fn replayed(
         own_numbers: &own_numbers,
         // A recorded first turn: nothing was asked again.
         again: false,
+        offered_by_words: false,
         added_from: None,
         left: &left,
         // Recorded as eval runs its cases: every tool read-only.

@@ -37,6 +37,7 @@ use crate::run::feedback::{self, ContextGuard};
 use crate::run::memory::{CallKey, Failures, Repeats};
 use crate::tool_spec::ToolSpec;
 use crate::turn::Turn;
+use crate::turn::placeholder::ANSWER_PLACEHOLDER;
 use crate::turn::repair::Fix;
 use crate::turn::schema::{CallSchema, Rejection};
 
@@ -424,7 +425,20 @@ impl Engine {
         if cut && let Some(tool) = first_tool(&parsed.turn) {
             return self.cut_call(&reply.text, tool, reply.stop);
         }
-        self.accept(reply, parsed.turn, !parsed.fixes.is_empty(), None);
+        let mut turn = parsed.turn;
+        if reply.stop == StopReason::Stopped
+            && let Turn::FinalAnswer { content, .. } = &mut turn
+            && let Some(whole) = retry::whole_sentences(content)
+        {
+            let dropped = content.len() - whole.len();
+            *content = whole.to_string();
+            self.events.push(Event::Repaired {
+                fixes: vec![format!(
+                    "ended the answer at its last whole sentence ({dropped} bytes of the sentence the loop began dropped)"
+                )],
+            });
+        }
+        self.accept(reply, turn, !parsed.fixes.is_empty(), None);
     }
 
     /// A turn that passed the schema: the checks judge its calls or its answer
@@ -619,6 +633,19 @@ impl Engine {
     fn invalid(&mut self, raw: &str, stop: StopReason, rejection: Rejection) {
         self.invalid_streak += 1;
         let error = rejection.to_string();
+        // Once: the prompt shows no placeholder after this. Told what to write instead,
+        // Gemma 3 270M wrote it again every time; shown none, it wrote an answer.
+        if matches!(rejection, Rejection::Placeholder)
+            && self.change_prompt(crate::turn::prompt::without_placeholder)
+        {
+            let error = format!(
+                "the answer was the prompt's placeholder, \"{ANSWER_PLACEHOLDER}\", written \
+                 back; asked again with no text to copy in the prompt's answer form"
+            );
+            let attempt = self.invalid_streak;
+            self.events.push(Event::Invalid { error, attempt });
+            return;
+        }
         // Told what to write instead, Gemma 3 270M wrote the placeholder again 49 times of
         // 49: asking again would only cost the requests.
         let hopeless = rejection.ends_the_run();

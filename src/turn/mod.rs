@@ -7,7 +7,7 @@
 pub mod answer_stream;
 pub(crate) mod call_stream;
 pub(crate) mod language;
-mod placeholder;
+pub(crate) mod placeholder;
 pub mod prompt;
 pub mod repair;
 mod reply;

@@ -6,8 +6,9 @@
 /// What the prompt shows in place of an answer's text. A model too small to follow the
 /// kinds writes it back word for word as its answer (Gemma 3 270M does, nearly always);
 /// the schema refuses that turn
-/// ([`crate::turn::schema::Rejection::Placeholder`]) and the run ends on it, so it never
-/// passes for an answer.
+/// ([`crate::turn::schema::Rejection::Placeholder`]), so it never passes for an answer:
+/// the model is asked once more with a prompt that shows no text there, and a second
+/// copy ends the run.
 pub(crate) const ANSWER_PLACEHOLDER: &str = "<the answer for the user>";
 
 /// Whether an answer is the prompt's placeholder ([`ANSWER_PLACEHOLDER`]) written back, with

@@ -260,6 +260,18 @@ pub(crate) fn without_example(system: &str) -> Option<String> {
     Some(kept.concat())
 }
 
+/// A system prompt whose answer form shows no text to write back (`"content": ...`
+/// where it showed `"content": "<the answer for the user>"`), or `None` when it shows
+/// none (a person's own prompt, or one already without it). For a model that wrote the
+/// placeholder as its answer: told not to, Gemma 3 270M wrote it again every time; shown
+/// no text there, it answered from the tool's result in its own words.
+pub(crate) fn without_placeholder(system: &str) -> Option<String> {
+    let shown = format!("\"content\": \"{ANSWER_PLACEHOLDER}\"");
+    system
+        .contains(&shown)
+        .then(|| system.replace(&shown, "\"content\": ..."))
+}
+
 /// Where `text` writes the prompt's example expression (`12.5 * 4`, with spaces or
 /// none, `×` for `*`), not as a part of longer numbers (`112.5 * 45`): its byte range.
 /// What `example-copy` refuses in an answer, and what the answer stream holds back.
@@ -351,6 +363,27 @@ mod tests {
             let quoted = format!("\"expression\": \"{EXAMPLE_VALUE}\"");
             assert!(example(tools).contains(&quoted));
         }
+    }
+
+    #[test]
+    fn without_placeholder_shows_no_answer_text_in_every_form_and_nothing_else_changes() {
+        let calc = calculator();
+        for tools in [&calc[..], &[][..]] {
+            for decide in [Decide::Direct, Decide::Reason] {
+                for max_calls in [1, 8] {
+                    let prompt = system_prompt(tools, Some("Be brief."), decide, max_calls);
+                    let without = without_placeholder(&prompt).unwrap();
+                    assert!(!without.contains(ANSWER_PLACEHOLDER), "{without}");
+                    assert!(without.contains("\"content\": ..."), "{without}");
+                    assert_eq!(
+                        without.replace("\"content\": ...", ""),
+                        prompt.replace(&format!("\"content\": \"{ANSWER_PLACEHOLDER}\""), "")
+                    );
+                    assert_eq!(without_placeholder(&without), None);
+                }
+            }
+        }
+        assert_eq!(without_placeholder("Answer in French."), None);
     }
 
     #[test]

@@ -513,8 +513,9 @@ pub enum Rejection {
     Schema(String),
     /// An answer whose text is the prompt's placeholder for one, written back with its
     /// brackets or without, in either case: toolloop's own text, which no answer of the
-    /// model's could be. It ends the run (`Ending::InvalidReplies`) rather than go back to
-    /// the model.
+    /// model's could be. Told why, the model writes it again, so it is not sent back as
+    /// an error: the engine asks once more with the placeholder out of the prompt, and
+    /// ends the run (`Ending::InvalidReplies`) on a second.
     Placeholder,
     /// An answer, or a question for the person, that writes back words of toolloop's own
     /// instructions to the model (`Answer directly without it.`): these. It ends the run
@@ -525,7 +526,8 @@ pub enum Rejection {
 impl Rejection {
     /// Whether the reply wrote toolloop's own text back rather than anything of the
     /// model's: asked again, the models measured wrote it back again, so the run ends on
-    /// it rather than spend requests.
+    /// it rather than spend requests (the placeholder after one more request with the
+    /// prompt no longer showing it).
     pub fn ends_the_run(&self) -> bool {
         matches!(self, Rejection::Placeholder | Rejection::Instruction(_))
     }

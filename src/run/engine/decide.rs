@@ -130,6 +130,9 @@ impl Engine {
             again: asked.is_some()
                 || matches!(self.next, Next::Among(_))
                 || !self.prepared.first.can_hold(calls.len() as u64 + 1),
+            // Only a declined call's `instead` narrows the tools to some (`example-copy`,
+            // by shared words); an answer-only narrowing leaves no call to judge.
+            offered_by_words: matches!(self.next, Next::Among(_)),
             added_from,
             left: &ctx_left,
             writes: &writes,
@@ -189,7 +192,14 @@ impl Engine {
         for f in findings {
             self.events.extend(f.events(source.as_deref()));
         }
-        if let Verdict::Decline { instead } = &verdict {
+        if let Verdict::Decline {
+            instead,
+            copied_prompt,
+        } = &verdict
+        {
+            if *copied_prompt {
+                self.change_prompt(crate::turn::prompt::without_example);
+            }
             let keep = |name: &str| instead.iter().any(|n| n == name);
             self.next = Next::Among(schema_of(&self.specs, keep, &self.config));
             return None;

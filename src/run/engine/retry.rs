@@ -15,6 +15,7 @@ use crate::run::ending::Ending;
 use crate::run::events::Event;
 use crate::run::feedback;
 use crate::turn::Turn;
+use crate::turn::prompt;
 
 /// A turn of calls that passed every check and was asked for again with more calls: what
 /// is carried out if the turn asked for does not come back valid.
@@ -47,10 +48,7 @@ impl Engine {
         let Turn::FinalAnswer { content, .. } = turn else {
             return false;
         };
-        let Some(system) = self.history.first().filter(|m| m.role == Role::System) else {
-            return false;
-        };
-        let Some(without) = crate::turn::prompt::without_example(&system.content) else {
+        let Some(without) = self.system_prompt().and_then(prompt::without_example) else {
             return false;
         };
         let said = feedback::evidence(&self.history);
@@ -64,6 +62,25 @@ impl Engine {
             action: CheckAction::RefuseAnswer,
             why,
         }));
+        true
+    }
+
+    /// The run's system prompt, where its history begins with one (not where a person's
+    /// conversation was sent without it).
+    fn system_prompt(&self) -> Option<&str> {
+        let system = self.history.first().filter(|m| m.role == Role::System)?;
+        Some(&system.content)
+    }
+
+    /// Changes the system prompt for the rest of the run, where `change` finds what to
+    /// change in it (toolloop's example, its placeholder): a reply copied that text, and
+    /// the next request would show it again. The server evaluates the prompt afresh once.
+    /// `false` where there was nothing to change.
+    pub(super) fn change_prompt(&mut self, change: fn(&str) -> Option<String>) -> bool {
+        let Some(changed) = self.system_prompt().and_then(change) else {
+            return false;
+        };
+        self.history[0].content = changed;
         true
     }
 
@@ -244,6 +261,22 @@ impl Engine {
     }
 }
 
+/// An answer stopped where it began to repeat itself (`looping-reply`) ends part-way
+/// through the sentence that began the repetition ("… 18 degrees Celsius. The sky is
+/// cloudy, but"): its whole sentences, or `None` when it has one sentence or its end is
+/// already one's. Sentences are read by Unicode's rules (UAX #29), so "3.5 km" is no end
+/// and "。" is one.
+pub(super) fn whole_sentences(answer: &str) -> Option<&str> {
+    use unicode_segmentation::UnicodeSegmentation;
+    let last = answer.split_sentence_bounds().last()?;
+    let kept = answer[..answer.len() - last.len()].trim_end();
+    let ends = |s: &str| {
+        s.trim_end()
+            .ends_with(['.', '!', '?', '。', '！', '？', '…'])
+    };
+    (!kept.is_empty() && !ends(last)).then_some(kept)
+}
+
 /// Whether a reply cut where `text` ends was inside one of its calls: the single-call
 /// form's arguments (or tool name), or a call of the list form. Calls the list form closed
 /// before the cut are whole, as the model wrote them.
@@ -265,6 +298,61 @@ pub(super) mod tests {
     use super::super::Step;
     use super::super::tests::{calc, kind_logprobs, reply, with_check};
     use super::*;
+
+    #[test]
+    fn an_answer_cut_in_its_loop_ends_at_its_last_whole_sentence() {
+        let cut = "The weather in Tokyo is sunny. It is 18 degrees Celsius. The sky is cloudy, but";
+        assert_eq!(
+            whole_sentences(cut),
+            Some("The weather in Tokyo is sunny. It is 18 degrees Celsius.")
+        );
+        assert_eq!(
+            whole_sentences("It is 3.5 km away. It is"),
+            Some("It is 3.5 km away.")
+        );
+        assert_eq!(
+            whole_sentences("東京は晴れです。気温は18度で"),
+            Some("東京は晴れです。")
+        );
+        // Nothing to take off: one sentence, or a whole one at the end.
+        assert_eq!(whole_sentences("The weather in Tokyo is sunny and"), None);
+        assert_eq!(whole_sentences("Sunny. It is 18 degrees."), None);
+        assert_eq!(whole_sentences(""), None);
+    }
+
+    /// A stopped answer is the run's answer in whole sentences; the same text at the end
+    /// of a reply that finished is left as the model wrote it.
+    #[test]
+    fn only_an_answer_stopped_in_a_loop_loses_its_broken_sentence() {
+        let text = "Sunny. It is 18 degrees. Sunny. It is 18 deg";
+        for (stop, answer) in [
+            (StopReason::Stopped, "Sunny. It is 18 degrees. Sunny."),
+            (StopReason::Finished, text),
+        ] {
+            let mut e = Engine::new(
+                vec![crate::message::Message::system("sys")],
+                "Weather?",
+                vec![calc()],
+                crate::config::Config::default(),
+            );
+            assert_eq!(e.next_step(), Step::CallModel);
+            let mut r = reply(&format!(
+                r#"{{"kind":"final_answer","content":"{text}","thought":""}}"#
+            ));
+            r.stop = stop;
+            e.model_replied(&r);
+            assert_eq!(
+                e.ending().and_then(|e| e.answer()),
+                Some(answer),
+                "{stop:?}"
+            );
+            // Said, as every repair is.
+            let said = e.drain_events().iter().any(|ev| {
+                matches!(ev, Event::Repaired { fixes } if fixes.iter().any(|f| f.contains("last whole sentence")))
+            });
+            assert_eq!(said, stop == StopReason::Stopped, "{stop:?}");
+        }
+    }
 
     /// A first turn in the single-call form: the calculator on `expression`, the model sure
     /// it calls.

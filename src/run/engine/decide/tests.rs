@@ -633,3 +633,43 @@ fn an_optional_value_the_model_hesitated_over_and_nobody_said_is_left_out_when_a
     };
     assert_eq!(arguments["seats"], 2);
 }
+
+/// A call copied from the prompt's example is declined and the model asked again among
+/// the tools whose text shares a word with the request. Those words chose what was on
+/// offer, so they are no evidence for the call made then: it is put to the fit question,
+/// where the same call made first would go ahead on them.
+#[test]
+fn a_call_among_tools_offered_for_their_words_is_still_questioned() {
+    let weather = ToolSpec::new(
+        "get_weather",
+        "Current weather for a city",
+        json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+    )
+    .reading_only();
+    let question = "What is the weather in Tokyo?";
+    let copied = r#"{"kind":"tool_call","thought":"","tool":"calculator","arguments":{"expression":"12.5 * 4"}}"#;
+    let call =
+        r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Tokyo"}}"#;
+    let tools = vec![calc(), weather];
+    let mut e = unsure_with(tools.clone(), question, copied, Config::default());
+    let declined = e.drain_events().into_iter().find_map(|ev| match ev {
+        Event::Check {
+            check,
+            action: CheckAction::Decline { instead, .. },
+            ..
+        } => Some((check, instead)),
+        _ => None,
+    });
+    assert_eq!(
+        declined,
+        Some(("example-copy".to_string(), vec!["get_weather".to_string()]))
+    );
+    assert_eq!(e.next_step(), Step::CallModel);
+    let mut again = reply(call);
+    again.logprobs = kind_logprobs(0.8);
+    e.model_replied(&again);
+    assert_eq!(e.next_step(), Step::AskAside);
+    // Made first, the same call shares "weather" with the request and goes ahead.
+    let mut first = unsure_with(tools, question, call, Config::default());
+    assert!(matches!(first.next_step(), Step::CallTool { .. }));
+}
