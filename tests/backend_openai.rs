@@ -900,3 +900,75 @@ fn a_server_error_is_retried_twice_and_a_client_error_never() {
     assert!(matches!(run(&mut b), Err(BackendError::BadRequest { .. })));
     assert_eq!(fake.requests.lock().unwrap().len(), 1);
 }
+
+/// A turn's reply ends where its JSON object closes, on llama-server: the whitespace its
+/// grammar lets follow (Qwen2.5-Coder 0.5B wrote `}\n` and twenty tokens of indent) is
+/// neither waited for nor kept, and the counts are those at the close, from the timings
+/// sent with every token. Another server's reply is read to its end.
+#[test]
+fn a_turns_reply_ends_where_its_object_closes_on_llama_server() {
+    let call = r#"{"kind": "tool_call", "thought": "", "tool": "calculator", "arguments": {"expression": "2 * {3}"}}"#;
+    for llama in [true, false] {
+        let mut server = mockito::Server::new();
+        let _served = served(&mut server, llama);
+        let timed = |text: &str, predicted: u64| {
+            let mut c = chunk(text);
+            c["timings"] = json!({"prompt_n": 5, "cache_n": 300, "predicted_n": predicted});
+            c
+        };
+        let streamed = sse(&[
+            // A brace inside a string closes nothing.
+            timed(
+                r#"{"kind": "tool_call", "thought": "", "tool": "calculator", "arguments": {"expression": "2 * {3}"#,
+                20,
+            ),
+            timed("\"}", 21),
+            timed("}\n", 22),
+            timed("\t\t\t\t", 30),
+            timed("\t\t\t\t", 42),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 305, "completion_tokens": 43}}),
+        ]);
+        let _m = server
+            .mock("POST", "/v1/chat/completions")
+            .match_body(Matcher::PartialJson(json!({"timings_per_token": true})))
+            .with_header("content-type", "text/event-stream")
+            .with_body(&streamed)
+            .expect(usize::from(llama))
+            .create();
+        let _w = server
+            .mock("POST", "/v1/chat/completions")
+            .with_header("content-type", "text/event-stream")
+            .with_body(&streamed)
+            .create();
+        let mut b = preflighted(&server);
+        let messages = vec![Message::user("2 * {3}?")];
+        let schema = toolloop::turn::schema::CallSchema::full();
+        let opts = GenOptions::default();
+        let req = ChatRequest {
+            messages: &messages,
+            schema: Some(schema.as_value()),
+            options: &opts,
+        };
+        let reply = b
+            .chat(
+                &req,
+                Deadline::after(Duration::from_secs(10)),
+                &mut toolloop::backend::keep_going,
+            )
+            .unwrap();
+        assert_eq!(reply.stop, toolloop::backend::StopReason::Finished);
+        let counted = (reply.usage.prompt_tokens, reply.usage.completion_tokens);
+        match llama {
+            true => {
+                assert_eq!(reply.text, call);
+                assert_eq!(counted, (305, 22), "the counts at the object's close");
+            }
+            false => {
+                assert_eq!(reply.text.trim_end(), call);
+                assert_eq!(counted, (305, 43));
+            }
+        }
+        _m.assert();
+    }
+}

@@ -158,7 +158,7 @@ impl OpenAi {
         if let (true, Some(slot)) = (request.options.aside, slot) {
             body.insert("id_slot".into(), json!(slot));
         }
-        if self.ends_answer(request).is_some() {
+        if self.ends_answer(request).is_some() || self.ends_turn(request) {
             // A reply stopped at its answer's end still says what the server evaluated:
             // without this, its counts come only with the last chunk.
             body.insert("timings_per_token".into(), json!(true));
@@ -182,6 +182,17 @@ impl OpenAi {
     fn continued<'r>(&self, request: &'r ChatRequest<'_>) -> Option<&'r str> {
         let llama = self.props.get().is_some_and(|p| p.llama);
         request.options.prefill.as_deref().filter(|_| llama)
+    }
+
+    /// Whether the reply is stopped where its JSON object closes: a turn held to its
+    /// schema on llama-server, whose grammar lets only whitespace follow the object's close
+    /// (`space ::= | " " | "\n" [ \t]{0,20}`). Qwen2.5-Coder 0.5B wrote `}\n` and twenty
+    /// more tokens of indent there before its end of turn: a step of the model each, and
+    /// tokens the next request, which sends the reply without them, cannot reuse from the
+    /// server's cache. A question aside has its own stop ([`GenOptions::stop_once`]).
+    fn ends_turn(&self, request: &ChatRequest<'_>) -> bool {
+        let llama = self.props.get().is_some_and(|p| p.llama);
+        llama && request.schema.is_some() && !request.options.aside
     }
 
     /// Where an answer's reply is stopped and completed ([`GenOptions::answer_end`]):
@@ -240,6 +251,18 @@ struct Collected {
     pieces: u64,
     /// The beginning the server was given to continue, which `text` starts with.
     given: usize,
+    /// Stop where the reply's JSON object closes ([`OpenAi::ends_turn`]).
+    close_ends: bool,
+}
+
+/// The byte after the JSON object `text` begins with, once it has closed (serde_json
+/// reads the first value of a stream and says where it ended); `None` while it is open.
+fn object_end(text: &str) -> Option<usize> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde::de::IgnoredAny>();
+    match values.next() {
+        Some(Ok(_)) => Some(values.byte_offset()),
+        _ => None,
+    }
 }
 
 impl Collected {
@@ -285,6 +308,14 @@ impl Collected {
         }
         if chunk["timings"].is_object() {
             self.timings = Some(chunk["timings"].clone());
+        }
+        if self.close_ends
+            && piece.is_some_and(|p| p.contains('}'))
+            && let Some(at) = object_end(&self.text)
+        {
+            self.text.truncate(at);
+            self.finish = Some("stop".into());
+            return ControlFlow::Break(());
         }
         // The answer's content can close only on a quote.
         if let Some(end) = end
@@ -573,7 +604,10 @@ impl OpenAi {
             .is_some_and(|ct| ct.contains("event-stream"));
         let mut reader = BufReader::new(resp.into_body().into_reader());
         let end = self.ends_answer(request);
-        let mut got = Collected::default();
+        let mut got = Collected {
+            close_ends: self.ends_turn(request),
+            ..Collected::default()
+        };
         if got.begin(given.unwrap_or_default(), sink).is_break() {
             return Ok(got.into_reply(started));
         }

@@ -319,3 +319,48 @@ fn every_layout_with_the_kind_first_begins_at_the_kind() {
         schema.check(&turn(&text)).unwrap();
     }
 }
+
+/// A single call continued with the calls after it is valid under the schema sent for
+/// it, in every layout, as the model wrote its call: the grammar made from that schema
+/// takes the call as the beginning it is given. It holds `more_calls` to the calls
+/// still wanted, each narrowed as a single call is, and nothing of another tool first.
+#[test]
+fn a_continued_call_is_valid_under_the_schema_sent_in_every_layout() {
+    let calc = ToolSpec::new(
+        "calculator",
+        "Arithmetic",
+        json!({"type": "object", "properties": {"expression": {"type": "string"}},
+               "required": ["expression"]}),
+    );
+    let tools = [weather(), calc];
+    for decide in [Decide::Direct, Decide::Probability, Decide::Reason] {
+        let s = CallSchema::deciding_calls(&tools, Narrowing::PerTool, decide, 4);
+        let one = decide.canonical(&turn(
+            r#"{"kind": "tool_call", "thought": "two cities", "tool": "get_weather", "arguments": {"city": "Paris"}}"#,
+        ));
+        let continued = s.continuing("get_weather", 3).unwrap();
+        let sent = continued.as_value();
+        let with = |more: &str| {
+            let text = format!(
+                r#"{}, "more_calls": [{more}]}}"#,
+                one.trim_end().strip_suffix('}').unwrap()
+            );
+            serde_json::from_str::<Value>(&text).unwrap()
+        };
+        let oslo = r#"{"tool": "get_weather", "arguments": {"city": "Oslo"}}"#;
+        let sum = r#"{"tool": "calculator", "arguments": {"expression": "1+1"}}"#;
+        let both = with(&[oslo, sum].join(", "));
+        assert!(jsonschema::is_valid(sent, &both), "{decide:?}: {both}");
+        assert_eq!(
+            continued.check(&Turn::from_value(both, &mut Default::default()).unwrap()),
+            Ok(())
+        );
+        // Two calls in all, where three are wanted.
+        assert!(!jsonschema::is_valid(sent, &with(oslo)), "{decide:?}");
+        let bad = with(&[oslo, r#"{"tool": "calculator", "arguments": {"x": 1}}"#].join(", "));
+        assert!(!jsonschema::is_valid(sent, &bad), "{decide:?}");
+        assert_eq!(s.continuing("nowhere", 2).map(|_| ()), None);
+    }
+    let single = CallSchema::deciding_calls(&tools, Narrowing::PerTool, Decide::Direct, 1);
+    assert!(single.continuing("get_weather", 2).is_none());
+}
