@@ -236,11 +236,9 @@ fn an_early_call_its_turn_does_not_make_is_let_go_and_said() {
 
 const SINGLE: &str =
     r#"{"kind": "tool_call", "thought": "", "tool": "lookup", "arguments": {"n": 1}}"#;
-/// What the schema leaves after a single call continued (`CallSchema::continuing`).
-const MORE: &str = r#" "more_calls": [{"tool": "lookup", "arguments": {"n": 2}}]}"#;
 
-/// Writes one call in the single-call form, sure it calls; asked again with that call
-/// as the reply's beginning (`numbers-left`: "2" was left out), waits (up to 10 s)
+/// Writes one call in the single-call form, sure it calls; asked again with the calls
+/// made as the reply's beginning (`numbers-left`: "2" was left out), waits (up to 10 s)
 /// for a tool to have run before it writes the call after them, as llama-server does
 /// while it reads the beginning; then answers.
 struct Continues {
@@ -288,8 +286,8 @@ impl Backend for Continues {
                 *self.ran_before_more.lock().unwrap() = Some(ran);
                 *self.given.lock().unwrap() = Some(given.clone());
                 let _ = sink(&given);
-                let _ = sink(MORE);
-                (format!("{given}{MORE}"), given.len(), Vec::new())
+                let _ = sink(REST);
+                (format!("{given}{REST}"), given.len(), Vec::new())
             }
             _ => {
                 let _ = sink(ANSWER);

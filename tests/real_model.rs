@@ -514,13 +514,15 @@ fn a_later_ask_reads_the_tools_leaning_the_first_kept() {
 /// Every request of a model's turn, after the first, reuses everything the server
 /// evaluated for the turn before that the chat API can name again, and at least 95% of
 /// all it evaluated: that prompt, and the reply as the model wrote it, which goes back
-/// into the history as written or is continued. A turn asked again after a declined
-/// call reuses the prompt, not the reply the model is not to see. Read from llama-server's own `timings.cache_n` and
-/// `prompt_n` on each request, over two runs: one of three turns or more (a call, a
+/// into the history as written or is continued in its list. Two requests send the turn
+/// before's prompt without its reply, and reuse the prompt: a turn asked again after a
+/// declined call (the model is not to see it), and a single call asked again for more in
+/// the list form (its call, about 30 tokens, is evaluated again; continued as written
+/// instead, the model added fewer calls). Read from llama-server's own `timings.cache_n`
+/// and `prompt_n` on each request, over two runs: one of three turns or more (a call, a
 /// second call that needs the first one's result, the answer), and one whose single call
-/// `more-calls` asks again for the calls after it, which the server is given to continue
-/// as the model wrote it. Several calls are on offer (the default) and the fit questions
-/// come between the turns.
+/// `numbers-left` asks again for the calls after it. Several calls are on offer (the
+/// default) and the fit questions come between the turns.
 ///
 /// What the chat API cannot name again: the server keeps the reply as the tokens the
 /// model sampled, and reads it back as the tokens its text splits into. Under the JSON
@@ -553,7 +555,8 @@ fn the_prompt_cache_holds_across_every_request_of_a_run() {
     assert!(seen.iter().filter(|s| !s.fit).count() >= 3);
     let seen = cache_over_a_run(ASKED_AGAIN);
     assert!(
-        seen.iter().any(|s| s.text.contains("more_calls")),
+        seen.iter()
+            .any(|s| s.given.as_deref().is_some_and(|g| g.contains("tool_calls"))),
         "no call was asked again for the calls after it"
     );
 }
@@ -613,13 +616,17 @@ fn cache_over_a_run(question: &str) -> Vec<Seen> {
         } else {
             first.usage.prompt_tokens + same as u64
         };
-        // A turn asked again after a declined call (`tool-fit`, `nothing-new`) sends the
-        // prompt of the turn before without its reply, which the model is not to see; the
-        // server evaluates the prompt's last token anew whatever it holds.
-        // (A turn asked again for more calls sends them too, but continues the reply.)
-        let declined = next.messages == first.messages
-            && next.given.as_deref().map_or(0, str::len) <= r#"{"kind": ""#.len();
-        let nameable = match declined {
+        // A turn asked again after a declined call (`tool-fit`, `nothing-new`), or a
+        // single call asked again in the list form, sends the prompt of the turn before
+        // without its reply; the server evaluates the prompt's last token anew whatever it
+        // holds. A turn of calls asked again for more continues its reply.
+        let continued = next
+            .given
+            .as_deref()
+            .and_then(|g| g.strip_suffix(','))
+            .is_some_and(|g| first.text.starts_with(g));
+        let reply_dropped = next.messages == first.messages && !continued;
+        let nameable = match reply_dropped {
             true => nameable.min(first.usage.prompt_tokens),
             false => nameable,
         };
@@ -630,7 +637,7 @@ fn cache_over_a_run(question: &str) -> Vec<Seen> {
              {least} of which the chat API names again"
         );
         assert!(
-            declined || cached as f64 >= 0.95 * before as f64,
+            reply_dropped || cached as f64 >= 0.95 * before as f64,
             "reused {cached} of the {before} tokens evaluated for the turn before"
         );
     }
@@ -838,8 +845,7 @@ struct Seen {
     written: Vec<String>,
     /// The beginning the server was given to continue (`GenOptions::prefill`).
     given: Option<String>,
-    /// The messages sent: a turn asked again after a declined call sends those of the
-    /// turn before.
+    /// The messages sent: a turn asked again sends those of the turn before.
     messages: usize,
 }
 

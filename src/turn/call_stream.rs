@@ -4,8 +4,7 @@
 //! A turn of several calls is written one call after another, and on a CPU each takes a
 //! second or two: a person asking for the weather in three cities waits three times as long
 //! for the turn as for its first call. [`CallStream`] reads the reply piece by piece and
-//! gives back each element of the top-level `calls` list (`more_calls` after a call the
-//! model is asked to continue) once its object closes, so that
+//! gives back each element of the top-level `calls` list once its object closes, so that
 //! the person sees which calls are written while the model writes the rest. It judges
 //! nothing: whether the turn is valid, and which of its calls run, is decided on the whole
 //! reply afterwards, as for any reply.
@@ -87,9 +86,7 @@ impl CallStream {
                 self.depth += 1;
                 match (b, self.depth) {
                     (b'{', 1) => self.key_next = true,
-                    (b'[', 2) if self.key == b"calls" || self.key == b"more_calls" => {
-                        self.in_calls = true
-                    }
+                    (b'[', 2) if self.key == b"calls" => self.in_calls = true,
                     (b'{', 3) if self.in_calls => self.call = Some(vec![b'{']),
                     _ => {}
                 }
@@ -172,21 +169,6 @@ mod tests {
             at = next;
         }
         assert_eq!(tools(&calls), ["get_weather", "calculator"]);
-    }
-
-    /// A single call continued with the calls after it gives those calls as they close;
-    /// the call it continues was written before (and its arguments' braces are no list).
-    #[test]
-    fn the_calls_after_a_continued_call_come_out_too() {
-        let mut s = super::CallStream::default();
-        let mut written = s.feed(
-            r#"{"kind": "tool_call", "thought": "", "tool": "calculator", "arguments": {"expression": "12*7"},"#,
-        );
-        written.extend(s.feed(
-            r#" "more_calls": [{"tool": "calculator", "arguments": {"expression": "3+4"}}]}"#,
-        ));
-        assert_eq!(written.len(), 1);
-        assert_eq!(written[0]["arguments"]["expression"], "3+4");
     }
 
     #[test]

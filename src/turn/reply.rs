@@ -305,36 +305,6 @@ impl Turn {
             Kind::ToolCall if obj.get("calls").is_some_and(Value::is_array) => {
                 calls_of(&mut obj, thought, fixes)
             }
-            // A call continued with the calls after it, as a turn asked again for more is
-            // written on a server that continues the model's own call
-            // (`CallSchema::continuing`).
-            Kind::ToolCall if obj.get("more_calls").is_some_and(Value::is_array) => {
-                let Some(Value::Array(more)) = obj.remove("more_calls") else {
-                    unreachable!("just seen to be a list")
-                };
-                let mut calls = vec![call_of(obj, fixes)?];
-                for (i, item) in more.into_iter().enumerate() {
-                    let Value::Object(o) = item else {
-                        return Err(format!(
-                            "call {} must be an object, got {}",
-                            i + 2,
-                            type_name(&item)
-                        ));
-                    };
-                    calls.push(call_of(o, fixes).map_err(|e| format!("call {}: {e}", i + 2))?);
-                }
-                Ok(match calls.len() {
-                    1 => {
-                        let Call { tool, arguments } = calls.remove(0);
-                        Turn::ToolCall {
-                            thought,
-                            tool,
-                            arguments,
-                        }
-                    }
-                    _ => Turn::ToolCalls { thought, calls },
-                })
-            }
             Kind::ToolCall => {
                 let Call { tool, arguments } = call_of(obj, fixes)?;
                 Ok(Turn::ToolCall {

@@ -379,62 +379,6 @@ impl CallSchema {
         Some(out)
     }
 
-    /// A single call of `tool` continued with the calls after it, at least `n` calls in
-    /// all: the call's own variant with a list `more_calls` after its arguments, the
-    /// several-calls form held to `n` beside it. For asking the model again for the calls
-    /// it left out (`more-calls`, `numbers-left`) on a server that continues a reply
-    /// ([`crate::backend::GenOptions::prefill`]): given its own call as written, the model
-    /// writes only the calls after it, and the server reuses everything it evaluated for
-    /// that call. Asked in the several-calls form instead, the prompt parts from the reply
-    /// at its kind, and the call is evaluated again. A server that starts the reply afresh
-    /// may write either form. `None` when the schema has no several-calls form, cannot
-    /// carry `n`, or has no call of `tool`.
-    ///
-    /// ```
-    /// use serde_json::json;
-    /// use toolloop::tools::ToolSpec;
-    /// use toolloop::turn::Turn;
-    /// use toolloop::turn::schema::{CallSchema, Decide, Narrowing};
-    ///
-    /// let tools = [ToolSpec::new("get_weather", "Weather for a city", json!({
-    ///     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
-    /// }))];
-    /// let schema = CallSchema::deciding_calls(&tools, Narrowing::PerTool, Decide::Probability, 4)
-    ///     .continuing("get_weather", 2)
-    ///     .unwrap();
-    /// let turn = Turn::parse(r#"{"kind": "tool_call", "thought": "", "tool": "get_weather",
-    ///     "arguments": {"city": "Paris"}, "more_calls": [{"tool": "get_weather", "arguments": {"city": "Oslo"}}]}"#)
-    ///     .unwrap()
-    ///     .turn;
-    /// assert!(schema.check(&turn).is_ok());
-    /// ```
-    pub fn continuing(&self, tool: &str, n: u64) -> Option<Self> {
-        let several = self.at_least(n)?;
-        let items = &several.several_form()?["properties"]["calls"]["items"];
-        let names = |t: &Value| match (t["const"].as_str(), t["enum"].as_array()) {
-            (Some(one), _) => one == tool,
-            (None, Some(some)) => some.iter().any(|n| n == tool),
-            (None, None) => true,
-        };
-        let mut single = self.value["oneOf"]
-            .as_array()?
-            .iter()
-            .find(|v| {
-                v["properties"]["kind"]["const"] == "tool_call" && names(&v["properties"]["tool"])
-            })?
-            .clone();
-        single["properties"]["more_calls"] = json!({
-            "type": "array",
-            "items": items,
-            "minItems": n.saturating_sub(1).max(1),
-            "maxItems": self.max_calls - 1,
-        });
-        single["required"].as_array_mut()?.push(json!("more_calls"));
-        let mut out = several.clone();
-        out.value["oneOf"] = json!([single, several.several_form()?]);
-        Some(out)
-    }
-
     /// Whether [`CallSchema::at_least`] can hold a turn to `n` calls.
     pub(crate) fn can_hold(&self, n: u64) -> bool {
         self.several_form().is_some() && n <= self.max_calls

@@ -136,13 +136,8 @@ impl Engine {
         calls: &[Call],
         verdict: Verdict,
     ) -> Option<(Turn, Verdict)> {
-        // A single call is continued as the model wrote it, where its text is the model's
-        // own; a turn of several is continued in its list.
-        let schema = match (&verdict, &turn) {
-            (Verdict::More { at_least, .. }, Turn::ToolCall { tool, .. }) if !repaired => {
-                self.prepared.first.continuing(tool, *at_least as u64)
-            }
-            (Verdict::More { at_least, .. }, _) => self.prepared.first.at_least(*at_least as u64),
+        let schema = match &verdict {
+            Verdict::More { at_least, .. } => self.prepared.first.at_least(*at_least as u64),
             _ => None,
         };
         let (
@@ -181,7 +176,20 @@ impl Engine {
         // and the grammar may not take it.
         let prefill = match (&turn, repaired) {
             (_, true) => None,
-            (Turn::ToolCall { .. }, false) => continued(&reply.text),
+            (
+                Turn::ToolCall {
+                    thought,
+                    tool,
+                    arguments,
+                },
+                false,
+            ) => {
+                let call = crate::turn::Call {
+                    tool: tool.clone(),
+                    arguments: arguments.clone(),
+                };
+                schema.list_beginning(thought, &[call])
+            }
             (Turn::ToolCalls { thought, calls }, false) => schema.list_beginning(thought, calls),
             _ => None,
         };
@@ -251,20 +259,6 @@ impl Engine {
             Verdict::Go,
         );
     }
-}
-
-/// A single call's reply as the model wrote it, opened again for the calls after it
-/// ([`crate::turn::schema::CallSchema::continuing`]): its closing brace taken off and a
-/// comma put after its arguments, so that the schema leaves the model only `"more_calls"`
-/// to write next. The server has evaluated that text already, and reads it again from its
-/// cache up to the brace. It ends at the comma for the turn after, as
-/// [`crate::turn::schema::CallSchema::list_beginning`] does: ended at `[`, the model's
-/// `{"` after it was one token with the bracket when the history sent the reply back, and
-/// the cache parted there. `None` where the text does not end the object (a reply a
-/// server did not hold to the schema).
-fn continued(text: &str) -> Option<String> {
-    let open = text.trim_end().strip_suffix('}')?;
-    Some(format!("{open},"))
 }
 
 /// An answer stopped where it began to repeat itself (`looping-reply`) ends part-way
@@ -434,60 +428,24 @@ pub(super) mod tests {
         );
     }
 
-    /// The turn asked again begins with the call the model made, as it wrote it, opened
-    /// for the calls after it: the server reads all of it again from its cache. The reply
-    /// that continues it is carried out whole, and so is one in the list form from a
-    /// server that started the reply afresh.
+    /// The turn asked again begins with the call the model made, in the list form, and
+    /// the reply that continues it is carried out whole.
     #[test]
-    fn a_turn_asked_again_continues_the_call_as_written() {
+    fn a_turn_asked_again_begins_with_the_calls_made() {
         let mut e = asked_again();
         let begun = e.prefill().unwrap();
         assert_eq!(
             begun,
-            r#"{"kind":"tool_call","thought":"","tool":"calculator","arguments":{"expression":"2+2"},"#
+            r#"{"kind": "tool_calls", "thought": "", "calls": [{"tool": "calculator", "arguments": {"expression": "2+2"}},"#
         );
         e.model_replied(&reply(&format!(
-            r#"{begun} "more_calls": [{{"tool": "calculator", "arguments": {{"expression": "3+3"}}}}]}}"#
+            r#"{begun} {{"tool": "calculator", "arguments": {{"expression": "3+3"}}}}]}}"#
         )));
         let Step::CallTools { calls } = e.next_step() else {
             panic!("{:?}", e.drain_events());
         };
         let expressions: Vec<_> = calls.iter().map(|c| c.1["expression"].clone()).collect();
         assert_eq!(expressions, [json!("2+2"), json!("3+3")]);
-        // The history holds the reply as the server evaluated it, for the next turn.
-        let last = e
-            .messages()
-            .iter()
-            .rev()
-            .find(|m| m.role == crate::message::Role::Assistant);
-        assert!(
-            last.unwrap().content.starts_with(&begun),
-            "{:?}",
-            e.messages()
-        );
-
-        let mut e = asked_again();
-        e.model_replied(&reply(
-            r#"{"kind": "tool_calls", "thought": "", "calls": [{"tool": "calculator", "arguments": {"expression": "2+2"}}, {"tool": "calculator", "arguments": {"expression": "3+3"}}]}"#,
-        ));
-        assert!(matches!(e.next_step(), Step::CallTools { calls } if calls.len() == 2));
-    }
-
-    /// A single call continued to no call more is not the turn asked for: the schema holds
-    /// `more_calls` to one call at least, and the call made first goes ahead.
-    #[test]
-    fn a_continued_call_with_no_call_more_falls_back_to_the_first() {
-        let mut e = asked_again();
-        let begun = e.prefill().unwrap();
-        e.model_replied(&reply(&format!(r#"{begun} "more_calls": []}}"#)));
-        let arguments = json!({"expression": "2+2"}).as_object().unwrap().clone();
-        assert_eq!(
-            e.next_step(),
-            Step::CallTool {
-                tool: "calculator".into(),
-                arguments
-            }
-        );
     }
 
     /// Any other turn begins at its kind, where the model makes its first choice; with
