@@ -707,6 +707,52 @@ fn preflighted(server: &mockito::Server) -> OpenAi {
     b
 }
 
+/// One streamed reply to a turn under `schema`, from a server that is llama-server or not:
+/// on llama-server the request must ask for the timings with every token.
+fn timed_reply(
+    llama: bool,
+    streamed: &str,
+    messages: &[Message],
+    schema: &toolloop::turn::schema::CallSchema,
+    opts: &GenOptions,
+) -> toolloop::backend::ChatReply {
+    let mut server = mockito::Server::new();
+    let _served = served(&mut server, llama);
+    let timed = server
+        .mock("POST", "/v1/chat/completions")
+        .match_body(Matcher::PartialJson(json!({"timings_per_token": true})))
+        .with_header("content-type", "text/event-stream")
+        .with_body(streamed)
+        .expect(usize::from(llama))
+        .create();
+    let _other = server
+        .mock("POST", "/v1/chat/completions")
+        .with_header("content-type", "text/event-stream")
+        .with_body(streamed)
+        .create();
+    let req = ChatRequest {
+        messages,
+        schema: Some(schema.as_value()),
+        options: opts,
+    };
+    let reply = preflighted(&server)
+        .chat(
+            &req,
+            Deadline::after(Duration::from_secs(10)),
+            &mut toolloop::backend::keep_going,
+        )
+        .unwrap();
+    timed.assert();
+    reply
+}
+
+/// A chunk of `text` with llama-server's timings after `predicted` tokens.
+fn timed(text: &str, predicted: u64) -> serde_json::Value {
+    let mut c = chunk(text);
+    c["timings"] = json!({"prompt_n": 5, "cache_n": 300, "predicted_n": predicted});
+    c
+}
+
 /// An answer's reply ends where its content closes, on llama-server: what the schema
 /// forces after it (an empty thought, the object's close) is written by the client, not
 /// generated a token at a time, and the counts come from the timings the server was
@@ -714,54 +760,23 @@ fn preflighted(server: &mockito::Server) -> OpenAi {
 #[test]
 fn an_answer_ends_where_its_content_closes_on_llama_server() {
     let whole = r#"{"kind": "final_answer", "content": "Paris", "thought": ""}"#;
+    let streamed = sse(&[
+        timed(r#"{"kind": "final_answer", "content": "Pa"#, 9),
+        timed(r#"ris","#, 10),
+        timed(r#" "thought": ""}"#, 15),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+               "usage": {"prompt_tokens": 305, "completion_tokens": 16}}),
+    ]);
+    let schema = toolloop::turn::schema::CallSchema::answer_only_deciding(
+        toolloop::turn::schema::Decide::Probability,
+    );
+    let opts = GenOptions {
+        answer_end: schema.answer_end(),
+        ..GenOptions::default()
+    };
+    let messages = vec![Message::user("The capital of France?")];
     for llama in [true, false] {
-        let mut server = mockito::Server::new();
-        let _served = served(&mut server, llama);
-        let timed = |text: &str, predicted: u64| {
-            let mut c = chunk(text);
-            c["timings"] = json!({"prompt_n": 5, "cache_n": 300, "predicted_n": predicted});
-            c
-        };
-        let streamed = sse(&[
-            timed(r#"{"kind": "final_answer", "content": "Pa"#, 9),
-            timed(r#"ris","#, 10),
-            timed(r#" "thought": ""}"#, 15),
-            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                   "usage": {"prompt_tokens": 305, "completion_tokens": 16}}),
-        ]);
-        let _m = server
-            .mock("POST", "/v1/chat/completions")
-            .match_body(Matcher::PartialJson(json!({"timings_per_token": true})))
-            .with_header("content-type", "text/event-stream")
-            .with_body(&streamed)
-            .expect(usize::from(llama))
-            .create();
-        let _w = server
-            .mock("POST", "/v1/chat/completions")
-            .with_header("content-type", "text/event-stream")
-            .with_body(&streamed)
-            .create();
-        let mut b = preflighted(&server);
-        let messages = vec![Message::user("The capital of France?")];
-        let schema = toolloop::turn::schema::CallSchema::answer_only_deciding(
-            toolloop::turn::schema::Decide::Probability,
-        );
-        let opts = GenOptions {
-            answer_end: schema.answer_end(),
-            ..GenOptions::default()
-        };
-        let req = ChatRequest {
-            messages: &messages,
-            schema: Some(schema.as_value()),
-            options: &opts,
-        };
-        let reply = b
-            .chat(
-                &req,
-                Deadline::after(Duration::from_secs(10)),
-                &mut toolloop::backend::keep_going,
-            )
-            .unwrap();
+        let reply = timed_reply(llama, &streamed, &messages, &schema, &opts);
         assert_eq!(reply.text, whole);
         assert_eq!(reply.stop, toolloop::backend::StopReason::Finished);
         let counted = (reply.usage.prompt_tokens, reply.usage.completion_tokens);
@@ -769,7 +784,6 @@ fn an_answer_ends_where_its_content_closes_on_llama_server() {
             true => assert_eq!(counted, (305, 10), "the counts at the content's end"),
             false => assert_eq!(counted, (305, 16)),
         }
-        _m.assert();
     }
 }
 
@@ -908,55 +922,23 @@ fn a_server_error_is_retried_twice_and_a_client_error_never() {
 #[test]
 fn a_turns_reply_ends_where_its_object_closes_on_llama_server() {
     let call = r#"{"kind": "tool_call", "thought": "", "tool": "calculator", "arguments": {"expression": "2 * {3}"}}"#;
+    let streamed = sse(&[
+        // A brace inside a string closes nothing.
+        timed(
+            r#"{"kind": "tool_call", "thought": "", "tool": "calculator", "arguments": {"expression": "2 * {3}"#,
+            20,
+        ),
+        timed("\"}", 21),
+        timed("}\n", 22),
+        timed("\t\t\t\t", 30),
+        timed("\t\t\t\t", 42),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+               "usage": {"prompt_tokens": 305, "completion_tokens": 43}}),
+    ]);
+    let schema = toolloop::turn::schema::CallSchema::full();
+    let messages = vec![Message::user("2 * {3}?")];
     for llama in [true, false] {
-        let mut server = mockito::Server::new();
-        let _served = served(&mut server, llama);
-        let timed = |text: &str, predicted: u64| {
-            let mut c = chunk(text);
-            c["timings"] = json!({"prompt_n": 5, "cache_n": 300, "predicted_n": predicted});
-            c
-        };
-        let streamed = sse(&[
-            // A brace inside a string closes nothing.
-            timed(
-                r#"{"kind": "tool_call", "thought": "", "tool": "calculator", "arguments": {"expression": "2 * {3}"#,
-                20,
-            ),
-            timed("\"}", 21),
-            timed("}\n", 22),
-            timed("\t\t\t\t", 30),
-            timed("\t\t\t\t", 42),
-            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                   "usage": {"prompt_tokens": 305, "completion_tokens": 43}}),
-        ]);
-        let _m = server
-            .mock("POST", "/v1/chat/completions")
-            .match_body(Matcher::PartialJson(json!({"timings_per_token": true})))
-            .with_header("content-type", "text/event-stream")
-            .with_body(&streamed)
-            .expect(usize::from(llama))
-            .create();
-        let _w = server
-            .mock("POST", "/v1/chat/completions")
-            .with_header("content-type", "text/event-stream")
-            .with_body(&streamed)
-            .create();
-        let mut b = preflighted(&server);
-        let messages = vec![Message::user("2 * {3}?")];
-        let schema = toolloop::turn::schema::CallSchema::full();
-        let opts = GenOptions::default();
-        let req = ChatRequest {
-            messages: &messages,
-            schema: Some(schema.as_value()),
-            options: &opts,
-        };
-        let reply = b
-            .chat(
-                &req,
-                Deadline::after(Duration::from_secs(10)),
-                &mut toolloop::backend::keep_going,
-            )
-            .unwrap();
+        let reply = timed_reply(llama, &streamed, &messages, &schema, &GenOptions::default());
         assert_eq!(reply.stop, toolloop::backend::StopReason::Finished);
         let counted = (reply.usage.prompt_tokens, reply.usage.completion_tokens);
         match llama {
@@ -969,6 +951,5 @@ fn a_turns_reply_ends_where_its_object_closes_on_llama_server() {
                 assert_eq!(counted, (305, 43));
             }
         }
-        _m.assert();
     }
 }
