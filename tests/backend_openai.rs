@@ -953,3 +953,76 @@ fn a_turns_reply_ends_where_its_object_closes_on_llama_server() {
         }
     }
 }
+
+/// After a turn's reply stopped at its object's close, the server still writes the task
+/// until it sees the connection gone; a turn sent before it frees the slot goes to another
+/// one and evaluates its whole prompt again. So where llama-server answers `GET /slots`, the
+/// backend asks it until no slot is writing that reply (known by the prompt counts in its
+/// timings and the tokens it wrote), and asks once where the writing slot is another task.
+#[test]
+fn a_reply_stopped_at_its_close_waits_until_its_slot_is_free() {
+    let streamed = sse(&[
+        timed(
+            r#"{"kind": "final_answer", "content": "7", "thought": ""}"#,
+            20,
+        ),
+        timed("\n\t\t", 22),
+    ]);
+    let slot = |processing: bool, evaluated: u64| {
+        json!([
+            {"id": 0, "is_processing": processing, "id_task": 40,
+             "n_prompt_tokens_processed": evaluated, "n_prompt_tokens_cache": 300,
+             "next_token": [{"n_decoded": 21}]},
+            {"id": 1, "is_processing": false, "id_task": 12,
+             "n_prompt_tokens_processed": 0, "n_prompt_tokens_cache": 0,
+             "next_token": [{"n_decoded": 0}]},
+        ])
+        .to_string()
+    };
+    // The reply's task (5 evaluated, as `timed` says) is asked about until it is free;
+    // another run's (6) once.
+    for (evaluated, busy, free) in [(5, 2, 1), (6, 1, 0)] {
+        let mut server = mockito::Server::new();
+        let _props = server
+            .mock("GET", "/props")
+            .with_body(json!({"total_slots": 2, "endpoint_slots": true}).to_string())
+            .create();
+        let _models = server
+            .mock("GET", "/v1/models")
+            .with_body(json!({"data": [{"id": "qwen"}]}).to_string())
+            .create();
+        let _reply = server
+            .mock("POST", "/v1/chat/completions")
+            .with_header("content-type", "text/event-stream")
+            .with_body(&streamed)
+            .create();
+        // mockito serves a mock until it has its hits, then the last one created.
+        let writing = server
+            .mock("GET", "/slots")
+            .with_body(slot(true, evaluated))
+            .expect(busy)
+            .create();
+        let free = server
+            .mock("GET", "/slots")
+            .with_body(slot(false, evaluated))
+            .expect(free)
+            .create();
+        let messages = vec![Message::user("What is 3+4?")];
+        let schema = toolloop::turn::schema::CallSchema::full();
+        let req = ChatRequest {
+            messages: &messages,
+            schema: Some(schema.as_value()),
+            options: &GenOptions::default(),
+        };
+        let reply = preflighted(&server)
+            .chat(
+                &req,
+                Deadline::after(Duration::from_secs(10)),
+                &mut toolloop::backend::keep_going,
+            )
+            .unwrap();
+        assert!(reply.text.ends_with('}'), "{:?}", reply.text);
+        writing.assert();
+        free.assert();
+    }
+}

@@ -253,6 +253,9 @@ struct Collected {
     given: usize,
     /// Stop where the reply's JSON object closes ([`OpenAi::ends_turn`]).
     close_ends: bool,
+    /// Whether the reply was stopped at its end (its object's close or its answer's),
+    /// where the server may still be writing more.
+    cut: bool,
 }
 
 /// The byte after the JSON object `text` begins with, once it has closed (serde_json
@@ -313,6 +316,7 @@ impl Collected {
             && piece.is_some_and(|p| p.contains('}'))
             && let Some(at) = object_end(&self.text)
         {
+            self.cut = true;
             self.text.truncate(at);
             self.finish = Some("stop".into());
             return ControlFlow::Break(());
@@ -322,6 +326,7 @@ impl Collected {
             && piece.is_some_and(|p| p.contains('"'))
             && let Some(whole) = end.complete(&self.text)
         {
+            self.cut = true;
             self.text = whole;
             self.finish = Some("stop".into());
             return ControlFlow::Break(());
@@ -681,6 +686,13 @@ impl OpenAi {
                         .absorb(&v, sink, (request.options.stop_once, end))
                         .is_break()
                     {
+                        if got.cut {
+                            // Closed first: the server stops the task once it cannot write.
+                            drop(reader);
+                            if let Some(timings) = &got.timings {
+                                self.await_release(agent, timings, got.pieces, &deadline);
+                            }
+                        }
                         return Ok(got.into_reply(started));
                     }
                     if got.text.len() > super::MAX_REPLY {

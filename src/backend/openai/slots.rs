@@ -90,6 +90,55 @@ impl OpenAi {
         aside_of(slots.as_array()?, slot.id)
     }
 
+    /// After a reply stopped at its end while the server was still writing it, waits
+    /// until the server has let go of the slot that wrote it, so that the next turn finds
+    /// that slot idle. The server learns of the closed connection at its next token and
+    /// frees the slot a step later; a turn sent in between goes to another slot and
+    /// evaluates again all but the system prompt (`numbers-left` asks again at once, so on
+    /// CI its turn did). With one slot the server holds the next request until the slot
+    /// is free, and without `GET /slots` there is nothing to watch; the wait ends at half
+    /// a second in any case.
+    ///
+    /// `GET /slots` shows no text, so the slot is known by its task's counts: the prompt
+    /// tokens evaluated and reused (the `timings` the server sent with the reply) and at
+    /// least the `pieces` it wrote.
+    pub(super) fn await_release(
+        &self,
+        agent: &ureq::Agent,
+        timings: &Value,
+        pieces: u64,
+        deadline: &Deadline,
+    ) {
+        let watched = self
+            .props
+            .get()
+            .and_then(|p| p.aside)
+            .is_some_and(|a| a.seen);
+        let task = (timings["prompt_n"].as_u64(), timings["cache_n"].as_u64());
+        let (true, (Some(evaluated), Some(reused))) = (watched, task) else {
+            return;
+        };
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_millis(500) {
+            let Some(slots) =
+                self.server_json(agent, "slots", Duration::from_millis(500), deadline)
+            else {
+                return;
+            };
+            let slots = slots.as_array().map_or(&[][..], Vec::as_slice);
+            if !writing(slots, (evaluated, reused), pieces) {
+                log::debug!(
+                    "the slot of the reply stopped at its end is free after {} ms",
+                    started.elapsed().as_millis()
+                );
+                return;
+            }
+            if !super::super::pause(Duration::from_millis(10), self.stop.as_ref()) {
+                return;
+            }
+        }
+    }
+
     /// `GET {root}/{path}` of llama-server's own API, read as JSON within `wait` and the
     /// deadline; `None` for any failure, which each caller takes as "not llama-server" or
     /// "do not name the slot".
@@ -138,6 +187,19 @@ fn aside_of(slots: &[Value], aside: u32) -> Option<u32> {
         .filter(|(id, _)| *id != aside)
         .min_by_key(|(_, t)| *t)
         .map(|(id, _)| *id)
+}
+
+/// Whether a slot in `GET /slots` is still writing a reply whose prompt the server
+/// evaluated and reused `(evaluated, reused)` tokens of, `pieces` tokens into it.
+fn writing(slots: &[Value], (evaluated, reused): (u64, u64), pieces: u64) -> bool {
+    slots.iter().any(|s| {
+        s["is_processing"].as_bool() == Some(true)
+            && s["n_prompt_tokens_processed"].as_u64() == Some(evaluated)
+            && s["n_prompt_tokens_cache"].as_u64() == Some(reused)
+            && s["next_token"][0]["n_decoded"]
+                .as_u64()
+                .is_some_and(|n| n >= pieces)
+    })
 }
 
 /// This process's requests under way, per server: one is counted from before it is sent
