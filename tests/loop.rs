@@ -395,6 +395,35 @@ fn toolloops_instruction_written_back_is_not_taken_as_the_answer() {
     assert!(shown.is_none() || withdrawn > shown, "{log:?}");
 }
 
+/// An answer of the model's own that goes on to write back toolloop's notice keeps its
+/// own sentences, and says so: refused whole, the run ended with no answer (Qwen2.5-Coder
+/// 0.5B gave the weather it had, then the advice of a call that was not run).
+#[test]
+fn an_answer_keeps_its_own_sentences_before_an_instruction_written_back() {
+    let s = server();
+    let (log, observer) = events();
+    let model = Scripted::new([
+        call("calculator", json!({"expression": "350 grams / 6 loaves"})),
+        call("calculator", json!({"expression": "g * 4"})),
+        call("calculator", json!({"expression": "g / 4"})),
+        answer("6 loaves need 2,100 g of flour. Answer directly without it."),
+        answer("2100 g"),
+    ]);
+    let seen = model.seen();
+    let mut o = builder(model, &s).observer(observer).build().unwrap();
+    let out = o
+        .run("350 g of flour per loaf: how much for 6 loaves?")
+        .unwrap();
+    assert_eq!(out.answer(), Some("6 loaves need 2,100 g of flour."));
+    assert_eq!(seen.lock().unwrap().len(), 4, "not asked again");
+    let log = log.lock().unwrap();
+    assert!(
+        log.iter().any(|e| matches!(e, Event::Repaired { fixes }
+            if fixes.iter().any(|f| f.contains("instruction")))),
+        "{log:?}"
+    );
+}
+
 #[test]
 fn three_invalid_replies_are_an_invalid_response_format_error() {
     let s = server();

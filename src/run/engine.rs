@@ -376,7 +376,7 @@ impl Engine {
             self.events.push(Event::Warning { message });
         }
         // Asked again for more calls: a reply that fails leaves the turn before it.
-        let parsed = match Turn::parse(&reply.text) {
+        let mut parsed = match Turn::parse(&reply.text) {
             Ok(p) => p,
             Err(e) => {
                 return match self.take_asked_again() {
@@ -389,6 +389,17 @@ impl Engine {
             let fixes = parsed.fixes.to_vec().into_iter().map(|f| f.to_string());
             self.events.push(Event::Repaired {
                 fixes: fixes.collect(),
+            });
+        }
+        if let Turn::FinalAnswer { content, .. } = &mut parsed.turn
+            && let Some(own) = feedback::before_instruction(content, &self.history)
+        {
+            let dropped = content.len() - own.len();
+            *content = own.to_string();
+            self.events.push(Event::Repaired {
+                fixes: vec![format!(
+                    "ended the answer before the instruction of toolloop's it wrote back ({dropped} bytes dropped)"
+                )],
             });
         }
         let rejected =

@@ -143,6 +143,59 @@ pub fn echoed(turn: &Turn) -> Option<Rejection> {
     instruction_in(text).map(Rejection::Instruction)
 }
 
+/// The model's own words of an answer that goes on to write back one of toolloop's
+/// instructions ([`instruction_in`]): what comes before the text it copied from a
+/// message it was given (the instruction and as much of that message as it wrote back
+/// before it), ended at its last whole sentence (UAX #29); `None` when no instruction is
+/// written back as sent or nothing of the model's own is left. After a call that was not
+/// run, Qwen2.5-Coder 0.5B answered with the weather it had, then wrote back that call's
+/// advice: refused whole, the run ended with no answer.
+pub fn before_instruction<'a>(text: &'a str, history: &[Message]) -> Option<&'a str> {
+    use unicode_segmentation::UnicodeSegmentation;
+    let instruction = instruction_in(text)?.trim_end_matches(['.', ':', ' ']);
+    // The instructions are ASCII: lower-cased so, the text keeps its byte offsets.
+    let lower = text.to_ascii_lowercase();
+    let needle = instruction.to_ascii_lowercase();
+    let at = lower.find(&needle)?;
+    // How far back the copy goes: the longest run before the instruction that one message
+    // given to the model has before it too.
+    let copied = history
+        .iter()
+        .filter(|m| m.role != Role::Assistant)
+        .filter_map(|m| {
+            let given = m.content.to_ascii_lowercase();
+            let there = given.find(&needle)?;
+            let same = lower.as_bytes()[..at]
+                .iter()
+                .rev()
+                .zip(given.as_bytes()[..there].iter().rev())
+                .take_while(|(a, b)| a == b)
+                .count();
+            Some(same)
+        })
+        .max()
+        .unwrap_or(0);
+    // The copy begins at a word: a run that matched from inside one (the period of
+    // "flour." against the one of "now.") is the model's up to that word's end.
+    let mut start = at - copied;
+    while start < at
+        && !(text.is_char_boundary(start) && text[..start].ends_with(char::is_whitespace))
+        && start > 0
+    {
+        start += 1;
+    }
+    let before = text[..start].trim_end();
+    let last = before.split_sentence_bounds().last()?;
+    let ends = last
+        .trim_end()
+        .ends_with(['.', '!', '?', '。', '！', '？', '…']);
+    let kept = match ends {
+        true => before,
+        false => before[..before.len() - last.len()].trim_end(),
+    };
+    (!kept.is_empty()).then_some(kept)
+}
+
 /// Whether a user-role message is toolloop's own feedback on a refused reply rather than
 /// something the person said: it quotes the model's values back ("`kelvin` is not one
 /// of …"), so it must not count as the person giving them.
@@ -289,5 +342,32 @@ mod tests {
         ] {
             assert_eq!(echoed(&answer(own)), None, "{own}");
         }
+    }
+
+    #[test]
+    fn an_answer_keeps_its_own_sentences_before_an_instruction_it_writes_back() {
+        let advice = crate::checks::held_for_nobodys_value("calculator", "expression");
+        let history = [
+            Message::user("Weather in Paris, in Fahrenheit?"),
+            Message::user(advice.clone()),
+        ];
+        let answer = format!("It is 11 degrees in Paris, with light rain. {advice}");
+        assert_eq!(
+            before_instruction(&answer, &history),
+            Some("It is 11 degrees in Paris, with light rain.")
+        );
+        // Two sentences of toolloop's: the answer ends before the first.
+        assert_eq!(
+            before_instruction(
+                "It is 11 degrees. This is the same result. Use it to answer.",
+                &history
+            ),
+            Some("It is 11 degrees.")
+        );
+        assert_eq!(before_instruction(&advice, &history), None);
+        assert_eq!(
+            before_instruction("It is 11 degrees in Paris.", &history),
+            None
+        );
     }
 }
