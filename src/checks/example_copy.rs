@@ -132,11 +132,20 @@ impl Check for ExampleCopy {
 }
 
 /// The first argument whose value is the prompt's example, or its number with a fraction
-/// ([`is_example_number`]), and not said by the person.
+/// ([`is_example_number`]), and not said by the person; or a text that writes the
+/// example's expression inside a longer one (`3 * (12.5 * 4)` for "multiply the
+/// temperature in Tokyo by 3", `12.5 * 4 / 3.6` for a wind speed to convert) where the
+/// person never said the example's fractional number, as an answer is judged.
 fn copied(arguments: &Map<String, Value>, said: &super::Evidence) -> Option<String> {
+    let inside = |v: &Value| {
+        v.as_str().is_some_and(|s| example_in(s).is_some())
+            && example_numbers()
+                .filter(|n| n.fract() != 0.0)
+                .all(|n| !said.grounds(&Value::from(n)))
+    };
     arguments
         .iter()
-        .find(|(_, v)| (is_example(v) || is_example_number(v)) && !said.grounds(v))
+        .find(|(_, v)| ((is_example(v) || is_example_number(v)) && !said.grounds(v)) || inside(v))
         .map(|(name, _)| name.clone())
 }
 
@@ -249,6 +258,15 @@ mod tests {
             copied(&args(json!({"expression": "12.5 * 40"})), &said),
             None
         );
+        // Inside a longer expression: the model's, unless the person said 12.5.
+        let tokyo = Evidence::of(["Look up the temperature in Tokyo and multiply it by 3."]);
+        for copy in ["3 * (12.5 * 4)", "12.5 * 4 / 3.6"] {
+            let call = args(json!({"expression": copy}));
+            assert_eq!(copied(&call, &tokyo), Some("expression".into()), "{copy}");
+        }
+        let halves = Evidence::of(["What is 3 times 12.5 times 4?"]);
+        let call = args(json!({"expression": "3 * (12.5 * 4)"}));
+        assert_eq!(copied(&call, &halves), None);
     }
 
     #[test]
