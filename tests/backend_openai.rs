@@ -730,20 +730,30 @@ fn timed_reply(
         .with_header("content-type", "text/event-stream")
         .with_body(streamed)
         .create();
+    let reply = turn_reply(&server, messages, schema, opts);
+    timed.assert();
+    reply
+}
+
+/// One turn under `schema` asked of `server`'s backend after its preflight.
+fn turn_reply(
+    server: &mockito::Server,
+    messages: &[Message],
+    schema: &toolloop::turn::schema::CallSchema,
+    opts: &GenOptions,
+) -> toolloop::backend::ChatReply {
     let req = ChatRequest {
         messages,
         schema: Some(schema.as_value()),
         options: opts,
     };
-    let reply = preflighted(&server)
+    preflighted(server)
         .chat(
             &req,
             Deadline::after(Duration::from_secs(10)),
             &mut toolloop::backend::keep_going,
         )
-        .unwrap();
-    timed.assert();
-    reply
+        .unwrap()
 }
 
 /// A chunk of `text` with llama-server's timings after `predicted` tokens.
@@ -1009,18 +1019,7 @@ fn a_reply_stopped_at_its_close_waits_until_its_slot_is_free() {
             .create();
         let messages = vec![Message::user("What is 3+4?")];
         let schema = toolloop::turn::schema::CallSchema::full();
-        let req = ChatRequest {
-            messages: &messages,
-            schema: Some(schema.as_value()),
-            options: &GenOptions::default(),
-        };
-        let reply = preflighted(&server)
-            .chat(
-                &req,
-                Deadline::after(Duration::from_secs(10)),
-                &mut toolloop::backend::keep_going,
-            )
-            .unwrap();
+        let reply = turn_reply(&server, &messages, &schema, &GenOptions::default());
         assert!(reply.text.ends_with('}'), "{:?}", reply.text);
         writing.assert();
         free.assert();

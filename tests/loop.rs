@@ -357,19 +357,23 @@ fn the_placeholder_written_twice_ends_the_run() {
     );
 }
 
-/// After a tool failed three times, Qwen2.5-Coder 0.5B answered with toolloop's own
-/// notice to it, "Answer directly without it." included: that is toolloop's text, not an
-/// answer, so it is not taken as one, what streamed of it is withdrawn, and the run ends
-/// saying why rather than ask a model that wrote it back again.
-#[test]
-fn toolloops_instruction_written_back_is_not_taken_as_the_answer() {
+/// A run whose calculator fails three times (the tool is then unavailable) and whose
+/// model then answers `first` (and "2100 g" if asked again): its outcome, its events and
+/// the requests the model saw.
+fn answered_after_three_failures(
+    first: &str,
+) -> (
+    toolloop::Outcome,
+    std::sync::Arc<std::sync::Mutex<Vec<Event>>>,
+    std::sync::Arc<std::sync::Mutex<Vec<Vec<toolloop::Message>>>>,
+) {
     let s = server();
     let (log, observer) = events();
     let model = Scripted::new([
         call("calculator", json!({"expression": "350 grams / 6 loaves"})),
         call("calculator", json!({"expression": "g * 4"})),
         call("calculator", json!({"expression": "g / 4"})),
-        answer("error: calculator is unavailable now. Answer directly without it."),
+        answer(first),
         answer("2100 g"),
     ]);
     let seen = model.seen();
@@ -377,6 +381,18 @@ fn toolloops_instruction_written_back_is_not_taken_as_the_answer() {
     let out = o
         .run("350 g of flour per loaf: how much for 6 loaves?")
         .unwrap();
+    (out, log, seen)
+}
+
+/// After a tool failed three times, Qwen2.5-Coder 0.5B answered with toolloop's own
+/// notice to it, "Answer directly without it." included: that is toolloop's text, not an
+/// answer, so it is not taken as one, what streamed of it is withdrawn, and the run ends
+/// saying why rather than ask a model that wrote it back again.
+#[test]
+fn toolloops_instruction_written_back_is_not_taken_as_the_answer() {
+    let (out, log, seen) = answered_after_three_failures(
+        "error: calculator is unavailable now. Answer directly without it.",
+    );
     assert_eq!(out.stop_reason(), StopKind::InvalidReplies);
     assert_eq!(out.answer(), None);
     assert_eq!(seen.lock().unwrap().len(), 4, "not asked again");
@@ -400,20 +416,9 @@ fn toolloops_instruction_written_back_is_not_taken_as_the_answer() {
 /// 0.5B gave the weather it had, then the advice of a call that was not run).
 #[test]
 fn an_answer_keeps_its_own_sentences_before_an_instruction_written_back() {
-    let s = server();
-    let (log, observer) = events();
-    let model = Scripted::new([
-        call("calculator", json!({"expression": "350 grams / 6 loaves"})),
-        call("calculator", json!({"expression": "g * 4"})),
-        call("calculator", json!({"expression": "g / 4"})),
-        answer("6 loaves need 2,100 g of flour. Answer directly without it."),
-        answer("2100 g"),
-    ]);
-    let seen = model.seen();
-    let mut o = builder(model, &s).observer(observer).build().unwrap();
-    let out = o
-        .run("350 g of flour per loaf: how much for 6 loaves?")
-        .unwrap();
+    let (out, log, seen) = answered_after_three_failures(
+        "6 loaves need 2,100 g of flour. Answer directly without it.",
+    );
     assert_eq!(out.answer(), Some("6 loaves need 2,100 g of flour."));
     assert_eq!(seen.lock().unwrap().len(), 4, "not asked again");
     let log = log.lock().unwrap();
