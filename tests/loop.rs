@@ -357,6 +357,9 @@ fn the_placeholder_written_twice_ends_the_run() {
     );
 }
 
+/// A list a run and its test share.
+type Shared<T> = std::sync::Arc<std::sync::Mutex<Vec<T>>>;
+
 /// A run whose calculator fails three times (the tool is then unavailable) and whose
 /// model then answers `first` (and "2100 g" if asked again): its outcome, its events and
 /// the requests the model saw.
@@ -364,8 +367,8 @@ fn answered_after_three_failures(
     first: &str,
 ) -> (
     toolloop::Outcome,
-    std::sync::Arc<std::sync::Mutex<Vec<Event>>>,
-    std::sync::Arc<std::sync::Mutex<Vec<Vec<toolloop::Message>>>>,
+    Shared<Event>,
+    Shared<Vec<toolloop::Message>>,
 ) {
     let s = server();
     let (log, observer) = events();
