@@ -158,7 +158,8 @@ pub fn before_instruction<'a>(text: &'a str, history: &[Message]) -> Option<&'a 
     let needle = instruction.to_ascii_lowercase();
     let at = lower.find(&needle)?;
     // How far back the copy goes: the longest run before the instruction that one message
-    // given to the model has before it too.
+    // given to the model has before it too. Where no message gave it the instruction,
+    // nothing shows where a copy would begin, and the answer is refused whole.
     let copied = history
         .iter()
         .filter(|m| m.role != Role::Assistant)
@@ -173,8 +174,7 @@ pub fn before_instruction<'a>(text: &'a str, history: &[Message]) -> Option<&'a 
                 .count();
             Some(same)
         })
-        .max()
-        .unwrap_or(0);
+        .max()?;
     // The copy begins at a word: a run that matched from inside one (the period of
     // "flour." against the one of "now.") is the model's up to that word's end.
     let mut start = at - copied;
@@ -349,6 +349,7 @@ mod tests {
         let advice = crate::checks::held_for_nobodys_value("calculator", "expression");
         let history = [
             Message::user("Weather in Paris, in Fahrenheit?"),
+            Message::tool("weather", repeated_call("weather", "11 °C")),
             Message::user(advice.clone()),
         ];
         let answer = format!("It is 11 degrees in Paris, with light rain. {advice}");
@@ -365,6 +366,14 @@ mod tests {
             Some("It is 11 degrees.")
         );
         assert_eq!(before_instruction(&advice, &history), None);
+        // An instruction no message gave: nothing shows where the copy begins.
+        assert_eq!(
+            before_instruction(
+                "error: calculator is unavailable now. Answer directly without it.",
+                &history
+            ),
+            None
+        );
         assert_eq!(
             before_instruction("It is 11 degrees in Paris.", &history),
             None
