@@ -340,7 +340,7 @@ mod ask {
             (
                 [copy, welcome],
                 "Thanks, that's all I needed.",
-                "[Check] example-copy: the answer was refused: it writes the prompt's example 12.5 * 4, which nobody in the conversation gave; asked again without the example",
+                "[Check] example-copy: the answer was refused: it writes the prompt's example 12.5 * 4, which nobody in the conversation gave (the example is out of the prompt from now); asked again",
                 "You're welcome!\n",
             ),
         ];

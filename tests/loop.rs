@@ -432,6 +432,94 @@ fn an_answer_keeps_its_own_sentences_before_an_instruction_written_back() {
     );
 }
 
+/// Two calculations asked for, both made, and an answer that gives one of them.
+fn two_results_then(answers: [&str; 2]) -> (toolloop::Outcome, Vec<Event>, usize) {
+    let s = server();
+    let model = Scripted::new([
+        call("calculator", json!({"expression": "14 * 3"})),
+        call("calculator", json!({"expression": "81 / 9"})),
+        answer(answers[0]),
+        answer(answers[1]),
+    ]);
+    let seen = model.seen();
+    let (log, sink) = events();
+    let mut o = builder(model, &s).observer(sink).build().unwrap();
+    let out = o.run("What is 14 * 3 and what is 81 / 9?").unwrap();
+    let log = log.lock().unwrap().clone();
+    let asked = seen.lock().unwrap().len();
+    (out, log, asked)
+}
+
+#[test]
+fn an_answer_that_leaves_out_a_result_is_asked_for_again_once() {
+    let refused = |log: &[Event]| {
+        log.iter()
+            .filter(|e| {
+                matches!(e, Event::Check { action: CheckAction::RefuseAnswer { told: true }, check, .. }
+                    if check == "every-result")
+            })
+            .count()
+    };
+    let (out, log, asked) = two_results_then(["14 * 3 = 42", "14 * 3 = 42 and 81 / 9 = 9"]);
+    assert_eq!(out.answer(), Some("14 * 3 = 42 and 81 / 9 = 9"));
+    assert_eq!((asked, refused(&log)), (4, 1), "{log:?}");
+    // The answer shown as it streamed is withdrawn, saying which check refused it.
+    assert!(
+        log.iter()
+            .any(|e| matches!(e, Event::AnswerRetracted { reason }
+            if reason.starts_with("every-result refused it"))),
+        "{log:?}"
+    );
+    // Once a run: a second answer that leaves it out too stands.
+    let (out, log, asked) = two_results_then(["42", "It is 42."]);
+    assert_eq!(out.answer(), Some("It is 42."));
+    assert_eq!((asked, refused(&log)), (4, 1), "{log:?}");
+    // An answer that gives both is taken at once.
+    let (out, _, asked) = two_results_then(["42 and 9", "unused"]);
+    assert_eq!((out.answer(), asked), (Some("42 and 9"), 3));
+}
+
+#[test]
+fn a_call_that_copies_the_prompts_example_beside_a_right_one_is_held() {
+    let s = server();
+    let turn = json!({"kind": "tool_calls", "thought": "", "calls": [
+        {"tool": "get_weather", "arguments": {"city": "Paris"}},
+        {"tool": "calculator", "arguments": {"expression": "2 * (12.5 * 4)"}},
+    ]});
+    let model = Scripted::new([turn.to_string(), answer("It is 11 °C in Paris.")]);
+    let seen = model.seen();
+    let (log, sink) = events();
+    let mut o = builder(model, &s).observer(sink).build().unwrap();
+    let out = o
+        .run("Check the weather in Paris, then use the calculator to double its temperature.")
+        .unwrap();
+    assert_eq!(out.answer(), Some("It is 11 °C in Paris."));
+    // Held: recorded as not run, with what the model was told.
+    let ran: Vec<_> = (out.steps.iter())
+        .filter_map(|s| Some((s.tool.clone()?, s.ok)))
+        .collect();
+    assert_eq!(
+        ran,
+        [("get_weather".into(), true), ("calculator".into(), false)]
+    );
+    let log = log.lock().unwrap();
+    assert!(
+        log.iter().any(
+            |e| matches!(e, Event::Check { check, action: CheckAction::Hold { tool, .. }, .. }
+            if check == "example-copy" && tool == "calculator")
+        ),
+        "{log:?}"
+    );
+    // The model reads why beside the weather, and may call it again with the result.
+    let history = &seen.lock().unwrap()[1];
+    assert!(
+        history.iter().any(|m| m
+            .content
+            .contains("not run: nobody gave expression for calculator")),
+        "{history:?}"
+    );
+}
+
 #[test]
 fn three_invalid_replies_are_an_invalid_response_format_error() {
     let s = server();

@@ -42,8 +42,11 @@
 
 use serde_json::{Map, Value};
 
-use super::{Check, CheckInfo, Effect, Evidence, Judgement, Reads, TurnContext, support};
-use crate::turn::prompt::{EXAMPLE_VALUE, example_in, example_numbers};
+use super::{
+    AnswerContext, CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, OnCall, Reads,
+    Refusal, TurnContext, support,
+};
+use crate::turn::prompt::{EXAMPLE_VALUE, example_in, example_numbers, without_example};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
@@ -52,7 +55,7 @@ pub static INFO: CheckInfo = CheckInfo {
     off_for: &[],
     reads: Reads::Reply,
     effect: Effect::Declines,
-    what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4) or a tool description's example id where the person never said it; a call that copied the prompt is asked again without the example",
+    what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4) or a tool description's example id where the person never said it; a call that copied the prompt is asked again without the example, and one beside other calls is held while they run",
     why: "a very small model copies the examples it was shown into calls the request never asked for",
     example: "\"What is the weather in Tokyo?\": calculator(expression: \"12.5 * 4\") is the prompt's example: declined, and asked again without it among the tools that share a word with the request (get_weather); \"Wie spät ist es in Tokio?\" shares none: the model answers",
     safety: "It acts only on a value equal to the example toolloop's own prompt shows, and only where the person's words do not ground it; it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
@@ -113,20 +116,54 @@ impl Check for ExampleCopy {
         }
     }
 
+    /// A call that copies the prompt's example beside calls that do not (a turn of them
+    /// all is declined whole, above) is held: the others run, and the model is told why
+    /// this one did not. Qwen2.5-Coder 0.5B, asked for the weather in Paris and its
+    /// temperature doubled, called `get_weather` and `calculator("2 * (12.5 * 4)")` in
+    /// one turn, and the second ran.
+    fn judge_call(
+        &self,
+        ctx: &TurnContext<'_>,
+        call: &CallUnderCheck<'_>,
+        findings: &mut Vec<Finding>,
+    ) -> Option<Vec<String>> {
+        let name = copied(call.arguments, ctx.said)?;
+        let tool = &call.spec.name;
+        findings.push(Finding::OnCall {
+            check: INFO.name,
+            tool: tool.clone(),
+            index: call.index,
+            why: format!("{name} is the prompt's example, which the request never says"),
+            act: OnCall::Hold {
+                told: super::more_calls::told(tool, &name),
+            },
+            arguments: vec![name],
+        });
+        None
+    }
+
     fn judges_answers(&self) -> bool {
         true
     }
 
-    fn judge_answer(&self, said: &Evidence, content: &str) -> Option<String> {
-        let at = example_in(content)?;
+    fn judge_answer(&self, ctx: &AnswerContext<'_>) -> Option<Refusal> {
+        let at = example_in(ctx.content)?;
         let unsaid = example_numbers()
             .filter(|n| n.fract() != 0.0)
-            .all(|n| !said.grounds(&Value::from(n)));
-        unsaid.then(|| {
-            format!(
-                "it writes the prompt's example {}, which nobody in the conversation gave",
-                &content[at]
-            )
+            .all(|n| !ctx.said.grounds(&Value::from(n)));
+        // Only where the prompt holds the example, the evidence that the answer copied
+        // it, and so once a run at most. Told why instead, with its copy in the history,
+        // Qwen2.5-Coder 0.5B wrote it again every time; without the example it answered
+        // in its own words.
+        let prompt = without_example(ctx.system?)?;
+        unsaid.then(|| Refusal {
+            why: format!(
+                "it writes the prompt's example {}, which nobody in the conversation gave \
+                 (the example is out of the prompt from now)",
+                &ctx.content[at]
+            ),
+            prompt: Some(prompt),
+            told: None,
         })
     }
 }
@@ -329,11 +366,21 @@ mod tests {
 
     #[test]
     fn an_answer_that_writes_the_example_nobody_gave_is_refused_and_one_that_was_given_is_not() {
-        let refuses = |said: &[&str], answer: &str| {
-            ExampleCopy
-                .judge_answer(&Evidence::of(said.iter().copied()), answer)
-                .is_some()
+        let calc = crate::tool_spec::ToolSpec::new(
+            "calculator",
+            "math",
+            json!({"type": "object", "properties": {"expression": {"type": "string"}}}),
+        );
+        let system = crate::turn::prompt::build_system_prompt(&[calc], None);
+        let judge = |said: &[&str], answer: &str| {
+            ExampleCopy.judge_answer(&AnswerContext {
+                content: answer,
+                said: &Evidence::of(said.iter().copied()),
+                earlier: &[],
+                system: Some(&system),
+            })
         };
+        let refuses = |said: &[&str], answer: &str| judge(said, answer).is_some();
         for answer in [
             "12.5 * 4 = 50",
             "Tampereessa on 12.5 * 4 = 50",
@@ -363,9 +410,19 @@ mod tests {
             &["What's 50 / 4?", "12.5"],
             "50 / 4 = 12.5, and 12.5 * 4 = 50"
         ));
-        let why = ExampleCopy
-            .judge_answer(&Evidence::of(["Dobré ráno!"]), "Sure: 12.5 * 4. = 50")
-            .unwrap();
-        assert!(why.contains("example 12.5 * 4,"), "{why}");
+        let refusal = judge(&["Dobré ráno!"], "Sure: 12.5 * 4. = 50").unwrap();
+        assert!(refusal.why.contains("example 12.5 * 4,"), "{}", refusal.why);
+        // Asked again with the example out of the prompt, not told why.
+        let without = refusal.prompt.unwrap();
+        assert!(example_in(&without).is_none() && refusal.told.is_none());
+        // A prompt without the example (a person's own, or after the first refusal)
+        // holds no evidence of a copy.
+        let theirs = AnswerContext {
+            content: "12.5 * 4 = 50",
+            said: &Evidence::of(["Dobré ráno!"]),
+            earlier: &[],
+            system: Some(&without),
+        };
+        assert_eq!(ExampleCopy.judge_answer(&theirs), None);
     }
 }

@@ -16,7 +16,9 @@
 //!    default) turns a call into a question for a required value nobody gave;
 //!    `unsure-optional` (off by default) leaves out an optional value the model hesitated
 //!    over and the request does not hold;
-//! 4. on a final answer: `example-copy` (an answer that writes the prompt's example).
+//! 4. on a final answer: `example-copy` (an answer that writes the prompt's example),
+//!    then `every-result` (an answer that gives one call's result and leaves out
+//!    another's).
 //!
 //! No check changes a value the model wrote: a check lets a call through as written,
 //! declines it, holds it back, or asks the model again or the person. The one exception,
@@ -26,6 +28,7 @@
 
 #[cfg(any(feature = "cli", test))]
 pub(crate) mod doc;
+pub(crate) mod every_result;
 pub(crate) mod example_copy;
 pub(crate) mod grounding;
 pub(crate) mod invented_required;
@@ -92,6 +95,8 @@ pub enum Effect {
     AsksForMore,
     /// Leaves values out of the call.
     LeavesOut,
+    /// Refuses the final answer: the model is asked again for one.
+    RefusesAnswer,
 }
 
 impl std::fmt::Display for Effect {
@@ -102,6 +107,7 @@ impl std::fmt::Display for Effect {
             Effect::Asks => "asks the person",
             Effect::AsksForMore => "asks the model for one call more",
             Effect::LeavesOut => "leaves values out of the call",
+            Effect::RefusesAnswer => "refuses the answer and asks the model again",
         })
     }
 }
@@ -155,8 +161,13 @@ pub enum CheckAction {
         /// The arguments asked for.
         arguments: Vec<String>,
     },
-    /// The final answer is refused; the model is asked again.
-    RefuseAnswer,
+    /// The final answer is refused; the model is asked again for an answer.
+    RefuseAnswer {
+        /// Whether the model is told why (its answer stays in the history); otherwise
+        /// it is asked again as if it had not answered.
+        #[serde(default)]
+        told: bool,
+    },
     /// The call is made without these optional arguments: the tool's defaults stand.
     LeaveOut {
         /// The tool.
@@ -199,9 +210,13 @@ impl CheckAction {
                     arguments.join(", ")
                 )
             }
-            CheckAction::RefuseAnswer => {
-                format!("{check}: the answer was refused: {why}; asked again without the example")
-            }
+            CheckAction::RefuseAnswer { told } => format!(
+                "{check}: the answer was refused: {why}; {}",
+                match told {
+                    true => "asked again, told so",
+                    false => "asked again",
+                }
+            ),
         }
     }
 }
@@ -394,6 +409,33 @@ pub(crate) struct TurnContext<'a> {
     /// tool's own hints (every class but read-only): a call to one needs the model's
     /// answer to the fit question however sure it was ([`tool_fit`]).
     pub writes: &'a [String],
+}
+
+/// What the checks see of a final answer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AnswerContext<'a> {
+    /// The answer's text.
+    pub content: &'a str,
+    /// What the person and the tools said in the run ([`Evidence`]).
+    pub said: &'a Evidence,
+    /// The calls of this run that came back, in order.
+    pub earlier: &'a [Earlier<'a>],
+    /// The run's system prompt, where its history begins with one.
+    pub system: Option<&'a str>,
+}
+
+/// How a final answer is refused: the model is asked again for an answer (only an
+/// answer: it chose to answer), on the history changed as this says.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Refusal {
+    /// Why, in the check's words.
+    pub why: String,
+    /// The system prompt for the rest of the run, where the answer copied something of
+    /// it that is taken out.
+    pub prompt: Option<String>,
+    /// What the model is told after its answer, which stays in the history; `None`: the
+    /// answer is dropped and the model asked again on the history as it was.
+    pub told: Option<String>,
 }
 
 /// [`tool_probability::name_share`] and [`tool_probability::name_leaning`] over the
@@ -600,9 +642,9 @@ pub(crate) trait Check: Sync {
     /// Judges a turn that calls `tool` (the turn's first call stands for all of them).
     fn judge_turn(&self, _ctx: &TurnContext<'_>, _tool: &str, _judgement: &mut Judgement) {}
 
-    /// Judges a final answer, given what the person and the tools said: why it is
-    /// refused (the model is told so and asked again), or `None`.
-    fn judge_answer(&self, _said: &Evidence, _content: &str) -> Option<String> {
+    /// Judges a final answer: how it is refused (the model is asked again for an answer),
+    /// or `None`.
+    fn judge_answer(&self, _ctx: &AnswerContext<'_>) -> Option<Refusal> {
         None
     }
 
@@ -635,6 +677,7 @@ pub(crate) static ALL: &[&dyn Check] = &[
     &numbers_left::NumbersLeft,
     &invented_required::InventedRequired,
     &unsure_optional::UnsureOptional,
+    &every_result::EveryResult,
 ];
 
 /// The checks of a run: those of [`ALL`] that its [`CheckLevels`] leave on, in order.
@@ -683,11 +726,10 @@ impl Checks {
     }
 
     /// The first check on that refuses the final answer `content`, and why.
-    pub fn judge_answer(&self, said: &Evidence, content: &str) -> Option<(&'static str, String)> {
-        self.on.iter().find_map(|c| {
-            c.judge_answer(said, content)
-                .map(|why| (c.info().name, why))
-        })
+    pub fn judge_answer(&self, ctx: &AnswerContext<'_>) -> Option<(&'static str, Refusal)> {
+        self.on
+            .iter()
+            .find_map(|c| c.judge_answer(ctx).map(|r| (c.info().name, r)))
     }
 
     /// Whether a check on judges answers, so that their text is held while it streams

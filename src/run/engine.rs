@@ -462,7 +462,7 @@ impl Engine {
         answered: Option<crate::checks::Answered>,
     ) {
         let answer = !matches!(turn, Turn::ToolCall { .. } | Turn::ToolCalls { .. });
-        if answer && self.refuse_answer(&turn) {
+        if answer && self.refuse_answer(&reply.text, &turn) {
             return;
         }
         let mut calls = calls_of(&turn);

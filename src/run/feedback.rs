@@ -244,6 +244,25 @@ pub fn invalid_reply(raw: &str, stop: StopReason, reason: &str) -> [Message; 2] 
     ]
 }
 
+/// How the message that says why an answer was refused begins.
+const ANSWER_REFUSED: &str = "Your answer was not taken: ";
+
+/// The answer a check refused ([`crate::checks::Refusal::told`]) and what the model is
+/// told about it, for the history.
+pub fn answer_refused(raw: &str, told: &str) -> [Message; 2] {
+    [
+        Message::assistant(shorten(raw.trim(), 500)),
+        Message::user(format!("{ANSWER_REFUSED}{told}")),
+    ]
+}
+
+/// Whether an answer was refused, the model told why, in these messages.
+pub fn answer_refused_in(history: &[Message]) -> bool {
+    history
+        .iter()
+        .any(|m| m.role == Role::User && m.content.starts_with(ANSWER_REFUSED))
+}
+
 /// Keeps the history inside the context window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ContextGuard {

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, BackendError, ChatRequest, GenOptions, Message, keep_going};
-use crate::checks::Checks;
+use crate::checks::{CheckAction, Checks};
 use crate::config::Config;
 use crate::deadline::{Deadline, StopHandle};
 use crate::run::budget::Budget;
@@ -307,8 +307,17 @@ impl Orchestrator {
                     self.emit(&Event::from(l.acted(reply.text.len())));
                 }
                 engine.model_replied(&reply);
-                self.flush(engine);
-                self.settle_answer(engine, &shown);
+                let events = engine.drain_events();
+                let refused = events.iter().find_map(|e| match e {
+                    Event::Check {
+                        check,
+                        action: CheckAction::RefuseAnswer { .. },
+                        ..
+                    } => Some(check.clone()),
+                    _ => None,
+                });
+                events.iter().for_each(|e| self.emit(e));
+                self.settle_answer(engine, &shown, refused.as_deref());
             }
             Err(BackendError::Timeout { .. }) => engine.timed_out(run.limit),
             Err(e) => {
@@ -504,7 +513,7 @@ impl Orchestrator {
     /// the engine took (an answer the stream could not decode, a repaired one, is given
     /// whole), or withdraws it when the reply was refused, so the person is never left
     /// with half an answer and no word why.
-    fn settle_answer(&mut self, engine: &Engine, shown: &str) {
+    fn settle_answer(&mut self, engine: &Engine, shown: &str, refused_by: Option<&str>) {
         if self.guardrails.may_block_output() {
             return;
         }
@@ -514,13 +523,16 @@ impl Orchestrator {
             // A run that ends on it (toolloop's own words written back, the deadline): what
             // ended it is said next.
             ended => {
-                let reason = match ended {
-                    Some(_) => "the run ended without an answer",
-                    None => "the reply was not a valid answer; the model is asked again",
+                let reason = match (ended, refused_by) {
+                    (Some(_), _) => "the run ended without an answer".to_string(),
+                    (None, Some(check)) => {
+                        format!("{check} refused it; the model is asked for its answer again")
+                    }
+                    (None, None) => {
+                        "the reply was not a valid answer; the model is asked again".to_string()
+                    }
                 };
-                return self.emit(&Event::AnswerRetracted {
-                    reason: reason.into(),
-                });
+                return self.emit(&Event::AnswerRetracted { reason });
             }
         };
         match answer.strip_prefix(shown) {

@@ -11,6 +11,21 @@ use crate::tool_spec::Effect;
 use crate::turn::Turn;
 
 impl Engine {
+    /// The run's calls that came back, as its steps record them.
+    pub(super) fn earlier(&self) -> Vec<Earlier<'_>> {
+        self.steps
+            .iter()
+            .filter_map(|s| {
+                Some(Earlier {
+                    tool: s.tool.as_deref()?,
+                    arguments: s.arguments.as_ref()?,
+                    result: &s.observation,
+                    ok: s.ok,
+                })
+            })
+            .collect()
+    }
+
     /// The question aside waiting for the model ([`super::Step::AskAside`]), if one is.
     pub(crate) fn aside(&self) -> Option<&Aside> {
         match &self.state {
@@ -84,19 +99,7 @@ impl Engine {
         let thresholds = self.config.thresholds();
         let question = &self.history[self.run_start].content;
         let person = feedback::person(&self.history[self.run_start..]);
-        // The run's calls that came back, as its steps record them.
-        let earlier: Vec<Earlier<'_>> = self
-            .steps
-            .iter()
-            .filter_map(|s| {
-                Some(Earlier {
-                    tool: s.tool.as_deref()?,
-                    arguments: s.arguments.as_ref()?,
-                    result: &s.observation,
-                    ok: s.ok,
-                })
-            })
-            .collect();
+        let earlier = self.earlier();
         let unsaid = checks::unsaid(&self.specs, calls, &said);
         let own_numbers = checks::own_numbers(calls, &said);
         // Asked for one call more than the turn before: the calls past those were added,

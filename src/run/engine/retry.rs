@@ -9,13 +9,12 @@
 //! one sitting.
 
 use super::{Call, Engine, Next, State};
-use crate::checks::{Acted, CheckAction, Verdict};
+use crate::checks::{Acted, AnswerContext, CheckAction, Verdict};
 use crate::message::{ChatReply, Role, StopReason};
 use crate::run::ending::Ending;
 use crate::run::events::Event;
 use crate::run::feedback;
 use crate::turn::Turn;
-use crate::turn::prompt;
 
 /// A turn of calls that passed every check and was asked for again with more calls: what
 /// is carried out if the turn asked for does not come back valid.
@@ -37,30 +36,43 @@ pub(super) struct AskedAgain {
 }
 
 impl Engine {
-    /// A final answer a check refuses (`example-copy`: it writes the prompt's example) is
-    /// asked for again on the history as it was, with the example out of the system prompt
-    /// for the rest of the run, and only an answer allowed: the model chose to answer. Told
-    /// why instead, with its copy in the history, Qwen2.5-Coder 0.5B wrote it again 3 times
-    /// of 3; without the example it answered in its own words. Only where the prompt holds
-    /// the example, the evidence that the answer copied it, and so once a run at most;
-    /// `true` when the answer was refused.
-    pub(super) fn refuse_answer(&mut self, turn: &Turn) -> bool {
+    /// A final answer a check refuses is asked for again, with only an answer allowed:
+    /// the model chose to answer. The check says how ([`crate::checks::Refusal`]): with a
+    /// new system prompt for the rest of the run, and with or without its answer and what
+    /// it is told in the history. An answer is refused with the model told why once a run
+    /// at most, so that a check can never keep a run from ending; `true` when the answer
+    /// was refused.
+    pub(super) fn refuse_answer(&mut self, raw: &str, turn: &Turn) -> bool {
         let Turn::FinalAnswer { content, .. } = turn else {
             return false;
         };
-        let Some(without) = self.system_prompt().and_then(prompt::without_example) else {
-            return false;
-        };
         let said = feedback::evidence(&self.history);
-        let Some((check, why)) = self.checks.judge_answer(&said, content) else {
+        let earlier = self.earlier();
+        let told_before = feedback::answer_refused_in(&self.history[self.run_start..]);
+        let ctx = AnswerContext {
+            content,
+            said: &said,
+            earlier: &earlier,
+            system: self.system_prompt(),
+        };
+        let Some((check, refusal)) = self.checks.judge_answer(&ctx) else {
             return false;
         };
-        self.history[0].content = without;
+        if refusal.told.is_some() && told_before {
+            return false;
+        }
+        if let Some(prompt) = refusal.prompt {
+            self.history[0].content = prompt;
+        }
+        let told = refusal.told.is_some();
+        if let Some(text) = refusal.told {
+            self.history.extend(feedback::answer_refused(raw, &text));
+        }
         self.answer_only_from_now();
         self.events.push(Event::from(Acted {
             check,
-            action: CheckAction::RefuseAnswer,
-            why,
+            action: CheckAction::RefuseAnswer { told },
+            why: refusal.why,
         }));
         true
     }
@@ -551,7 +563,7 @@ pub(super) mod tests {
         let line = e.drain_events().iter().find_map(Event::check_line).unwrap();
         assert_eq!(
             line,
-            "example-copy: the answer was refused: it writes the prompt's example 12.5 * 4, which nobody in the conversation gave; asked again without the example"
+            "example-copy: the answer was refused: it writes the prompt's example 12.5 * 4, which nobody in the conversation gave (the example is out of the prompt from now); asked again"
         );
         // The same history, but for the example; only an answer allowed.
         assert_eq!(e.next_step(), Step::CallModel);
