@@ -95,7 +95,7 @@ impl Builtin {
                 json!({"type": "object",
                        "properties": {"utc_offset": {"type": "string",
                                       "pattern": "^[+-][0-9]{2}:[0-9]{2}$",
-                                      "description": "+HH:MM or -HH:MM; UTC when absent"}}}),
+                                      "description": "e.g. +09:00; UTC when absent"}}}),
             )
             .with_examples(["What is the date today?"]),
         ];
