@@ -43,8 +43,8 @@
 use serde_json::{Map, Value};
 
 use super::{
-    AnswerContext, CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, OnCall, Reads,
-    Refusal, TurnContext, support,
+    AnswerContext, CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, Reads, Refusal,
+    TurnContext, support,
 };
 use crate::turn::prompt::{EXAMPLE_VALUE, example_in, example_numbers, without_example};
 
@@ -128,17 +128,9 @@ impl Check for ExampleCopy {
         findings: &mut Vec<Finding>,
     ) -> Option<Vec<String>> {
         let name = copied(call.arguments, ctx.said)?;
-        let tool = &call.spec.name;
-        findings.push(Finding::OnCall {
-            check: INFO.name,
-            tool: tool.clone(),
-            index: call.index,
-            why: format!("{name} is the prompt's example, which the request never says"),
-            act: OnCall::Hold {
-                told: super::more_calls::told(tool, &name),
-            },
-            arguments: vec![name],
-        });
+        let why = format!("{name} is the prompt's example, which the request never says");
+        let told = super::more_calls::told(&call.spec.name, &name);
+        findings.push(Finding::hold(INFO.name, call, vec![name], why, told));
         None
     }
 

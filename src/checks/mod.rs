@@ -565,6 +565,27 @@ pub(crate) enum Finding {
     },
 }
 
+impl Finding {
+    /// `check` holds `call`: it is not run now, and the model reads `told` beside the
+    /// other calls' results.
+    pub(crate) fn hold(
+        check: &'static str,
+        call: &CallUnderCheck<'_>,
+        arguments: Vec<String>,
+        why: String,
+        told: String,
+    ) -> Self {
+        Finding::OnCall {
+            check,
+            tool: call.spec.name.clone(),
+            index: call.index,
+            arguments,
+            why,
+            act: OnCall::Hold { told },
+        }
+    }
+}
+
 /// What a check does with one call ([`Finding::OnCall`]).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum OnCall {

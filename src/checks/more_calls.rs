@@ -19,9 +19,7 @@
 //! first call's result at once, on a value of its own: the prompt example's `12.5 * 4`
 //! for a temperature not yet known.
 
-use super::{
-    CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, OnCall, Reads, TurnContext,
-};
+use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, Reads, TurnContext};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
@@ -79,16 +77,14 @@ impl Check for MoreCalls {
         if !nobodys.is_empty() {
             let tool = &call.spec.name;
             let names = nobodys.join(", ");
-            findings.push(Finding::OnCall {
-                check: INFO.name,
-                tool: tool.clone(),
-                index: call.index,
-                why: format!("{names} given by nobody; it waits for the other calls' results"),
-                act: OnCall::Hold {
-                    told: told(tool, &names),
-                },
-                arguments: nobodys,
-            });
+            let why = format!("{names} given by nobody; it waits for the other calls' results");
+            findings.push(Finding::hold(
+                INFO.name,
+                call,
+                nobodys,
+                why,
+                told(tool, &names),
+            ));
         }
         None
     }

@@ -24,9 +24,7 @@ use serde_json::{Map, Value};
 
 use super::grounding::Evidence;
 use super::numbers;
-use super::{
-    CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, OnCall, Reads, TurnContext,
-};
+use super::{CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, Reads, TurnContext};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
@@ -122,19 +120,12 @@ impl Check for NumbersLeft {
             let tool = &call.spec.name;
             let left: Vec<String> = ctx.left.iter().map(|n| n.to_string()).collect();
             let numbers = left.join(", ");
-            findings.push(Finding::OnCall {
-                check: INFO.name,
-                tool: tool.clone(),
-                index: call.index,
-                why: format!("it uses none of {numbers} that the calls before left out"),
-                act: OnCall::Hold {
-                    told: format!(
-                        "not run: this {tool} call uses none of {numbers} from the request, which \
-                     the calls before left out."
-                    ),
-                },
-                arguments: left,
-            });
+            let why = format!("it uses none of {numbers} that the calls before left out");
+            let told = format!(
+                "not run: this {tool} call uses none of {numbers} from the request, which the \
+                 calls before left out."
+            );
+            findings.push(Finding::hold(INFO.name, call, left, why, told));
         }
         None
     }

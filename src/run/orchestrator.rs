@@ -307,17 +307,16 @@ impl Orchestrator {
                     self.emit(&Event::from(l.acted(reply.text.len())));
                 }
                 engine.model_replied(&reply);
-                let events = engine.drain_events();
+                let events = self.flush(engine);
                 let refused = events.iter().find_map(|e| match e {
                     Event::Check {
                         check,
                         action: CheckAction::RefuseAnswer { .. },
                         ..
-                    } => Some(check.clone()),
+                    } => Some(check.as_str()),
                     _ => None,
                 });
-                events.iter().for_each(|e| self.emit(e));
-                self.settle_answer(engine, &shown, refused.as_deref());
+                self.settle_answer(engine, &shown, refused);
             }
             Err(BackendError::Timeout { .. }) => engine.timed_out(run.limit),
             Err(e) => {
@@ -551,10 +550,13 @@ impl Orchestrator {
         }
     }
 
-    fn flush(&mut self, engine: &mut Engine) {
-        for e in engine.drain_events() {
-            self.emit(&e);
+    /// Emits the engine's events, and gives them back for what the caller reads in them.
+    fn flush(&mut self, engine: &mut Engine) -> Vec<Event> {
+        let events = engine.drain_events();
+        for e in &events {
+            self.emit(e);
         }
+        events
     }
 
     /// The outcome of a finished engine, after the output guardrail, with the `stopped`
