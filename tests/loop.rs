@@ -883,6 +883,64 @@ fn a_missing_model_is_an_error_with_the_pull_hint() {
     );
 }
 
+/// A model file toolloop measured is decided by the bars measured for it on a fresh
+/// install: Ollama names the file by its SHA-256 on the Modelfile's `FROM` line.
+#[test]
+fn a_model_file_toolloop_measured_gets_its_shipped_calibration() {
+    let modelfile = |hex: &str| {
+        json!({
+            "modelfile": format!("# FROM qwen2.5-coder:0.5b\nFROM /root/.ollama/models/blobs/sha256-{hex}\n"),
+            "capabilities": ["completion"]
+        })
+        .to_string()
+    };
+    // No calibration of the person's own.
+    let none = std::env::temp_dir().join(format!("toolloop-none-{}.json", std::process::id()));
+    let build = |url: &str| {
+        let config = toolloop::Config {
+            calibration: Some(none.clone()),
+            tools: toolloop::tools::ToolSetup::default(),
+            ..Default::default()
+        };
+        let mut o = Orchestrator::builder()
+            .settings(config)
+            .backend(toolloop::backend::Ollama::new(url, "qwen2.5-coder:0.5b"))
+            .build()
+            .unwrap();
+        // The server names the file in its answer to the preflight.
+        o.preflight(toolloop::Deadline::after(Duration::from_secs(5)))
+            .unwrap();
+        o
+    };
+    let mut server = mockito::Server::new();
+    server
+        .mock("POST", "/api/show")
+        .with_body(modelfile(
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        ))
+        .create();
+    let o = build(&server.url());
+    let t = o.config().thresholds.clone().unwrap();
+    assert!(
+        t.calibrated_for
+            .as_deref()
+            .is_some_and(|c| c.starts_with("Qwen2.5-Coder 0.5B Instruct Q4_K_M")),
+        "{t:?}"
+    );
+    assert!(t.fit_min > 0.40, "{t:?}");
+    // Another file of the same name gets the defaults.
+    let mut other = mockito::Server::new();
+    other
+        .mock("POST", "/api/show")
+        .with_body(modelfile(&"ab".repeat(32)))
+        .create();
+    let o = build(&other.url());
+    assert_eq!(
+        o.config().thresholds.clone().unwrap(),
+        toolloop::Thresholds::default()
+    );
+}
+
 #[test]
 fn run_loop_fails_clearly_when_the_tool_server_is_down() {
     let config = toolloop::Config {

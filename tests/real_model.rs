@@ -1198,3 +1198,58 @@ fn official_clients_and_an_agent_framework_run_a_whole_loop_through_the_proxy() 
         );
     }
 }
+
+/// A fresh install on this server finds the calibration toolloop ships for the Qwen file
+/// it runs (by `/props`' `model_path`, its size and the SHA-256 of its first bytes), and a
+/// person's own calibration stands over it.
+#[test]
+#[ignore = "needs a llama-server: see the module docs"]
+fn a_fresh_install_finds_the_calibration_shipped_for_the_qwen_file() {
+    let _turn = one_at_a_time();
+    let dir = std::env::temp_dir().join(format!("toolloop-shipped-{}", std::process::id()));
+    let build = |calibration: std::path::PathBuf| {
+        let config = toolloop::Config {
+            calibration: Some(calibration),
+            tools: toolloop::tools::ToolSetup::default(),
+            ..Default::default()
+        };
+        let mut o = toolloop::Orchestrator::builder()
+            .settings(config)
+            .backend(OpenAi::new(&url(), "qwen", None))
+            .build()
+            .unwrap();
+        o.preflight(Deadline::after(Duration::from_secs(10)))
+            .unwrap();
+        o.config().thresholds.clone().unwrap()
+    };
+    let t = build(dir.join("none.json"));
+    assert!(
+        t.calibrated_for
+            .as_deref()
+            .is_some_and(|c| c.starts_with("Qwen2.5-Coder 0.5B Instruct Q4_K_M")),
+        "{:?} for {:?}",
+        t,
+        props()["model_path"]
+    );
+    let own = toolloop::Thresholds {
+        fit_min: 0.3,
+        calibrated_for: Some("qwen".into()),
+        ..toolloop::Thresholds::default()
+    };
+    let mut file = toolloop::CalibrationFile::default();
+    let path = dir.join("own.json");
+    file.save(
+        &path,
+        toolloop::Calibration {
+            model: "qwen".into(),
+            server: url(),
+            thresholds: own.clone(),
+            data: "a test".into(),
+            when: "now".into(),
+            measured: json!({}),
+        },
+    )
+    .unwrap();
+    assert_eq!(build(path).fit_min, own.fit_min);
+    let _ = std::fs::remove_dir_all(&dir);
+}

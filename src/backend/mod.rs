@@ -184,6 +184,16 @@ pub(crate) fn token_logprob(v: &Value) -> TokenLogprob {
     }
 }
 
+/// The model's file as a server names it ([`Backend::model_file`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelFile {
+    /// The SHA-256 of its GGUF file, in hex: Ollama names a model's weights by it.
+    Sha256(String),
+    /// Where the file is on the server's machine: llama-server's `model_path`, which is
+    /// this machine's when the server runs here.
+    Path(std::path::PathBuf),
+}
+
 /// A model server.
 pub trait Backend: Send {
     /// A short description for messages: `ollama gemma3:4b at http://127.0.0.1:11434`.
@@ -193,6 +203,13 @@ pub trait Backend: Send {
     /// ([`crate::CalibrationFile`]); `None` (the default) for a backend that is not a
     /// model server (a script, a test double).
     fn identity(&self) -> Option<(String, String)> {
+        None
+    }
+
+    /// The model's file as the server names it ([`ModelFile`]), which the calibrations
+    /// shipped with toolloop are keyed by; `None` (the default) where the server does not
+    /// say, or did not answer within `deadline`.
+    fn model_file(&mut self, _deadline: Deadline) -> Option<ModelFile> {
         None
     }
 
@@ -224,6 +241,9 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn identity(&self) -> Option<(String, String)> {
         (**self).identity()
+    }
+    fn model_file(&mut self, deadline: Deadline) -> Option<ModelFile> {
+        (**self).model_file(deadline)
     }
     fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
         (**self).preflight(deadline)

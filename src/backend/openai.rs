@@ -48,6 +48,8 @@ pub struct OpenAi {
     /// What llama-server's `/props` says, read before the first question aside
     /// ([`GenOptions::aside`]). Shared by clones, so a process asks once.
     props: Arc<OnceLock<Props>>,
+    /// The model file `/props` named (`model_path`), learned with `props`.
+    model_path: Arc<OnceLock<Option<std::path::PathBuf>>>,
     /// Whether the server answered this backend (or a clone) before: a refused connection
     /// then means it restarts, and is waited for ([`Retries::again`]).
     reached: Arc<AtomicBool>,
@@ -74,6 +76,7 @@ impl OpenAi {
             stop: None,
             agent: http::StoppableAgent::default(),
             props: Arc::default(),
+            model_path: Arc::default(),
             reached: Arc::default(),
         }
     }
@@ -432,6 +435,13 @@ impl Backend for OpenAi {
 
     fn identity(&self) -> Option<(String, String)> {
         Some((self.model.clone(), self.base.clone()))
+    }
+
+    /// llama-server's `model_path`, as `/props` said it at the preflight (or before the
+    /// first question aside); `None` before, and from another server.
+    fn model_file(&mut self, _deadline: Deadline) -> Option<super::ModelFile> {
+        let path = self.model_path.get()?.clone()?;
+        Some(super::ModelFile::Path(path))
     }
 
     fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {

@@ -282,6 +282,10 @@ impl<B: Backend> Backend for Recorder<B> {
         self.inner.identity()
     }
 
+    fn model_file(&mut self, deadline: crate::deadline::Deadline) -> Option<super::ModelFile> {
+        self.inner.model_file(deadline)
+    }
+
     fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
         self.inner.preflight(deadline)
     }

@@ -706,23 +706,33 @@ fn run_doctor(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
     let checked = config
         .backend()
         .and_then(|mut b| b.preflight(deadline).map(|()| b));
-    let identity = match checked {
+    let (identity, mut backend) = match checked {
         Ok(backend) => {
             println!("model: {} answers", backend.describe());
-            backend.identity()
+            (backend.identity(), Some(backend))
         }
         Err(e) => {
             ok = false;
             println!("model: {}", with_flags(e));
-            None
+            (None, None)
         }
     };
     let key = identity.unwrap_or_else(|| (config.model.clone(), config.server()));
     match config.clone().calibrated_for(&key) {
         Ok(c) => {
-            let t = c.thresholds.unwrap_or_default();
+            let mut t = c.thresholds.unwrap_or_default();
+            // As a run finds it: the calibration shipped for this model file, when the
+            // person has none of their own.
+            if let (true, Some(b)) = (t.uncalibrated(), backend.as_mut()) {
+                t = crate::calibration::shipped_for(b.as_mut(), deadline).unwrap_or(t);
+            }
             let (model, server) = &key;
             match (&t.calibrated_for, &t.outdated_for) {
+                (Some(of), _) if t.shipped() => println!(
+                    "calibration: {model} on {server} is calibrated for {of}: its calls are \
+                     declined by bars measured for this file; `toolloop calibrate` measures \
+                     your own"
+                ),
                 (Some(_), _) => println!(
                     "calibration: {model} on {server} is calibrated: its calls are declined \
                      by bars measured for it"

@@ -260,6 +260,10 @@ impl Backend for Unconstrained {
     fn identity(&self) -> Option<(String, String)> {
         self.0.identity()
     }
+
+    fn model_file(&mut self, deadline: Deadline) -> Option<crate::backend::ModelFile> {
+        self.0.model_file(deadline)
+    }
 }
 
 /// One backend shared by the runs of one worker, case after case (each run owns a
@@ -295,6 +299,11 @@ impl Backend for SharedBackend {
 
     fn identity(&self) -> Option<(String, String)> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).identity()
+    }
+
+    fn model_file(&mut self, deadline: Deadline) -> Option<crate::backend::ModelFile> {
+        let mut b = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        b.model_file(deadline)
     }
 }
 

@@ -242,6 +242,12 @@ impl Engine {
 }
 
 impl Engine {
+    /// The thresholds the run's calls are decided by from now on: the calibration found
+    /// for the model file once the server named it, before the first turn.
+    pub(crate) fn use_thresholds(&mut self, thresholds: Option<crate::Thresholds>) {
+        self.config.thresholds = thresholds;
+    }
+
     /// A run over `history` (which holds the system prompt and any earlier turns) for
     /// `query`, with the tools in `specs`.
     #[cfg(test)]

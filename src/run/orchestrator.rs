@@ -80,7 +80,9 @@ pub struct Orchestrator {
 
 impl Orchestrator {
     /// Checks now that the model server is up and has the model (otherwise done before
-    /// the first run), so a conversation can say so before the person types.
+    /// the first run), so a conversation can say so before the person types; with no
+    /// calibration of the person's own, takes the one toolloop ships for the model file
+    /// the server names, if it measured that file ([`crate::Thresholds::shipped`]).
     pub fn preflight(&mut self, deadline: Deadline) -> Result<(), OrchestratorError> {
         if !self.preflight_done {
             self.backend
@@ -88,7 +90,28 @@ impl Orchestrator {
                 .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
             self.preflight_done = true;
         }
+        self.find_shipped(deadline);
         Ok(())
+    }
+
+    /// Takes the calibration toolloop ships for the model file the server runs
+    /// ([`crate::Thresholds::shipped`]) where the settings hold none of the person's own;
+    /// whether it did. Asked after the preflight, whose answer names the file (Ollama's
+    /// `/api/show`, llama-server's `/props`), so it costs no request of its own there.
+    fn find_shipped(&mut self, deadline: Deadline) -> bool {
+        if !self
+            .config
+            .thresholds
+            .as_ref()
+            .is_some_and(|t| t.uncalibrated())
+        {
+            return false;
+        }
+        let Some(t) = crate::calibration::shipped_for(self.backend.as_mut(), deadline) else {
+            return false;
+        };
+        self.config.thresholds = Some(t);
+        true
     }
 
     /// The system prompt every run starts from.
@@ -181,6 +204,9 @@ impl Orchestrator {
                 .preflight(deadline)
                 .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
             self.preflight_done = true;
+        }
+        if self.find_shipped(deadline) {
+            engine.use_thresholds(self.config.thresholds.clone());
         }
         let mut run = Run {
             deadline,

@@ -48,6 +48,12 @@ impl OpenAi {
         if self.stop.as_ref().is_some_and(|s| s.is_stopped()) {
             return;
         }
+        self.learn_from(props.as_ref());
+    }
+
+    /// What `props`, llama-server's answer at `/props` (`None`: no answer), says, kept
+    /// for this backend and its clones.
+    pub(super) fn learn_from(&self, props: Option<&Value>) {
         let slots = props.and_then(|props| {
             let seen = props["endpoint_slots"].as_bool().unwrap_or(false);
             Some((props["total_slots"].as_u64()?, seen))
@@ -62,6 +68,10 @@ impl OpenAi {
             llama: slots.is_some(),
             aside,
         });
+        let path = props
+            .and_then(|p| p["model_path"].as_str())
+            .filter(|p| !p.is_empty());
+        let _ = self.model_path.set(path.map(Into::into));
     }
 
     /// The slot a question aside names now, if any, by the server's own `GET /slots`: none
@@ -142,7 +152,7 @@ impl OpenAi {
     /// `GET {root}/{path}` of llama-server's own API, read as JSON within `wait` and the
     /// deadline; `None` for any failure, which each caller takes as "not llama-server" or
     /// "do not name the slot".
-    fn server_json(
+    pub(super) fn server_json(
         &self,
         agent: &ureq::Agent,
         path: &str,

@@ -7,10 +7,18 @@
 //! every needless call of the other through. So `toolloop calibrate` measures them on a
 //! labelled set against the person's own model and server and writes them here; `ask`,
 //! `chat`, `eval`, `web` and the library ([`crate::OrchestratorBuilder`]) read the entry
-//! for the model and server they use. A model nobody calibrated gets
-//! [`Thresholds::default`], which never declines a call the model gave 0.9 or more.
+//! for the model and server they use. A model nobody calibrated gets the one toolloop ships
+//! for its model file, when it measured that file (`shipped.rs`), else
+//! [`Thresholds::default`].
+//!
+//! Imports the leaf modules (`deadline`) and `backend`, to ask a server which model file
+//! it runs; nothing of the loop.
 
 use std::path::{Path, PathBuf};
+
+mod shipped;
+
+pub(crate) use shipped::for_backend as shipped_for;
 
 use serde::{Deserialize, Serialize};
 
@@ -154,6 +162,31 @@ impl Thresholds {
             ),
             (None, None) => "not calibrated: defaults; run toolloop calibrate".into(),
         }
+    }
+}
+
+impl Thresholds {
+    /// Whether these are the calibration toolloop ships for the model file in use (a
+    /// file it measured), rather than the person's own or the defaults.
+    ///
+    /// ```
+    /// assert!(!toolloop::Thresholds::default().shipped());
+    /// ```
+    pub fn shipped(&self) -> bool {
+        self.calibrated_for
+            .as_deref()
+            .is_some_and(|c| c.contains(shipped::SHIPPED_MARK))
+    }
+
+    /// Whether these are the defaults for a model nobody calibrated, as the calibration
+    /// file fills them in (an entry measured with an earlier fit question read as none):
+    /// thresholds a person set are not.
+    pub(crate) fn uncalibrated(&self) -> bool {
+        *self
+            == Thresholds {
+                outdated_for: self.outdated_for.clone(),
+                ..Thresholds::default()
+            }
     }
 }
 
