@@ -56,6 +56,9 @@ impl Check for EveryResult {
         let mut missing = Vec::new();
         let mut each = Vec::new();
         for (i, call) in calls.iter().enumerate() {
+            if unasked(ctx, &calls[..i], call) {
+                continue;
+            }
             let own = own_values(i, &calls, &values);
             // A result a later call took in was a step on the way to the answer.
             let later = Evidence::of(calls[i + 1..].iter().flat_map(|c| texts(c.arguments)));
@@ -92,6 +95,33 @@ impl Check for EveryResult {
             )),
         })
     }
+}
+
+/// Whether `call` carries a value, required or not, that neither the person nor a result
+/// before it (`before`) gave, read as leniently as `invented-required` reads required
+/// ones: then it is no thing the person asked for, and its result need not be in the
+/// answer. Qwen2.5-Coder 0.5B, asked "What's the humidity in Tokyo and in New York?",
+/// also called `current_time` with an offset nobody said; refused for leaving its result
+/// out, it answered with every number of the date and lost the humidity it had given.
+/// Judging only whether an answer is owed a result, an optional value counts as much.
+fn unasked(ctx: &AnswerContext<'_>, before: &[&Earlier<'_>], call: &Earlier<'_>) -> bool {
+    let Some(spec) = ctx.specs.iter().find(|s| s.name == call.tool) else {
+        return false;
+    };
+    let mut given = Evidence::of(
+        ctx.person
+            .iter()
+            .copied()
+            .chain(before.iter().map(|c| c.result)),
+    );
+    for text in ctx.person {
+        given.spelled(text);
+    }
+    let every = serde_json::json!({
+        "properties": spec.input_schema["properties"],
+        "required": call.arguments.keys().collect::<Vec<_>>(),
+    });
+    !super::grounding::invented_required(call.arguments, &every, &given).is_empty()
 }
 
 /// The run's calls that succeeded, each once (a call made again brings the same result).
@@ -266,7 +296,61 @@ mod tests {
             said: &Evidence::default(),
             earlier: &earlier,
             system: None,
+            person: &[],
+            specs: &[],
         })
+    }
+
+    #[test]
+    fn a_result_of_a_call_on_a_value_nobody_said_need_not_be_in_the_answer() {
+        let specs = [
+            crate::ToolSpec::new(
+                "current_time",
+                "The current time",
+                json!({"type": "object", "properties": {"utc_offset": {"type": "string"}}}),
+            ),
+            crate::ToolSpec::new(
+                "get_weather",
+                "The weather in a city",
+                json!({"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}),
+            ),
+        ];
+        let arguments = [
+            json!({"utc_offset": "+09:00"}),
+            json!({"city": "Tokyo"}),
+            json!({"city": "New York"}),
+        ];
+        let results = [
+            "2026-12-06T11:08:41+09:00",
+            r#"{"city":"Tokyo","humidity":55}"#,
+            r#"{"city":"New York","humidity":64}"#,
+        ];
+        let tools = ["current_time", "get_weather", "get_weather"];
+        let earlier: Vec<Earlier<'_>> = (0..3)
+            .map(|i| Earlier {
+                tool: tools[i],
+                arguments: arguments[i].as_object().unwrap(),
+                result: results[i],
+                ok: true,
+            })
+            .collect();
+        let person = ["What's the humidity in Tokyo and in New York?"];
+        let judge = |answer: &str| {
+            EveryResult.judge_answer(&AnswerContext {
+                content: answer,
+                said: &Evidence::default(),
+                earlier: &earlier,
+                system: None,
+                person: &person,
+                specs: &specs,
+            })
+        };
+        assert_eq!(judge("Tokyo 55%, New York 64%."), None);
+        // The cities the person named are still owed.
+        let refusal = judge("Tokyo 55%.").expect("refused");
+        assert!(refusal.why.contains("New York"), "{}", refusal.why);
+        assert!(!refusal.why.contains("current_time"), "{}", refusal.why);
     }
 
     fn calc(expression: &str, result: &'static str) -> (&'static str, Value, &'static str) {

@@ -370,6 +370,8 @@ mod tests {
                 said: &Evidence::of(said.iter().copied()),
                 earlier: &[],
                 system: Some(&system),
+                person: &[],
+                specs: &[],
             })
         };
         let refuses = |said: &[&str], answer: &str| judge(said, answer).is_some();
@@ -414,6 +416,8 @@ mod tests {
             said: &Evidence::of(["Dobré ráno!"]),
             earlier: &[],
             system: Some(&without),
+            person: &["Dobré ráno!"],
+            specs: &[],
         };
         assert_eq!(ExampleCopy.judge_answer(&theirs), None);
     }

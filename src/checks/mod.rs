@@ -422,6 +422,10 @@ pub(crate) struct AnswerContext<'a> {
     pub earlier: &'a [Earlier<'a>],
     /// The run's system prompt, where its history begins with one.
     pub system: Option<&'a str>,
+    /// The person's own messages in the run.
+    pub person: &'a [&'a str],
+    /// The tools on offer.
+    pub specs: &'a [ToolSpec],
 }
 
 /// How a final answer is refused: the model is asked again for an answer (only an

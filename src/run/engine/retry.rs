@@ -49,11 +49,14 @@ impl Engine {
         let said = feedback::evidence(&self.history);
         let earlier = self.earlier();
         let told_before = feedback::answer_refused_in(&self.history[self.run_start..]);
+        let person = feedback::person(&self.history);
         let ctx = AnswerContext {
             content,
             said: &said,
             earlier: &earlier,
             system: self.system_prompt(),
+            person: &person,
+            specs: &self.specs,
         };
         let Some((check, refusal)) = self.checks.judge_answer(&ctx) else {
             return false;
