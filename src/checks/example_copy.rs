@@ -31,6 +31,11 @@
 //! is often four aces) or optional values (often the tool's default written out): the
 //! invariant, over every form of a right call BFCL accepts, lost calls on each.
 //!
+//! A very small model also writes a parameter's own name as its value (`book_taxi(pickup:
+//! "pickup", destination: "destination")` for "Who painted the Mona Lisa?"): the schema's
+//! key, copied where the person gave nothing to write ([`own_name`]). No right value is
+//! its parameter's name, unless the person said it ("the lights in the room").
+//!
 //! An answer can copy the example too. Qwen2.5-Coder 0.5B answered "Thanks, that's all I
 //! needed.", "Dobré ráno!" and a Hindi request for a song with "12.5 * 4 = 50", and a
 //! Finnish question for a pharmacy with "Tampereessa on 12.5 * 4 = 50": 7 of the 156 runs
@@ -55,7 +60,7 @@ pub static INFO: CheckInfo = CheckInfo {
     off_for: &[],
     reads: Reads::Reply,
     effect: Effect::Declines,
-    what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4) or a tool description's example id where the person never said it; a call that copied the prompt is asked again without the example, and one beside other calls is held while they run",
+    what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4), a tool description's example id or a parameter's own name as its value where the person never said it; a call that copied the prompt is asked again without the example, and one beside other calls is held while they run",
     why: "a very small model copies the examples it was shown into calls the request never asked for",
     example: "\"What is the weather in Tokyo?\": calculator(expression: \"12.5 * 4\") is the prompt's example: declined, and asked again without it among the tools that share a word with the request (get_weather); \"Wie spät ist es in Tokio?\" shares none: the model answers",
     safety: "It acts only on a value equal to the example toolloop's own prompt shows, and only where the person's words do not ground it; it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
@@ -92,7 +97,11 @@ impl Check for ExampleCopy {
                     from_prompt = true;
                     return Some(format!("{tool}'s {name} is the prompt's example"));
                 }
-                described(arguments, schema?, ctx.said).map(|(name, example)| {
+                let schema = schema?;
+                if let Some(name) = own_name(arguments, schema, ctx.said) {
+                    return Some(format!("{tool}'s {name} is the parameter's own name"));
+                }
+                described(arguments, schema, ctx.said).map(|(name, example)| {
                     format!("{tool}'s {name} is its description's example ({example})")
                 })
             })
@@ -223,6 +232,32 @@ fn described(
     })
 }
 
+/// The first argument whose text is its own parameter's name, whatever the case and the
+/// separators (`pickup: "pickup"`, `room: "Room"`), where the person never said it: the
+/// model copied the schema's key, not a value. A very small model does so for requests
+/// that give it nothing to write, and no value BFCL or toolloop's own sets accept as right
+/// is its parameter's name (figures in BENCHMARKS).
+fn own_name(
+    arguments: &Map<String, Value>,
+    schema: &Value,
+    said: &super::Evidence,
+) -> Option<String> {
+    let key = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    arguments.iter().find_map(|(name, v)| {
+        let text = v.as_str()?;
+        let copy = schema["properties"].get(name).is_some()
+            && !key(name).is_empty()
+            && key(text) == key(name)
+            && !said.grounds(v);
+        copy.then(|| name.clone())
+    })
+}
+
 /// The example a parameter's description gives after "e.g." or "for example", up to the
 /// end of its sentence, when it holds a digit.
 fn described_example(param: &Value) -> Option<String> {
@@ -263,6 +298,31 @@ fn same(a: &str, b: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_value_that_is_its_parameters_own_name_is_a_copy_unless_the_person_said_it() {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "pickup": {"type": "string"}, "drop_off": {"type": "string"}, "seats": {"type": "integer"}},
+            "required": ["pickup"]});
+        let said = super::super::Evidence::of(["Chi ha dipinto la Gioconda?"]);
+        let args = |v: serde_json::Value| v.as_object().unwrap().clone();
+        let own = |v| super::own_name(&args(v), &schema, &said);
+        assert_eq!(
+            own(serde_json::json!({"pickup": "pickup"})).as_deref(),
+            Some("pickup")
+        );
+        assert_eq!(
+            own(serde_json::json!({"pickup": "Gioconda", "drop_off": "Drop-off"})).as_deref(),
+            Some("drop_off")
+        );
+        assert_eq!(
+            own(serde_json::json!({"pickup": "Gioconda", "seats": 2})),
+            None
+        );
+        let theirs = super::super::Evidence::of(["Send a taxi to the pickup"]);
+        let args = args(serde_json::json!({"pickup": "pickup"}));
+        assert_eq!(super::own_name(&args, &schema, &theirs), None);
+    }
+
     use super::*;
     use crate::checks::Evidence;
     use serde_json::json;
