@@ -122,7 +122,7 @@ struct Pending {
     /// the tool's result once it ran.
     answered: Option<(String, bool)>,
     ran: bool,
-    /// Held back by `more-calls`: told to the model as an answer, shown as not run.
+    /// Held back by a check: told to the model as an answer, shown as not run.
     held: bool,
 }
 
