@@ -206,10 +206,10 @@ pub trait Backend: Send {
         None
     }
 
-    /// The model's file as the server names it ([`ModelFile`]), which the calibrations
-    /// shipped with toolloop are keyed by; `None` (the default) where the server does not
-    /// say, or did not answer within `deadline`.
-    fn model_file(&mut self, _deadline: Deadline) -> Option<ModelFile> {
+    /// The model's file as the server named it in its answer to the preflight
+    /// ([`ModelFile`]), which the calibrations shipped with toolloop are keyed by; `None`
+    /// (the default) before the preflight, and where the server does not say.
+    fn model_file(&self) -> Option<ModelFile> {
         None
     }
 
@@ -242,8 +242,8 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     fn identity(&self) -> Option<(String, String)> {
         (**self).identity()
     }
-    fn model_file(&mut self, deadline: Deadline) -> Option<ModelFile> {
-        (**self).model_file(deadline)
+    fn model_file(&self) -> Option<ModelFile> {
+        (**self).model_file()
     }
     fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {
         (**self).preflight(deadline)

@@ -540,7 +540,7 @@ impl Backend for Ollama {
     /// The weights' digest from `POST /api/show`: Ollama keeps a model's GGUF file as the
     /// blob `sha256-<hex>` and names it on the `FROM` line of the model's Modelfile. Read
     /// from the preflight's answer; `None` before it.
-    fn model_file(&mut self, _deadline: Deadline) -> Option<super::ModelFile> {
+    fn model_file(&self) -> Option<super::ModelFile> {
         self.weights.clone().map(super::ModelFile::Sha256)
     }
 

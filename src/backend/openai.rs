@@ -439,7 +439,7 @@ impl Backend for OpenAi {
 
     /// llama-server's `model_path`, as `/props` said it at the preflight (or before the
     /// first question aside); `None` before, and from another server.
-    fn model_file(&mut self, _deadline: Deadline) -> Option<super::ModelFile> {
+    fn model_file(&self) -> Option<super::ModelFile> {
         let path = self.model_path.get()?.clone()?;
         Some(super::ModelFile::Path(path))
     }

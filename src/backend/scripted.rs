@@ -282,8 +282,8 @@ impl<B: Backend> Backend for Recorder<B> {
         self.inner.identity()
     }
 
-    fn model_file(&mut self, deadline: crate::deadline::Deadline) -> Option<super::ModelFile> {
-        self.inner.model_file(deadline)
+    fn model_file(&self) -> Option<super::ModelFile> {
+        self.inner.model_file()
     }
 
     fn preflight(&mut self, deadline: Deadline) -> Result<(), BackendError> {

@@ -163,9 +163,6 @@ impl Thresholds {
             (None, None) => "not calibrated: defaults; run toolloop calibrate".into(),
         }
     }
-}
-
-impl Thresholds {
     /// Whether these are the calibration toolloop ships for the model file in use (a
     /// file it measured), rather than the person's own or the defaults.
     ///

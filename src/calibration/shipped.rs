@@ -16,7 +16,6 @@ use serde::Deserialize;
 
 use super::Thresholds;
 use crate::backend::{Backend, ModelFile};
-use crate::deadline::Deadline;
 
 /// How a shipped calibration names itself in [`Thresholds::calibrated_for`].
 pub(crate) const SHIPPED_MARK: &str = "the calibration toolloop ships for this model file";
@@ -82,10 +81,10 @@ pub(crate) fn for_file(file: &ModelFile) -> Option<Thresholds> {
     })
 }
 
-/// The thresholds shipped for the model `backend` runs, asked of its server until it
-/// names its file, then known for the process; `None` for a model file not in the table, or a server that does not
-/// name its file.
-pub(crate) fn for_backend(backend: &mut dyn Backend, deadline: Deadline) -> Option<Thresholds> {
+/// The thresholds shipped for the model `backend` runs, once its server has named its
+/// file (then known for the process); `None` for a model file not in the table, or a
+/// server that has not named its file.
+pub(crate) fn for_backend(backend: &dyn Backend) -> Option<Thresholds> {
     /// What each model and server was found to have, by [`Backend::identity`].
     type Seen = HashMap<(String, String), Option<Thresholds>>;
     static SEEN: OnceLock<Mutex<Seen>> = OnceLock::new();
@@ -95,7 +94,7 @@ pub(crate) fn for_backend(backend: &mut dyn Backend, deadline: Deadline) -> Opti
         return known.clone();
     }
     // A server that did not say (down, or still loading) is asked again by the next run.
-    let file = backend.model_file(deadline)?;
+    let file = backend.model_file()?;
     let found = for_file(&file);
     seen.lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -105,19 +104,15 @@ pub(crate) fn for_backend(backend: &mut dyn Backend, deadline: Deadline) -> Opti
 
 /// The SHA-256, in hex, of the first [`HEAD`] bytes of the file at `path`.
 pub(crate) fn head_sha256(path: &Path) -> Option<String> {
-    let file = std::fs::File::open(path).ok()?;
-    let mut reader = file.take(HEAD);
-    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => context.update(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-    Some(hex(context.finish().as_ref()))
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(HEAD)
+        .read_to_end(&mut head)
+        .ok()?;
+    Some(hex(
+        ring::digest::digest(&ring::digest::SHA256, &head).as_ref()
+    ))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -117,11 +117,9 @@ fn unasked(ctx: &AnswerContext<'_>, before: &[&Earlier<'_>], call: &Earlier<'_>)
     for text in ctx.person {
         given.spelled(text);
     }
-    let every = serde_json::json!({
-        "properties": spec.input_schema["properties"],
-        "required": call.arguments.keys().collect::<Vec<_>>(),
-    });
-    !super::grounding::invented_required(call.arguments, &every, &given).is_empty()
+    call.arguments
+        .iter()
+        .any(|(k, v)| super::grounding::unsaid(&spec.input_schema, k, v, &given))
 }
 
 /// The run's calls that succeeded, each once (a call made again brings the same result).

@@ -247,10 +247,17 @@ pub fn invented_required(
         .filter(|k| {
             arguments
                 .get(*k)
-                .is_some_and(|v| !vocabulary(&schema["properties"][*k]) && !evidence.mentions(v))
+                .is_some_and(|v| unsaid(schema, k, v, evidence))
         })
         .map(str::to_string)
         .collect()
+}
+
+/// Whether the value `v` of the argument `key` is one nobody gave, as
+/// [`invented_required`] reads a required one: not picked from the parameter's own list
+/// of values, and not mentioned, leniently, by `evidence`.
+pub(crate) fn unsaid(schema: &Value, key: &str, v: &Value, evidence: &Evidence) -> bool {
+    !vocabulary(&schema["properties"][key]) && !evidence.mentions(v)
 }
 
 impl Evidence {

@@ -706,7 +706,7 @@ fn run_doctor(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
     let checked = config
         .backend()
         .and_then(|mut b| b.preflight(deadline).map(|()| b));
-    let (identity, mut backend) = match checked {
+    let (identity, backend) = match checked {
         Ok(backend) => {
             println!("model: {} answers", backend.describe());
             (backend.identity(), Some(backend))
@@ -723,8 +723,8 @@ fn run_doctor(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
             let mut t = c.thresholds.unwrap_or_default();
             // As a run finds it: the calibration shipped for this model file, when the
             // person has none of their own.
-            if let (true, Some(b)) = (t.uncalibrated(), backend.as_mut()) {
-                t = crate::calibration::shipped_for(b.as_mut(), deadline).unwrap_or(t);
+            if let (true, Some(b)) = (t.uncalibrated(), &backend) {
+                t = crate::calibration::shipped_for(b.as_ref()).unwrap_or(t);
             }
             let (model, server) = &key;
             match (&t.calibrated_for, &t.outdated_for) {

@@ -261,8 +261,8 @@ impl Backend for Unconstrained {
         self.0.identity()
     }
 
-    fn model_file(&mut self, deadline: Deadline) -> Option<crate::backend::ModelFile> {
-        self.0.model_file(deadline)
+    fn model_file(&self) -> Option<crate::backend::ModelFile> {
+        self.0.model_file()
     }
 }
 
@@ -301,9 +301,11 @@ impl Backend for SharedBackend {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).identity()
     }
 
-    fn model_file(&mut self, deadline: Deadline) -> Option<crate::backend::ModelFile> {
-        let mut b = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        b.model_file(deadline)
+    fn model_file(&self) -> Option<crate::backend::ModelFile> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .model_file()
     }
 }
 

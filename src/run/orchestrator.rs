@@ -90,7 +90,7 @@ impl Orchestrator {
                 .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
             self.preflight_done = true;
         }
-        self.find_shipped(deadline);
+        self.find_shipped();
         Ok(())
     }
 
@@ -98,7 +98,7 @@ impl Orchestrator {
     /// ([`crate::Thresholds::shipped`]) where the settings hold none of the person's own;
     /// whether it did. Asked after the preflight, whose answer names the file (Ollama's
     /// `/api/show`, llama-server's `/props`), so it costs no request of its own there.
-    fn find_shipped(&mut self, deadline: Deadline) -> bool {
+    fn find_shipped(&mut self) -> bool {
         if !self
             .config
             .thresholds
@@ -107,7 +107,7 @@ impl Orchestrator {
         {
             return false;
         }
-        let Some(t) = crate::calibration::shipped_for(self.backend.as_mut(), deadline) else {
+        let Some(t) = crate::calibration::shipped_for(self.backend.as_ref()) else {
             return false;
         };
         self.config.thresholds = Some(t);
@@ -205,7 +205,7 @@ impl Orchestrator {
                 .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
             self.preflight_done = true;
         }
-        if self.find_shipped(deadline) {
+        if self.find_shipped() {
             engine.use_thresholds(self.config.thresholds.clone());
         }
         let mut run = Run {
