@@ -610,8 +610,11 @@ fn cache_over_a_run(question: &str) -> Vec<Seen> {
         );
         // The reply's last tokens (its closing brace, the end of turn) are written again
         // around it, by the chat template or by the calls that continue it; everything
-        // before them comes back.
-        let nameable = if same >= as_text.len() {
+        // before them comes back. That holds too where every token written splits the
+        // same way again and the text reads as one token more at its end.
+        let whole =
+            same >= as_text.len() || (!first.written.is_empty() && same >= first.written.len());
+        let nameable = if whole {
             before.saturating_sub(2)
         } else {
             first.usage.prompt_tokens + same as u64
