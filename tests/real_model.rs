@@ -554,10 +554,21 @@ fn the_prompt_cache_holds_across_every_request_of_a_run() {
     );
     assert!(seen.iter().filter(|s| !s.fit).count() >= 3);
     let seen = cache_over_a_run(ASKED_AGAIN);
+    let turns: Vec<&Seen> = seen.iter().filter(|s| !s.fit).collect();
+    let asked = turns.windows(2).find(|pair| {
+        pair[1]
+            .given
+            .as_deref()
+            .is_some_and(|g| g.contains("tool_calls"))
+    });
+    let Some([first, again]) = asked else {
+        panic!("no call was asked again for the calls after it");
+    };
+    // The call asked again in the list form follows itself in the history, where the
+    // 95% above holds it; sent without it, it was evaluated anew.
     assert!(
-        seen.iter()
-            .any(|s| s.given.as_deref().is_some_and(|g| g.contains("tool_calls"))),
-        "no call was asked again for the calls after it"
+        again.messages > first.messages || first.text.contains("tool_calls"),
+        "a single call asked again was sent without its reply"
     );
 }
 
@@ -619,10 +630,10 @@ fn cache_over_a_run(question: &str) -> Vec<Seen> {
         } else {
             first.usage.prompt_tokens + same as u64
         };
-        // A turn asked again after a declined call (`tool-fit`, `nothing-new`), or a
-        // single call asked again in the list form, sends the prompt of the turn before
-        // without its reply; the server evaluates the prompt's last token anew whatever it
-        // holds. A turn of calls asked again for more continues its reply.
+        // A turn asked again after a declined call (`tool-fit`, `nothing-new`) sends the
+        // prompt of the turn before without its reply, which the model is not to see; the
+        // server evaluates the prompt's last token anew whatever it holds. A turn of calls
+        // asked again for more continues its reply, or follows it in the history.
         let continued = next
             .given
             .as_deref()
@@ -642,6 +653,12 @@ fn cache_over_a_run(question: &str) -> Vec<Seen> {
         assert!(
             reply_dropped || cached as f64 >= 0.95 * before as f64,
             "reused {cached} of the {before} tokens evaluated for the turn before"
+        );
+        // Without the reply, all the request sends was evaluated before.
+        assert!(
+            !reply_dropped || cached as f64 >= 0.95 * next.usage.prompt_tokens as f64,
+            "reused {cached} of the {} tokens sent, all evaluated for the turn before",
+            next.usage.prompt_tokens
         );
     }
     seen

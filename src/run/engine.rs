@@ -500,12 +500,7 @@ impl Engine {
         self.invalid_streak = 0;
         self.next_as_stage();
         self.iterations += 1;
-        // The model's own text whenever it is JSON, so the server's cache holds all of it;
-        // text that is not JSON (cut, a template token) goes back in the canonical form.
-        let text = match !repaired || serde_json::from_str::<IgnoredAny>(&reply.text).is_ok() {
-            true => reply.text.clone(),
-            false => self.config.decide.canonical(&turn),
-        };
+        let text = self.history_text(reply, &turn, repaired);
         self.history.push(Message::assistant(text));
         match turn {
             Turn::FinalAnswer { thought, content } => {
@@ -538,6 +533,16 @@ impl Engine {
                     self.tool_calls(thought, calls, held)
                 }
             },
+        }
+    }
+
+    /// A turn as it goes into the history: the model's own text whenever it is JSON, so
+    /// the server's cache holds all of it; text that is not JSON (cut, a template token)
+    /// goes back in the canonical form.
+    fn history_text(&self, reply: &ChatReply, turn: &Turn, repaired: bool) -> String {
+        match !repaired || serde_json::from_str::<IgnoredAny>(&reply.text).is_ok() {
+            true => reply.text.clone(),
+            false => self.config.decide.canonical(turn),
         }
     }
 

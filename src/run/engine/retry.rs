@@ -33,6 +33,10 @@ pub(super) struct AskedAgain {
     /// The turn's calls as the beginning of the list asked for, for a server that
     /// continues a reply: the model writes only the calls after them.
     pub(super) prefill: Option<String>,
+    /// Where the history stood before the turn and what the model was told went into it,
+    /// when the turn is not continued as written ([`Engine::ask_for_more`]): taken out
+    /// again if the turn asked for fails.
+    kept_from: Option<usize>,
 }
 
 impl Engine {
@@ -208,6 +212,27 @@ impl Engine {
             (Turn::ToolCalls { thought, calls }, false) => schema.list_beginning(thought, calls),
             _ => None,
         };
+        // A list the model closed is continued where it closed, so the server's cache
+        // holds the whole reply. Any other turn (one call in the single-call form, a
+        // repaired one) stays in the history, followed by the person's request again:
+        // sent without it, the request shared only the prompt with the one before, and a
+        // single call asked again in the list form had its call evaluated anew (298 of
+        // 327 tokens reused, Qwen on llama-server). The request and not words of
+        // toolloop's: told the numbers the call left out, Qwen2.5-Coder 0.5B made a call
+        // for each, counts and units too (BFCL `parallel`, 3 cases of 50 lost); told only
+        // that more was asked, it called a tool the request never named.
+        let continued = prefill
+            .as_deref()
+            .and_then(|p| p.strip_suffix(','))
+            .is_some_and(|p| reply.text.trim_start().starts_with(p));
+        let kept_from = (!continued).then(|| {
+            let at = self.history.len();
+            let text = self.history_text(reply, &turn, repaired);
+            let request = self.history[self.run_start].content.clone();
+            self.history.push(crate::message::Message::assistant(text));
+            self.history.push(crate::message::Message::user(request));
+            at
+        });
         let first = AskedAgain {
             check: by,
             reply: Box::new(reply.clone()),
@@ -216,6 +241,7 @@ impl Engine {
             calls: calls.to_vec(),
             left: left.clone(),
             prefill,
+            kept_from,
         };
         self.next = Next::AskedAgain(Box::new(first), schema);
         None
@@ -259,6 +285,9 @@ impl Engine {
     /// before it is carried out instead, unchanged, and the model is not told of the
     /// failed reply.
     pub(super) fn fall_back(&mut self, first: AskedAgain, error: String) {
+        if let Some(at) = first.kept_from {
+            self.history.truncate(at);
+        }
         self.events.push(Event::from(Acted {
             check: first.check,
             action: CheckAction::KeepTurn {
@@ -461,6 +490,26 @@ pub(super) mod tests {
         };
         let expressions: Vec<_> = calls.iter().map(|c| c.1["expression"].clone()).collect();
         assert_eq!(expressions, [json!("2+2"), json!("3+3")]);
+    }
+
+    /// A single call asked again stays in the history with the person's request after it,
+    /// so the request asked again begins with everything the server evaluated for the one
+    /// before; the turn that comes back follows it there.
+    #[test]
+    fn a_single_call_asked_again_stays_in_the_history() {
+        let mut e = asked_again();
+        let sent = e.messages();
+        assert_eq!(sent.len(), 4, "{sent:?}");
+        assert_eq!(sent[2].content, single("2+2").text);
+        assert_eq!(sent[3], crate::message::Message::user("2+2 and 3+3"));
+        let begun = e.prefill().unwrap();
+        e.model_replied(&reply(&format!(
+            r#"{begun} {{"tool": "calculator", "arguments": {{"expression": "3+3"}}}}]}}"#
+        )));
+        assert!(matches!(e.next_step(), Step::CallTools { .. }));
+        let sent = e.messages();
+        assert_eq!(sent.len(), 5);
+        assert!(sent[4].content.starts_with(&begun), "{:?}", sent[4]);
     }
 
     /// Any other turn begins at its kind, where the model makes its first choice; with
