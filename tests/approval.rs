@@ -168,8 +168,8 @@ fn the_persons_class_wins_over_a_server_that_claims_read_only() {
 
 #[test]
 fn the_permissions_file_sets_classes_and_allows_and_a_broken_one_is_an_error() {
-    let dir = std::env::temp_dir().join(format!("toolloop-perm-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir_guard = tempfile::tempdir().unwrap();
+    let dir = dir_guard.path().to_path_buf();
     let file = dir.join("permissions.json");
     std::fs::write(
         &file,

@@ -41,8 +41,8 @@ fn a_recorded_session_replays_offline() {
             "\n"
         ))
         .create();
-    let dir = std::env::temp_dir().join(format!("toolloop-rec-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir_guard = tempfile::tempdir().unwrap();
+    let dir = dir_guard.path().to_path_buf();
     let path = dir.join("session.jsonl");
     let _ = std::fs::remove_file(&path);
     let live = {
@@ -59,8 +59,8 @@ fn a_recorded_session_replays_offline() {
 
 #[test]
 fn a_partial_last_line_is_skipped_and_plain_strings_are_replies() {
-    let dir = std::env::temp_dir().join(format!("toolloop-rec2-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir_guard = tempfile::tempdir().unwrap();
+    let dir = dir_guard.path().to_path_buf();
     let path = dir.join("cut.jsonl");
     std::fs::write(
         &path,
@@ -75,7 +75,11 @@ fn a_partial_last_line_is_skipped_and_plain_strings_are_replies() {
 
 #[test]
 fn a_broken_line_in_the_middle_is_an_error_naming_the_line() {
-    let path = std::env::temp_dir().join(format!("toolloop-rec3-{}.jsonl", std::process::id()));
+    let path = tempfile::Builder::new()
+        .suffix(".jsonl")
+        .tempfile()
+        .unwrap()
+        .into_temp_path();
     std::fs::write(&path, "\"ok\"\nnot json\n\"ok\"\n").unwrap();
     let err = Scripted::from_file(&path).unwrap_err().to_string();
     assert!(err.contains("line 2"), "{err}");

@@ -583,7 +583,11 @@ mod ask {
     #[test]
     fn transcript_holds_every_event_as_a_json_line() {
         let fake = fake_ollama(&[CALC, FIFTY]);
-        let path = std::env::temp_dir().join(format!("toolloop-cli-{}.jsonl", std::process::id()));
+        let path = tempfile::Builder::new()
+            .suffix(".jsonl")
+            .tempfile()
+            .unwrap()
+            .into_temp_path();
         let _ = std::fs::remove_file(&path);
         let out = ask(&fake.url, &["--transcript", path.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0));
@@ -899,8 +903,8 @@ mod checked_first {
 
     #[test]
     fn eval_on_a_folder_without_data_says_where_to_get_it_before_calling_the_model() {
-        let empty = std::env::temp_dir().join(format!("toolloop-no-bfcl-{}", std::process::id()));
-        std::fs::create_dir_all(&empty).unwrap();
+        let empty_guard = tempfile::tempdir().unwrap();
+        let empty = empty_guard.path().to_path_buf();
         let out = toolloop(
             &[
                 "eval",

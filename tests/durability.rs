@@ -22,8 +22,14 @@ fn chat(content: &str) -> Act {
     )
 }
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("toolloop-{name}-{}", std::process::id()))
+/// A path of the test's own (`name` ends it), removed when the test ends.
+fn tmp(name: &str) -> tempfile::TempPath {
+    tempfile::Builder::new()
+        .prefix("toolloop-")
+        .suffix(&format!("-{name}"))
+        .tempfile()
+        .unwrap()
+        .into_temp_path()
 }
 
 /// The JSON body of a recorded raw request.

@@ -751,8 +751,8 @@ fn history_is_append_only_so_the_prompt_cache_is_reused() {
 #[test]
 fn trace_and_transcript_record_every_event() {
     let s = server();
-    let dir = std::env::temp_dir().join(format!("toolloop-loop-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir_guard = tempfile::tempdir().unwrap();
+    let dir = dir_guard.path().to_path_buf();
     let path = dir.join("run.jsonl");
     let _ = std::fs::remove_file(&path);
     let trace = Arc::new(Mutex::new(Trace::collect()));
@@ -810,8 +810,8 @@ fn trace_and_transcript_record_every_event() {
 #[test]
 fn a_transcript_of_a_run_that_ended_on_invalid_replies_says_so() {
     let s = server();
-    let dir = std::env::temp_dir().join(format!("toolloop-invalid-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir_guard = tempfile::tempdir().unwrap();
+    let dir = dir_guard.path().to_path_buf();
     let path = dir.join("run.jsonl");
     let _ = std::fs::remove_file(&path);
     let model = Scripted::new(["no", "still no", "never"]);

@@ -8,11 +8,12 @@ use serde_json::{Map, Value, json};
 use toolloop::tools::ToolResult;
 use toolloop::tools::{Builtin, BuiltinConfig};
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("toolloop-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A directory of the test's own, removed with everything in it when the test ends.
+fn tmp(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("toolloop-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn args(v: Value) -> Map<String, Value> {
@@ -41,19 +42,22 @@ fn make_db(dir: &Path) -> PathBuf {
     path
 }
 
-/// The built-in tools over a fresh copy of the shop database, in its own folder.
-fn sql_tool(name: &str) -> Builtin {
-    let db = make_db(&tmp(name));
-    Builtin::new(&BuiltinConfig {
+/// The built-in tools over a fresh copy of the shop database, in its own folder, which
+/// goes when the second value is dropped.
+fn sql_tool(name: &str) -> (Builtin, tempfile::TempDir) {
+    let dir = tmp(name);
+    let db = make_db(dir.path());
+    let tool = Builtin::new(&BuiltinConfig {
         db: Some(db),
         ..Default::default()
     })
-    .unwrap()
+    .unwrap();
+    (tool, dir)
 }
 
 #[test]
 fn sql_reads_with_column_names_and_at_most_100_rows() {
-    let t = sql_tool("sql-read");
+    let (t, _dir) = sql_tool("sql-read");
     let r = t.run(
         "sql_query",
         &args(json!({"sql": "SELECT id, status FROM orders WHERE id = 42"})),
@@ -72,7 +76,8 @@ fn sql_reads_with_column_names_and_at_most_100_rows() {
 
 #[test]
 fn every_write_attempt_is_refused_and_the_database_is_unchanged() {
-    let dir = tmp("sql-write");
+    let dir_guard = tmp("sql-write");
+    let dir = dir_guard.path().to_path_buf();
     let db = make_db(&dir);
     let before = std::fs::read(&db).unwrap();
     let escape = dir.join("evil.db");
@@ -129,7 +134,7 @@ fn every_write_attempt_is_refused_and_the_database_is_unchanged() {
 
 #[test]
 fn a_runaway_query_is_stopped() {
-    let t = sql_tool("sql-slow");
+    let (t, _dir) = sql_tool("sql-slow");
     let r = t.run(
         "sql_query",
         &args(json!({"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"})),
@@ -150,7 +155,8 @@ fn a_missing_database_is_a_clear_config_error() {
 
 #[test]
 fn read_file_refuses_every_escape() {
-    let base = tmp("files");
+    let base_guard = tmp("files");
+    let base = base_guard.path().to_path_buf();
     let root = base.join("root");
     std::fs::create_dir_all(root.join("notes")).unwrap();
     std::fs::write(root.join("notes/a.txt"), "hello").unwrap();
@@ -208,7 +214,8 @@ fn read_file_refuses_every_escape() {
 
 #[test]
 fn read_file_caps_large_files() {
-    let root = tmp("bigfile");
+    let root_guard = tmp("bigfile");
+    let root = root_guard.path().to_path_buf();
     std::fs::write(root.join("big.txt"), "a".repeat(200_000)).unwrap();
     let t = Builtin::new(&BuiltinConfig {
         files_root: Some(root),
@@ -222,7 +229,8 @@ fn read_file_caps_large_files() {
 
 #[test]
 fn search_docs_ranks_and_cites_file_and_line() {
-    let docs = tmp("docs");
+    let docs_guard = tmp("docs");
+    let docs = docs_guard.path().to_path_buf();
     std::fs::write(
         docs.join("returns.md"),
         "# Returns\n\nOrders can be returned within 30 days.\nRefunds take 5 days.\n\nShipping is free.\n",
@@ -264,7 +272,8 @@ fn search_docs_ranks_and_cites_file_and_line() {
 
 #[test]
 fn search_docs_finds_other_forms_of_a_word_and_says_what_it_skipped() {
-    let docs = tmp("docs-stem");
+    let docs_guard = tmp("docs-stem");
+    let docs = docs_guard.path().to_path_buf();
     std::fs::write(
         docs.join("returns.md"),
         "# Returns\n\nItems can be returned within 30 days.\n",
@@ -334,7 +343,8 @@ fn calculator_and_time() {
 fn huge_arguments_and_control_characters_are_refused_cleanly() {
     use toolloop::Deadline;
     use toolloop::tools::{Catalogue, ToolError};
-    let dir = tmp("attack-args");
+    let dir_guard = tmp("attack-args");
+    let dir = dir_guard.path().to_path_buf();
     let db = make_db(&dir);
     let before = std::fs::read(&db).unwrap();
     let builtin = Builtin::new(&BuiltinConfig {
@@ -396,7 +406,7 @@ fn huge_arguments_and_control_characters_are_refused_cleanly() {
 /// memory): values are cut with a marker and rows stop once the reply is large enough.
 #[test]
 fn sql_replies_are_capped_in_bytes() {
-    let t = sql_tool("sql-bytes");
+    let (t, _dir) = sql_tool("sql-bytes");
     let r = t.run(
         "sql_query",
         &args(json!({"sql": "SELECT printf('%.*c', 10000000, 'x') AS big FROM orders LIMIT 100"})),
@@ -417,7 +427,7 @@ fn sql_replies_are_capped_in_bytes() {
 /// the limit holds by wall clock.
 #[test]
 fn sql_time_limit_holds_for_few_costly_steps() {
-    let t = sql_tool("sql-wallclock");
+    let (t, _dir) = sql_tool("sql-wallclock");
     let started = std::time::Instant::now();
     let r = t.run(
         "sql_query",

@@ -154,11 +154,12 @@ impl Kept {
 mod tests {
     use super::*;
 
-    /// A folder of the test's own, empty.
-    fn scratch(test: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("toolloop-kept-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
+    /// A folder of the test's own, empty, removed when the test ends.
+    fn scratch(test: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("toolloop-kept-{test}-"))
+            .tempdir()
+            .unwrap()
     }
 
     fn model(name: &str) -> (String, String) {
@@ -167,7 +168,8 @@ mod tests {
 
     #[test]
     fn a_leaning_kept_by_one_process_is_read_by_the_next_for_its_model_only() {
-        let dir = scratch("a_leaning_kept");
+        let held = scratch("a_leaning_kept");
+        let dir = held.path();
         let path = dir.join("cache/leanings.json");
         Kept::new(&path, model("qwen")).keep("calculator?", 0.6);
         Kept::new(&path, model("gemma")).keep("calculator?", 0.9);
@@ -183,7 +185,8 @@ mod tests {
 
     #[test]
     fn calibrating_again_forgets_that_models_leanings_only() {
-        let dir = scratch("calibrating_again");
+        let held = scratch("calibrating_again");
+        let dir = held.path();
         let path = dir.join("leanings.json");
         Kept::new(&path, model("qwen")).keep("calculator?", 0.6);
         Kept::new(&path, model("gemma")).keep("calculator?", 0.9);
@@ -194,9 +197,10 @@ mod tests {
 
     #[test]
     fn a_file_that_is_no_leanings_file_is_asked_again_and_written_anew() {
-        let dir = scratch("not_json");
+        let held = scratch("not_json");
+        let dir = held.path();
         let path = dir.join("leanings.json");
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(dir).unwrap();
         std::fs::write(&path, "not json").unwrap();
         let kept = Kept::new(&path, model("qwen"));
         assert!(kept.read().is_empty());
@@ -206,7 +210,8 @@ mod tests {
 
     #[test]
     fn past_the_most_a_new_leaning_is_not_written_down() {
-        let dir = scratch("most");
+        let held = scratch("most");
+        let dir = held.path();
         let path = dir.join("leanings.json");
         let kept = Kept::new(&path, model("qwen"));
         let full = LeaningsFile {
