@@ -33,9 +33,9 @@ pub(super) struct AskedAgain {
     /// The turn's calls as the beginning of the list asked for, for a server that
     /// continues a reply: the model writes only the calls after them.
     pub(super) prefill: Option<String>,
-    /// Where the history stood before the turn and what the model was told went into it,
-    /// when the turn is not continued as written ([`Engine::ask_for_more`]): taken out
-    /// again if the turn asked for fails.
+    /// Where the history stood before the turn and the person's request again went into
+    /// it, when the turn is not continued as written ([`Engine::ask_for_more`]): both are
+    /// taken out again if the turn asked for fails.
     kept_from: Option<usize>,
 }
 
