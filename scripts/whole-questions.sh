@@ -26,6 +26,11 @@
 #     NAME   the report's name under target/whole/ (default: MODEL)
 #     FLAGS  more flags for `toolloop ask` (a variant to compare)
 #
+# TOOLLOOP_WHOLE_NATIVE=1 asks the questions through scripts/native-loop.py instead: the
+# loop a person writes on the server's own tool calling, with the same tools
+# (`toolloop serve-tools --demo` on 127.0.0.1:TOOLLOOP_WHOLE_TOOLS_PORT, default 5077).
+# Seconds are given by phase: the model's turns, the checks' questions aside (the fit
+# question), the tools, and toolloop's own work.
 # The binary is target/release/toolloop (built here), or TOOLLOOP_WHOLE_BIN (another
 # revision's build, for the "before"); TOOLLOOP_WHOLE_DATA another set
 # (tests/data/whole/held_back.jsonl was written while the rules were being tried on
@@ -49,17 +54,33 @@ mkdir -p "$out/$name"
 data="${TOOLLOOP_WHOLE_DATA:-tests/data/whole/questions.jsonl}"
 jobs="${TOOLLOOP_WHOLE_JOBS:-1}"
 
+tools_url=""
+if [ "${TOOLLOOP_WHOLE_NATIVE:-}" = 1 ] && [ "${TOOLLOOP_WHOLE_READ:-}" != 1 ]; then
+  tools_url="http://127.0.0.1:${TOOLLOOP_WHOLE_TOOLS_PORT:-5077}"
+  "${TOOLLOOP_WHOLE_BIN:-./target/release/toolloop}" serve-tools --demo --addr "${tools_url#http://}" \
+    >"$out/$name/serve-tools.log" 2>&1 &
+  tools_pid=$!
+  trap 'kill $tools_pid 2>/dev/null' EXIT
+  for _ in $(seq 1 50); do curl -sf "$tools_url/health" >/dev/null && break; sleep 0.1; done
+fi
+
 run_case() {
   local line="$1" id question
   id=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["id"])' "$line")
   question=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["question"])' "$line")
+  if [ -n "$tools_url" ]; then
+    python3 scripts/native-loop.py "$url" "$model" "$tools_url" "$question" --timeout 120 --num-predict 256 \
+      --transcript "$out/$name/$id.transcript.jsonl" >"$out/$name/$id.json" 2>"$out/$name/$id.log" || true
+    echo "$id done" >&2
+    return
+  fi
   "${TOOLLOOP_WHOLE_BIN:-./target/release/toolloop}" ask --backend openai --base-url "$url" --model "$model" \
     --builtin --demo --timeout 120 --num-predict 256 --json --transcript "$out/$name/$id.transcript.jsonl" "${flags[@]}" "$question" \
     >"$out/$name/$id.json" 2>"$out/$name/$id.log" || true
   echo "$id done" >&2
 }
 export -f run_case
-export url model name out TOOLLOOP_WHOLE_BIN
+export url model name out tools_url TOOLLOOP_WHOLE_BIN
 export FLAGS_Q="${flags[*]:-}"
 if [ "${TOOLLOOP_WHOLE_READ:-}" = 1 ]; then
   :
@@ -103,10 +124,12 @@ for c in cases:
     try:
         events = [json.loads(l) for l in open(os.path.join(dir, c["id"] + ".transcript.jsonl"))]
         turns = sum(e.get("event") == "model_request" for e in events)
-        # Where a turn past the first comes from: a turn of calls declined (the model is
-        # asked again, for an answer or another tool), a turn asked again for more calls.
-        declined = sum(e.get("event") == "decision" and bool(e.get("declined")) for e in events)
-        asked = sum(e.get("event") == "more_calls" for e in events)
+        # Where a turn past the first comes from: a turn of calls declined or an answer
+        # refused (the model is asked again, for an answer or another tool)
+        # (a check's `decline` or `refuse_answer`), a turn asked again for more (`ask_model`).
+        checks = [e.get("action") for e in events if e.get("event") == "check"]
+        declined = sum(a in ("decline", "refuse_answer") for a in checks)
+        asked = sum(a == "ask_model" for a in checks)
     except Exception:
         turns, declined, asked = r.get("iterations", 0), 0, 0
     budget = r.get("budget", {})
@@ -124,6 +147,9 @@ for c in cases:
                            used=used,
                            requests=budget.get("model_requests", 0),
                            secs=(budget.get("model_ms", 0) + budget.get("tool_ms", 0) + budget.get("own_ms", 0)) / 1000,
+                           phases=[(budget.get("model_ms", 0) - budget.get("aside_ms", 0)) / 1000,
+                                   budget.get("aside_ms", 0) / 1000, budget.get("tool_ms", 0) / 1000,
+                                   budget.get("own_ms", 0) / 1000],
                            tokens=sum((budget.get("generated") or {}).values()),
                            stop=r.get("stop_reason")))
 def reply(c):
@@ -135,7 +161,7 @@ def reply(c):
 if all(reply(c).get("stop_reason", "error") == "error" for c in cases):
     first = reply(cases[0]).get("error", f"see {dir}/*.log")
     sys.exit(f"no question got a reply from the model: {first}")
-print(f"| half | right | right within rounds+1 turns | turns over (declined / asked again / let through) | requests/case (fit questions too) | generated tokens/case | s/case |" + (" answers in the question's language (of those with words) |" if langs else ""))
+print(f"| half | right | right within rounds+1 turns | turns over (declined or refused / asked again / let through) | requests/case (fit questions too) | generated tokens/case | s/case (turns + aside + tools + own) |" + (" answers in the question's language (of those with words) |" if langs else ""))
 print("|---|---|---|---|---|---|---|" + ("---|" if langs else ""))
 for half, rs in rows.items():
     n = max(len(rs), 1)
@@ -143,7 +169,8 @@ for half, rs in rows.items():
     d, a = sum(r['over_declined'] for r in rs), sum(r['over_asked'] for r in rs)
     print(f"| {half} | {sum(r['right'] for r in rs)}/{len(rs)} | {sum(r['within'] for r in rs)}/{len(rs)} | "
           f"{over} ({d} / {a} / {over - d - a}) | {sum(r['requests'] for r in rs)/n:.2f} | "
-          f"{sum(r['tokens'] for r in rs)/n:.0f} | {sum(r['secs'] for r in rs)/n:.1f} |"
+          f"{sum(r['tokens'] for r in rs)/n:.0f} | {sum(r['secs'] for r in rs)/n:.1f} ("
+          + " + ".join(f"{sum(r['phases'][i] for r in rs)/n:.1f}" for i in range(4)) + ") |"
           + (f" {sum(r['said'] == r['lang'] for r in rs)}/{sum(r['said'] is not None for r in rs)} |" if langs else ""))
 with open(os.path.join(dir, "summary.jsonl"), "w") as f:
     for half, rs in rows.items():

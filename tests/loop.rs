@@ -141,6 +141,37 @@ fn the_budget_says_when_the_first_call_went_off() {
     assert!(!out.budget.line().contains("first call"));
 }
 
+/// The budget says how much of the model's time went to the checks' questions aside, so a
+/// person reading it can tell the fit question's cost from the model's turns.
+#[test]
+fn the_budget_says_what_the_questions_aside_took() {
+    let s = server();
+    // A call whose tool shares no word with the request is put to the fit question. The
+    // call is Qwen's, recorded with the probabilities the question is asked on.
+    let recorded = std::fs::read_to_string("tests/data/qwen_capital.jsonl").unwrap();
+    let first: ScriptedReply = serde_json::from_str(recorded.lines().next().unwrap()).unwrap();
+    let model = Scripted::from_replies([
+        first,
+        ScriptedReply::text("yes"),
+        ScriptedReply::text(answer("Paris")),
+    ])
+    .with_delay(Duration::from_millis(100));
+    let mut o = builder(model, &s).build().unwrap();
+    let out = o.run("What is the capital of France?").unwrap();
+    let b = out.budget;
+    assert_eq!(b.model_requests, 3, "{b:?}");
+    assert!(b.aside_ms >= 100, "the question aside: {b:?}");
+    assert!(b.model_ms >= b.aside_ms + 200, "and two turns: {b:?}");
+    assert!(b.line().contains("s of it questions aside"), "{}", b.line());
+    // A run with no question aside says nothing of them.
+    let mut o = builder(Scripted::new([answer("Hello!")]), &s)
+        .build()
+        .unwrap();
+    let out = o.run("Say hello").unwrap();
+    assert_eq!(out.budget.aside_ms, 0);
+    assert!(!out.budget.line().contains("aside"));
+}
+
 #[test]
 fn seed_scenario_max_iterations_carries_the_steps() {
     let s = server();

@@ -203,7 +203,7 @@ pub fn table(summary: &[Summary]) -> String {
 /// Where each category's time went, per case: the second table `toolloop eval` prints.
 pub fn budget_table(summary: &[Summary]) -> String {
     let mut out = format!(
-        "{:<22} {:>8} {:>9} {:>7} {:>8} {:>10} {:>7} {:>10} {:>4} {:>8} {:>8} {:>9} {:>11}\n",
+        "{:<22} {:>8} {:>9} {:>7} {:>8} {:>10} {:>7} {:>10} {:>4} {:>8} {:>8} {:>8} {:>9} {:>11}\n",
         "per case",
         "requests",
         "evaluated",
@@ -214,6 +214,7 @@ pub fn budget_table(summary: &[Summary]) -> String {
         "structure",
         "fit",
         "model s",
+        "aside s",
         "tools s",
         "toolloop s",
         "1st call s"
@@ -224,7 +225,7 @@ pub fn budget_table(summary: &[Summary]) -> String {
         let g = &b.generated;
         let per = |x: u64| x as f64 / n;
         out.push_str(&format!(
-            "{:<22} {:>8.2} {:>9.0} {:>7} {:>8.1} {:>10.1} {:>7.1} {:>10.1} {:>4.1} {:>8.2} {:>8.2} {:>9.3} {:>11}\n",
+            "{:<22} {:>8.2} {:>9.0} {:>7} {:>8.1} {:>10.1} {:>7.1} {:>10.1} {:>4.1} {:>8.2} {:>8.2} {:>8.2} {:>9.3} {:>11}\n",
             s.category,
             per(b.model_requests.into()),
             per(b.prompt_evaluated),
@@ -236,6 +237,7 @@ pub fn budget_table(summary: &[Summary]) -> String {
             per(g.structure),
             per(g.fit),
             per(b.model_ms) / 1000.0,
+            per(b.aside_ms) / 1000.0,
             per(b.tool_ms) / 1000.0,
             per(b.own_ms) / 1000.0,
             b.first_call_s()
@@ -245,7 +247,8 @@ pub fn budget_table(summary: &[Summary]) -> String {
     out.push_str(
         "requests: to the model (turns, re-asks, fit questions); evaluated / reused: prompt \
          tokens the server computed / took from its cache; thought … fit: generated tokens by \
-         what they were spent on; model / tools / toolloop: seconds waiting for each; 1st call: \
+         what they were spent on; model / tools / toolloop: seconds waiting for each (aside: the \
+         part of the model's spent on the fit questions); 1st call: \
          seconds from a case's start to its first call sent off, over the cases that made one.\n",
     );
     out
@@ -275,6 +278,7 @@ mod tests {
                     ..Generated::default()
                 },
                 model_ms,
+                aside_ms: model_ms / 4,
                 ..Budget::default()
             },
             ..CaseResult::default()
@@ -294,9 +298,11 @@ mod tests {
             "{table}"
         );
         assert_eq!(cols[9], "3.00", "{table}");
+        // The part of it spent on questions aside.
+        assert_eq!(cols[10], "0.75", "{table}");
         assert!(table.contains("requests: to the model"), "{table}");
         // Neither made a call: no time to a first one.
-        assert_eq!(cols[12], "-", "{table}");
+        assert_eq!(cols[13], "-", "{table}");
     }
 
     #[test]
@@ -319,7 +325,7 @@ mod tests {
         let table = budget_table(&summary);
         let row = table.lines().nth(1).unwrap();
         let cols: Vec<&str> = row.split_whitespace().collect();
-        assert_eq!(cols[12], "5.00", "{table}");
+        assert_eq!(cols[13], "5.00", "{table}");
         assert!(table.contains("1st call: seconds"), "{table}");
     }
 }

@@ -185,6 +185,10 @@ pub struct Budget {
     pub generated: Generated,
     /// Milliseconds waiting for the model.
     pub model_ms: u64,
+    /// The part of `model_ms` spent on the checks' questions aside (the fit question, a
+    /// tool's leaning), which a person would otherwise take for the model's turns.
+    #[serde(default)]
+    pub aside_ms: u64,
     /// Milliseconds waiting for tools (calls of one turn run side by side: their wall time).
     pub tool_ms: u64,
     /// Milliseconds waiting for the person to answer a question.
@@ -224,6 +228,7 @@ impl Budget {
         }
         self.generated.add(&other.generated);
         self.model_ms += other.model_ms;
+        self.aside_ms += other.aside_ms;
         self.tool_ms += other.tool_ms;
         self.person_ms += other.person_ms;
         self.own_ms += other.own_ms;
@@ -261,13 +266,17 @@ impl Budget {
             .prompt_reused
             .map(|r| format!(", {r} reused"))
             .unwrap_or_default();
+        let aside = match self.aside_ms {
+            0 => String::new(),
+            ms => format!(" ({:.1} s of it questions aside)", ms as f64 / 1000.0),
+        };
         let first = self
             .first_call_s()
             .map(|s| format!("; first call at {s:.1} s"))
             .unwrap_or_default();
         format!(
             "{} model requests; prompt {} evaluated{reused}; generated {} (thought {}, arguments {}, \
-             answer {}, structure {}, fit {}); model {:.1} s, tools {:.1} s, person {:.1} s, \
+             answer {}, structure {}, fit {}); model {:.1} s{aside}, tools {:.1} s, person {:.1} s, \
              toolloop {:.2} s{first}",
             self.model_requests,
             self.prompt_evaluated,

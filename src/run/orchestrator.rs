@@ -385,6 +385,7 @@ impl Orchestrator {
         let asked = Instant::now();
         let replied = self.backend.chat(&request, run.deadline, &mut keep_going);
         run.waited.model += asked.elapsed();
+        run.waited.aside += asked.elapsed();
         match replied {
             _ if self.stop.is_stopped() => engine.cancelled(),
             Ok(reply) => engine.aside_replied(Some(&reply)),
@@ -652,6 +653,8 @@ struct Run {
 #[derive(Default)]
 struct Waited {
     model: Duration,
+    /// The part of `model` spent on questions aside.
+    aside: Duration,
     tools: Duration,
     person: Duration,
     /// When the first tool call was sent off, from the run's start.
@@ -665,6 +668,7 @@ impl Waited {
         let ms = |d: Duration| d.as_millis() as u64;
         let mut b = engine.budget();
         (b.model_ms, b.tool_ms, b.person_ms) = (ms(self.model), ms(self.tools), ms(self.person));
+        b.aside_ms = ms(self.aside);
         b.own_ms = ms(elapsed.saturating_sub(self.model + self.tools + self.person));
         b.first_call_ms = self.first_call.map(ms);
         b.first_calls = u32::from(self.first_call.is_some());
