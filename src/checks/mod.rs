@@ -32,6 +32,7 @@ pub(crate) mod every_result;
 pub(crate) mod example_copy;
 pub(crate) mod grounding;
 pub(crate) mod invented_required;
+pub(crate) mod leaned_tool;
 mod levels;
 pub(crate) mod looping_reply;
 pub(crate) mod more_calls;
@@ -391,9 +392,14 @@ pub(crate) struct TurnContext<'a> {
     /// ([`tool_fit::own_numbers`]).
     pub own_numbers: &'a [String],
     /// Whether the turn is past asking again: it answers being asked again (for more
-    /// calls, or among other tools), or its schema can hold no call more. It is carried
-    /// out as it comes, call by call.
+    /// calls, or among the tools that share the request's words), or its schema can hold
+    /// no call more. It is carried out as it comes, call by call.
     pub again: bool,
+    /// Whether the turn answers being asked again among the tool the model reached for
+    /// ([`leaned_tool`]). That asking chose a tool, not how many calls: the turn may still
+    /// be asked for more (a request for two cities' weather), and is not asked again
+    /// for its tool.
+    pub leaned: bool,
     /// Whether the turn answers being asked again among the tools whose text shares a
     /// word with the request (a declined call's `instead`): those words chose what was
     /// on offer, so they are no evidence for the call ([`tool_fit`] asks it all the same).
@@ -526,6 +532,10 @@ pub(crate) struct Judgement {
     /// Whether the call copied toolloop's own prompt (its example): the model is asked
     /// again with the example taken out of the prompt.
     pub copied_prompt: bool,
+    /// Whether `instead` is the tool the model reached for ([`leaned_tool`]), not the
+    /// tools that share the request's words: its choice, so a call among them is judged
+    /// as any other.
+    pub leaned: bool,
 }
 
 impl Judgement {
@@ -614,6 +624,8 @@ pub(crate) enum Verdict {
         /// The call copied the prompt's example: it is taken out of the prompt for the
         /// rest of the run.
         copied_prompt: bool,
+        /// `instead` is the tool the model reached for ([`Judgement::leaned`]).
+        leaned: bool,
     },
     /// Do not call yet: ask the model again for at least this many calls.
     More {
@@ -696,6 +708,7 @@ pub(crate) static ALL: &[&dyn Check] = &[
     &looping_reply::LoopingReply,
     &nothing_new::NothingNew,
     &example_copy::ExampleCopy,
+    &leaned_tool::LeanedTool,
     &tool_probability::ToolProbability,
     &tool_fit::ToolFit,
     &more_calls::MoreCalls,
@@ -821,6 +834,7 @@ impl Checks {
             let verdict = Verdict::Decline {
                 instead: judgement.instead.clone(),
                 copied_prompt: judgement.copied_prompt,
+                leaned: judgement.leaned,
             };
             findings.push(Finding::Decision { tool, judgement });
             return (findings, verdict);
@@ -836,6 +850,7 @@ impl Checks {
             let declined = judgement.declined || !judgement.instead.is_empty();
             let instead = judgement.instead.clone();
             let copied_prompt = judgement.copied_prompt;
+            let leaned = judgement.leaned;
             let more = judgement.more;
             let more_by = judgement.more_by;
             let left = std::mem::take(&mut judgement.more_left);
@@ -857,6 +872,7 @@ impl Checks {
                     Verdict::Decline {
                         instead,
                         copied_prompt,
+                        leaned,
                     },
                 );
             }

@@ -163,6 +163,7 @@ fn replayed(
         // A recorded first turn: nothing was asked again.
         again: false,
         offered_by_words: false,
+        leaned: false,
         added_from: None,
         left: &left,
         // Recorded as eval runs its cases: every tool read-only.

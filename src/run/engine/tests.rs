@@ -26,7 +26,7 @@ pub(super) fn calc() -> ToolSpec {
     .reading_only()
 }
 
-fn weather() -> ToolSpec {
+pub(super) fn weather() -> ToolSpec {
     ToolSpec::new(
         "get_weather",
         "Current weather for a city",

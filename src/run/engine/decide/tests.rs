@@ -673,3 +673,103 @@ fn a_call_among_tools_offered_for_their_words_is_still_questioned() {
     let mut first = unsure_with(tools, question, call, Config::default());
     assert!(matches!(first.next_step(), Step::CallTool { .. }));
 }
+
+/// A reply calling `tool` whose name the model began with `first` at probability `p`,
+/// beside `leaning` at `p_leaning`; sure of calling (p(tool) 0.99).
+fn naming(call: &str, first: &str, p: f64, leaning: &str, p_leaning: f64) -> ChatReply {
+    use crate::backend::TokenLogprob;
+    let tok = |t: &str| TokenLogprob {
+        token: t.into(),
+        logprob: -0.01,
+        top: vec![],
+    };
+    let head = r#"{"kind":""#;
+    let at = call.find(r#""tool":""#).unwrap() + r#""tool":""#.len();
+    let mut r = reply(call);
+    r.logprobs = vec![
+        tok(head),
+        TokenLogprob {
+            token: "tool".into(),
+            logprob: 0.99f64.ln(),
+            top: vec![
+                ("tool".into(), 0.99f64.ln()),
+                ("final".into(), 0.01f64.ln()),
+            ],
+        },
+        tok(&call[head.len() + 4..at]),
+        TokenLogprob {
+            token: first.into(),
+            logprob: p.ln(),
+            top: vec![(first.into(), p.ln()), (leaning.into(), p_leaning.ln())],
+        },
+        tok(&call[at + first.len()..]),
+    ];
+    r
+}
+
+fn clock() -> ToolSpec {
+    ToolSpec::new(
+        "current_time",
+        "The current date and time at a UTC offset",
+        json!({"type": "object", "properties": {"utc_offset": {"type": "string"}}}),
+    )
+    .reading_only()
+}
+
+/// Where the model began the tool's name with a word of another tool's name alone
+/// (`weather`), the call it was turned to is not made: it is asked again, among that
+/// tool, and the call it then makes is judged as its own choice, not put to the fit
+/// question for words that chose it.
+#[test]
+fn a_call_the_model_leaned_away_from_is_asked_again_among_the_tool_it_reached_for() {
+    let tools = vec![calc(), clock(), super::super::tests::weather()];
+    // The request shares "weather" with the tool: were the tool offered for that word,
+    // its call would be put to the fit question all the same.
+    let question = "Is the weather warm in Sydney?";
+    let called = r#"{"kind":"tool_call","thought":"","tool":"current_time","arguments":{"utc_offset":"+10:00"}}"#;
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        question,
+        tools.clone(),
+        Config::default(),
+    );
+    e.next_step();
+    e.model_replied(&naming(called, "current", 0.6, "weather", 0.3));
+    let declined = e.drain_events().into_iter().find_map(|ev| match ev {
+        Event::Check {
+            check,
+            action: CheckAction::Decline { instead, .. },
+            ..
+        } => Some((check, instead)),
+        _ => None,
+    });
+    assert_eq!(
+        declined,
+        Some(("leaned-tool".to_string(), vec!["get_weather".to_string()]))
+    );
+    assert_eq!(e.next_step(), Step::CallModel);
+    let call =
+        r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Sydney"}}"#;
+    let mut again = reply(call);
+    again.logprobs = kind_logprobs(0.99);
+    e.model_replied(&again);
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+
+    // Below the bar, or towards a word no single tool's name has, the call goes ahead.
+    for (leaning, p) in [("weather", 0.02), ("wea", 0.3)] {
+        let mut e = Engine::new(
+            vec![Message::system("sys")],
+            question,
+            tools.clone(),
+            Config::default(),
+        );
+        e.next_step();
+        e.model_replied(&naming(called, "current", 0.6, leaning, p));
+        let checks: Vec<_> = e
+            .drain_events()
+            .into_iter()
+            .filter(|ev| matches!(ev, Event::Check { .. }))
+            .collect();
+        assert!(checks.is_empty(), "{leaning} {p}: {checks:?}");
+    }
+}

@@ -1,0 +1,194 @@
+//! `leaned-tool`: a first call whose tool name the model began elsewhere is asked again
+//! among the tool it reached for.
+//!
+//! The schema lets the model write only the names on offer, so where it wanted another
+//! beginning the grammar turns it to a listed name it did not choose. The probability it
+//! gave there is its own evidence, read at the token where the tool's name begins
+//! ([`tool_probability::name_leaning`]). Asked "How warm is it in Sydney and in Oslo?"
+//! with `calculator`, `current_time` and `get_weather` on offer, Qwen2.5-Coder 0.5B gave
+//! 0.32 to `weather` there, which no name begins with, and wrote `current_time`: the
+//! grammar left it that. `weather` is a whole word of one tool's name alone,
+//! `get_weather`, and asked again among that tool the model calls it with its own
+//! arguments.
+//!
+//! Nothing is written for the model: it is asked again, once, and only on the run's first
+//! turn; that turn may still be asked for more calls. Where the word is part of several
+//! names, or of the name called, or is no whole word of a name (`rem`, `sp`), nothing
+//! follows from it; nor where the tool's name begins as the one called does
+//! (`get_forecast` called, `weather` weighed): past that first word both were open to the
+//! model, and it chose.
+//!
+//! The bar, [`LEANED_MIN`], was read off the first turns of the whole-question runs' tuning
+//! halves (Qwen, `tests/data/whole`): where another tool was needed, the model leaned to a
+//! word of its name at 0.08 to 0.31; where none was, it leaned to `weather` at 0.028 at
+//! most.
+
+use serde_json::{Map, Value};
+
+use super::{CheckInfo, Effect, Judgement, Reads, TurnContext, tool_probability};
+
+/// The check's declaration.
+pub static INFO: CheckInfo = CheckInfo {
+    name: "leaned-tool",
+    default_on: true,
+    off_for: &[],
+    reads: Reads::Reply,
+    effect: Effect::Declines,
+    what: "asks a first call again among another tool, where the model gave at least 0.05 of its probability, at the token where the tool's name begins, to a word that is a whole word of that tool's name alone",
+    why: "the schema lets the model write only the names on offer, so a name it began otherwise (`weather`) is turned to one it did not choose (`current_time`)",
+    example: "\"How warm is it in Sydney and in Oslo?\": current_time(utc_offset: \"+10:00\"), where the model gave 0.32 to `weather`: declined, and asked again among get_weather",
+    safety: "It never changes a call: the model is asked again, once, on the run's first turn, and writes the call itself. It acts only on the model's own probabilities, which a scripted right call has none of (`src/eval/invariant.rs`).",
+};
+
+/// The least probability at the name's first token, for a word of another tool's name,
+/// that asks again (read off the tuning halves: see the module's doc).
+pub const LEANED_MIN: f64 = 0.05;
+
+/// The `leaned-tool` check.
+#[derive(Debug)]
+pub struct LeanedTool;
+
+impl super::Check for LeanedTool {
+    fn info(&self) -> &'static CheckInfo {
+        &INFO
+    }
+
+    fn judge_calls(
+        &self,
+        ctx: &TurnContext<'_>,
+        calls: &[(String, Map<String, Value>)],
+        judgement: &mut Judgement,
+    ) {
+        // Once, on the first turn: a turn asked again was chosen among tools already.
+        if judgement.declined
+            || ctx.again
+            || ctx.leaned
+            || !ctx.earlier.is_empty()
+            || calls.is_empty()
+        {
+            return;
+        }
+        let names: Vec<&str> = ctx.specs.iter().map(|s| s.name.as_str()).collect();
+        let Some(leaning) = tool_probability::name_leaning(ctx.reply, &names) else {
+            return;
+        };
+        if leaning.p < LEANED_MIN {
+            return;
+        }
+        let Some(tool) = leaned_to(&leaning.name, &names, calls) else {
+            return;
+        };
+        judgement.declined = true;
+        judgement.by.get_or_insert(INFO.name);
+        judgement.reason = Some(format!(
+            "the model gave {:.2} to `{}` where the tool's name begins, a word of {tool}'s name alone",
+            leaning.p,
+            leaning.name.trim()
+        ));
+        judgement.instead = vec![tool.to_string()];
+        judgement.leaned = true;
+    }
+}
+
+/// The one tool on offer whose name has `word` as a whole word, when the turn called
+/// none whose name has it.
+fn leaned_to<'a>(
+    word: &str,
+    names: &[&'a str],
+    calls: &[(String, Map<String, Value>)],
+) -> Option<&'a str> {
+    let word = word.trim().to_lowercase();
+    // A token of one or two letters is a piece of many words, no word of its own.
+    if word.chars().count() < 3 || !word.chars().all(char::is_alphanumeric) {
+        return None;
+    }
+    let has = |name: &str| words(name).contains(&word);
+    if calls.iter().any(|(t, _)| has(t)) {
+        return None;
+    }
+    let mut with = names.iter().filter(|n| has(n));
+    let (Some(tool), None) = (with.next(), with.next()) else {
+        return None;
+    };
+    // A name that begins as the one called (`get_forecast`, `get_weather`) was still
+    // open to the model past the token read: it chose between them later, and chose
+    // the other.
+    let first = |name: &str| words(name).into_iter().next();
+    match calls.iter().any(|(t, _)| first(t) == first(tool)) {
+        true => None,
+        false => Some(tool),
+    }
+}
+
+/// The words of a tool's name: split at what is not a letter or digit, and where a
+/// lowercase letter meets an uppercase one (`getWeather`).
+fn words(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut last_lower = false;
+    for c in name.chars() {
+        if !c.is_alphanumeric() {
+            out.extend((!word.is_empty()).then(|| std::mem::take(&mut word)));
+            last_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && last_lower {
+            out.push(std::mem::take(&mut word));
+        }
+        last_lower = c.is_lowercase();
+        word.extend(c.to_lowercase());
+    }
+    out.extend((!word.is_empty()).then_some(word));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(tool: &str) -> (String, Map<String, Value>) {
+        (tool.to_string(), Map::new())
+    }
+
+    #[test]
+    fn a_word_of_one_other_tools_name_leads_to_it() {
+        let names = ["calculator", "current_time", "get_weather"];
+        assert_eq!(
+            leaned_to("weather", &names, &[call("current_time")]),
+            Some("get_weather")
+        );
+        assert_eq!(
+            leaned_to(" Weather", &names, &[call("calculator")]),
+            Some("get_weather")
+        );
+    }
+
+    #[test]
+    fn a_piece_of_a_word_or_a_word_of_several_names_leads_nowhere() {
+        let names = ["get_weather", "get_forecast", "book_taxi", "findRecipe"];
+        // Part of a word, not a word.
+        assert_eq!(leaned_to("weat", &names, &[call("book_taxi")]), None);
+        assert_eq!(leaned_to("sp", &names, &[call("book_taxi")]), None);
+        // A word of two names.
+        assert_eq!(leaned_to("get", &names, &[call("book_taxi")]), None);
+        // A word of the name called.
+        assert_eq!(leaned_to("weather", &names, &[call("get_weather")]), None);
+        // A name that begins as the one called: the model chose between them after.
+        assert_eq!(leaned_to("weather", &names, &[call("get_forecast")]), None);
+        // Split where case changes.
+        assert_eq!(
+            leaned_to("recipe", &names, &[call("book_taxi")]),
+            Some("findRecipe")
+        );
+    }
+
+    #[test]
+    fn names_split_into_words() {
+        assert_eq!(words("get_weather"), ["get", "weather"]);
+        assert_eq!(
+            words("cooking_conversion.convert"),
+            ["cooking", "conversion", "convert"]
+        );
+        assert_eq!(words("getWeather"), ["get", "weather"]);
+    }
+}
