@@ -75,7 +75,7 @@ def main():
     event("run_started", query=a.question, model=a.model, tools=sorted(names))
     steps, budget = [], {"model_requests": 0, "model_ms": 0, "aside_ms": 0, "tool_ms": 0, "own_ms": 0,
                          "generated": {"answer": 0}}
-    answer, stop = None, "max_iterations"
+    answer, stop, error = None, "max_iterations", None
     for i in range(1, a.max_requests + 1):
         left = a.timeout - (time.monotonic() - start)
         if left <= 0:
@@ -89,6 +89,7 @@ def main():
                 "max_tokens": a.num_predict, "stream": False}, left)
         except (urllib.error.URLError, TimeoutError, OSError) as e:
             stop = "timeout" if "timed out" in str(e) else "error"
+            error = f"{a.base_url}/chat/completions: {e}"
             budget["model_ms"] += int((time.monotonic() - asked) * 1000)
             break
         budget["model_ms"] += int((time.monotonic() - asked) * 1000)
@@ -138,7 +139,8 @@ def main():
     elapsed = int((time.monotonic() - start) * 1000)
     budget["own_ms"] = max(0, elapsed - budget["model_ms"] - budget["tool_ms"])
     event("stopped", stop_reason=stop, answer=answer, budget=budget)
-    print(json.dumps({"answer": answer, "stop_reason": stop, "iterations": budget["model_requests"],
+    print(json.dumps({"answer": answer, "stop_reason": stop, "error": error,
+                      "iterations": budget["model_requests"],
                       "steps": steps, "budget": budget}))
 
 

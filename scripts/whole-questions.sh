@@ -62,6 +62,9 @@ if [ "${TOOLLOOP_WHOLE_NATIVE:-}" = 1 ] && [ "${TOOLLOOP_WHOLE_READ:-}" != 1 ]; 
   tools_pid=$!
   trap 'kill $tools_pid 2>/dev/null' EXIT
   for _ in $(seq 1 50); do curl -sf "$tools_url/health" >/dev/null && break; sleep 0.1; done
+  # A port already taken would leave the loop calling whatever answers there.
+  kill -0 "$tools_pid" 2>/dev/null && curl -sf "$tools_url/health" >/dev/null ||
+    { echo "toolloop serve-tools did not start on $tools_url: see $out/$name/serve-tools.log" >&2; exit 1; }
 fi
 
 run_case() {

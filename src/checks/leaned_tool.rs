@@ -25,6 +25,7 @@
 
 use serde_json::{Map, Value};
 
+use super::words::name_words as words;
 use super::{CheckInfo, Effect, Judgement, Reads, TurnContext, tool_probability};
 
 /// The check's declaration.
@@ -118,28 +119,6 @@ fn leaned_to<'a>(
         true => None,
         false => Some(tool),
     }
-}
-
-/// The words of a tool's name: split at what is not a letter or digit, and where a
-/// lowercase letter meets an uppercase one (`getWeather`).
-fn words(name: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    let mut last_lower = false;
-    for c in name.chars() {
-        if !c.is_alphanumeric() {
-            out.extend((!word.is_empty()).then(|| std::mem::take(&mut word)));
-            last_lower = false;
-            continue;
-        }
-        if c.is_uppercase() && last_lower {
-            out.push(std::mem::take(&mut word));
-        }
-        last_lower = c.is_lowercase();
-        word.extend(c.to_lowercase());
-    }
-    out.extend((!word.is_empty()).then_some(word));
-    out
 }
 
 #[cfg(test)]

@@ -41,16 +41,7 @@ const STOP: &[&str] = &[
 /// letters only (a run of digits parts a word), camelCase and snake_case split, stop
 /// words and one- and two-letter words left out.
 fn words(text: &str, stemmer: &Stemmer) -> HashSet<String> {
-    let mut spaced = String::with_capacity(text.len() + 8);
-    let mut prev_lower = false;
-    for c in text.chars() {
-        if c.is_uppercase() && prev_lower {
-            spaced.push(' ');
-        }
-        prev_lower = c.is_lowercase();
-        spaced.push(c);
-    }
-    super::words::words(&spaced)
+    super::words::name_words(text)
         .iter()
         .flat_map(|w| w.split(|c: char| !c.is_alphabetic()))
         .filter(|w| w.chars().count() > 2 && !STOP.contains(w))

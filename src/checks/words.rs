@@ -123,6 +123,21 @@ pub(crate) fn number_word(w: &str) -> Option<f64> {
     }
 }
 
+/// The words of a name or a text as [`words`] reads them, with camelCase split too
+/// (`getWeather`: `get`, `weather`); snake_case parts at its `_` already.
+pub(crate) fn name_words(text: &str) -> Vec<String> {
+    let mut spaced = String::with_capacity(text.len() + 8);
+    let mut prev_lower = false;
+    for c in text.chars() {
+        if c.is_uppercase() && prev_lower {
+            spaced.push(' ');
+        }
+        prev_lower = c.is_lowercase();
+        spaced.push(c);
+    }
+    words(&spaced)
+}
+
 /// Lower-cased runs of letters and digits; a decimal point inside a number stays. A run
 /// also ends where a script written without spaces meets another ("注文A1234は" says
 /// the order `A1234`), or a value inside Japanese or Chinese would be no word at all.

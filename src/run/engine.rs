@@ -205,9 +205,13 @@ enum Stage {
 enum Next {
     /// The stage's schema.
     Stage,
-    /// After a declined call: the tools that fit better (none: only an answer), and
-    /// whether the request's words chose them (else the model's own leaning did).
-    Among(CallSchema, bool),
+    /// After a declined call: the tools that fit better (none: only an answer).
+    Among {
+        schema: CallSchema,
+        /// Whether the request's words chose them; else the model's own leaning did
+        /// (`leaned-tool`).
+        by_words: bool,
+    },
     /// A turn a check asked again for more calls, held to the schema given; the turn is
     /// carried out as it was if the reply fails.
     AskedAgain(Box<retry::AskedAgain>, CallSchema),
@@ -356,7 +360,7 @@ impl Engine {
     pub fn schema(&self) -> &CallSchema {
         match (&self.next, self.stage) {
             _ if self.answer_only() => &self.prepared.answer,
-            (Next::Among(schema, _) | Next::AskedAgain(_, schema), _) => schema,
+            (Next::Among { schema, .. } | Next::AskedAgain(_, schema), _) => schema,
             (_, Stage::AfterResults) => self.prepared.after_results(),
             (_, Stage::First) => &self.prepared.first,
         }

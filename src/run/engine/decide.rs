@@ -131,12 +131,18 @@ impl Engine {
             // Nor where the schema can hold no call more: the turn is then judged call by
             // call like any other.
             again: asked.is_some()
-                || matches!(self.next, Next::Among(_, true))
+                || matches!(self.next, Next::Among { by_words: true, .. })
                 || !self.prepared.first.can_hold(calls.len() as u64 + 1),
             // Only a declined call's `instead` narrows the tools to some (`example-copy`,
             // by shared words); an answer-only narrowing leaves no call to judge.
-            offered_by_words: matches!(self.next, Next::Among(_, true)),
-            leaned: matches!(self.next, Next::Among(_, false)),
+            offered_by_words: matches!(self.next, Next::Among { by_words: true, .. }),
+            leaned: matches!(
+                self.next,
+                Next::Among {
+                    by_words: false,
+                    ..
+                }
+            ),
             added_from,
             left: &ctx_left,
             writes: &writes,
@@ -206,7 +212,10 @@ impl Engine {
                 self.change_prompt(crate::turn::prompt::without_example);
             }
             let keep = |name: &str| instead.iter().any(|n| n == name);
-            self.next = Next::Among(schema_of(&self.specs, keep, &self.config), !leaned);
+            self.next = Next::Among {
+                schema: schema_of(&self.specs, keep, &self.config),
+                by_words: !leaned,
+            };
             return None;
         }
         // Once: a turn asked again is carried out as it comes back. `ctx.again` saw to it

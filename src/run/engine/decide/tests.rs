@@ -634,6 +634,18 @@ fn an_optional_value_the_model_hesitated_over_and_nobody_said_is_left_out_when_a
     assert_eq!(arguments["seats"], 2);
 }
 
+/// The check that declined the turn, and the tools it asked again among.
+fn declined_by(events: &[Event]) -> Option<(String, Vec<String>)> {
+    events.iter().find_map(|ev| match ev {
+        Event::Check {
+            check,
+            action: CheckAction::Decline { instead, .. },
+            ..
+        } => Some((check.clone(), instead.clone())),
+        _ => None,
+    })
+}
+
 /// A call copied from the prompt's example is declined and the model asked again among
 /// the tools whose text shares a word with the request. Those words chose what was on
 /// offer, so they are no evidence for the call made then: it is put to the fit question,
@@ -652,14 +664,7 @@ fn a_call_among_tools_offered_for_their_words_is_still_questioned() {
         r#"{"kind":"tool_call","thought":"","tool":"get_weather","arguments":{"city":"Tokyo"}}"#;
     let tools = vec![calc(), weather];
     let mut e = unsure_with(tools.clone(), question, copied, Config::default());
-    let declined = e.drain_events().into_iter().find_map(|ev| match ev {
-        Event::Check {
-            check,
-            action: CheckAction::Decline { instead, .. },
-            ..
-        } => Some((check, instead)),
-        _ => None,
-    });
+    let declined = declined_by(&e.drain_events());
     assert_eq!(
         declined,
         Some(("example-copy".to_string(), vec!["get_weather".to_string()]))
@@ -735,17 +740,16 @@ fn a_call_the_model_leaned_away_from_is_asked_again_among_the_tool_it_reached_fo
     );
     e.next_step();
     e.model_replied(&naming(called, "current", 0.6, "weather", 0.3));
-    let declined = e.drain_events().into_iter().find_map(|ev| match ev {
-        Event::Check {
-            check,
-            action: CheckAction::Decline { instead, .. },
-            ..
-        } => Some((check, instead)),
-        _ => None,
-    });
+    let events = e.drain_events();
     assert_eq!(
-        declined,
+        declined_by(&events),
         Some(("leaned-tool".to_string(), vec!["get_weather".to_string()]))
+    );
+    // Said as it happens, -v or not (the line the command line and the web page print).
+    let line = events.iter().find_map(Event::check_line).unwrap();
+    assert!(
+        line.contains("0.30 to `weather`") && line.ends_with("asking again among get_weather"),
+        "{line}"
     );
     assert_eq!(e.next_step(), Step::CallModel);
     let call =
