@@ -8,14 +8,15 @@
 //! `Finding`s and the `Verdict` that come back. The order is `ALL`'s:
 //!
 //! 1. while the reply streams: `looping-reply`;
-//! 2. once per turn that calls a tool: `nothing-new` and `example-copy` on all of its
-//!    calls, then `tool-probability`, `tool-fit` (which may first have the engine put
-//!    its question to the model), then `more-calls` and `numbers-left`;
-//! 3. on each call, in the order of the calls: `more-calls` and `numbers-left` hold back
-//!    a call the asking added on a value nobody gave; `invented-required` (off by
-//!    default) turns a call into a question for a required value nobody gave;
-//!    `unsure-optional` (off by default) leaves out an optional value the model hesitated
-//!    over and the request does not hold;
+//! 2. once per turn that calls a tool: `nothing-new`, `example-copy` and `cut-number` on
+//!    all of its calls, then `tool-probability`, `tool-fit` (which may first have the
+//!    engine put its question to the model), then `more-calls` and `numbers-left`;
+//! 3. on each call, in the order of the calls: `example-copy` and `cut-number` hold back
+//!    a call, beside others, that carries what they decline; `more-calls` and
+//!    `numbers-left` hold back a call the asking added on a value nobody gave;
+//!    `invented-required` (off by default) turns a call into a question for a required
+//!    value nobody gave; `unsure-optional` (off by default) leaves out an optional value
+//!    the model hesitated over and the request does not hold;
 //! 4. on a final answer: `example-copy` (an answer that writes the prompt's example),
 //!    then `every-result` (an answer that gives one call's result and leaves out
 //!    another's).
@@ -26,6 +27,7 @@
 //!
 //! Pure: imports no backend, tool or run; only `turn/` and the leaf modules.
 
+pub(crate) mod cut_number;
 #[cfg(any(feature = "cli", test))]
 pub(crate) mod doc;
 pub(crate) mod every_result;
@@ -708,6 +710,7 @@ pub(crate) static ALL: &[&dyn Check] = &[
     &looping_reply::LoopingReply,
     &nothing_new::NothingNew,
     &example_copy::ExampleCopy,
+    &cut_number::CutNumber,
     &leaned_tool::LeanedTool,
     &tool_probability::ToolProbability,
     &tool_fit::ToolFit,

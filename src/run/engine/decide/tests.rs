@@ -777,3 +777,56 @@ fn a_call_the_model_leaned_away_from_is_asked_again_among_the_tool_it_reached_fo
         assert!(checks.is_empty(), "{leaning} {p}: {checks:?}");
     }
 }
+
+/// A number at the 16 digits llama.cpp's grammar allows is where the grammar stopped the
+/// model, not a value: the turn is declined for an answer however sure the model was,
+/// and the person sees why. The same call with the person's own amount goes ahead.
+#[test]
+fn a_number_the_grammar_cut_is_declined_for_an_answer() {
+    let convert = ToolSpec::new(
+        "convert_currency",
+        "Convert money from one currency to another",
+        json!({"type": "object", "properties": {
+            "amount": {"type": "number"}, "from_currency": {"type": "string"},
+            "to_currency": {"type": "string"}},
+            "required": ["amount", "from_currency", "to_currency"]}),
+    )
+    .reading_only();
+    let call = |amount: &str| {
+        format!(
+            r#"{{"kind":"tool_call","thought":"","tool":"convert_currency","arguments":{{"amount":{amount},"from_currency":"EUR","to_currency":"GBP"}}}}"#
+        )
+    };
+    let question = "Convert 250 euros to pounds";
+    let (mut e, sure) = turn_at(
+        0.99,
+        vec![convert.clone()],
+        question,
+        &call("1000000000000000"),
+        Config::default(),
+    );
+    e.model_replied(&sure);
+    let events = e.drain_events();
+    assert_eq!(
+        declined_by(&events),
+        Some(("cut-number".to_string(), vec![]))
+    );
+    let lines: Vec<String> = events.iter().filter_map(Event::check_line).collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("cut-number: declined convert_currency")
+                && l.contains("amount 1000000000000000 has the 16 digits the grammar allows")),
+        "{lines:?}"
+    );
+    assert_eq!(e.next_step(), Step::CallModel);
+    let (mut e, sure) = turn_at(
+        0.99,
+        vec![convert],
+        question,
+        &call("250"),
+        Config::default(),
+    );
+    e.model_replied(&sure);
+    assert!(matches!(e.next_step(), Step::CallTool { .. }));
+}
