@@ -115,7 +115,7 @@ pub use calibration::{Calibration, CalibrationFile, Thresholds, leanings_path};
 pub use checks::{CheckAction, CheckInfo, CheckLevels};
 pub use config::{AnswerLanguage, BackendKind, Config};
 pub use deadline::{Deadline, StopHandle};
-pub use run::approval::{Answer, ApprovalRequest, Approver, DecidedBy, Permissions};
+pub use run::approval::{Answer, ApprovalRequest, Approver, DecidedBy, Permissions, Unsaid};
 pub use run::budget::{Budget, Generated};
 pub use run::ending::{Ending, StopKind};
 pub use run::events::{Event, Observer, Trace, Transcript};

@@ -302,8 +302,9 @@ fn ctrl_c_while_the_model_has_sent_nothing_stops_the_run_at_once() {
     tmux.wait_for("chat-ended-0");
 }
 
-/// A call of a tool that may change things asks at the terminal: Ctrl-C is no, and the
-/// chat goes on; yes runs it.
+/// A call of a tool that may change things asks at the terminal, naming the flag the
+/// person never turned on: Ctrl-C is no, and the chat goes on; "w" runs it without that
+/// flag.
 #[test]
 #[ignore = "needs tmux: run scripts/test-all.sh"]
 fn a_call_that_writes_asks_at_the_terminal_and_ctrl_c_is_no() {
@@ -321,8 +322,11 @@ fn a_call_that_writes_asks_at_the_terminal_and_ctrl_c_is_no() {
             "Delete every record",
             serde_json::json!({"type": "object", "properties": {"force": {"type": "boolean"}}}),
         ),
-        move |_| {
-            d.fetch_add(1, Ordering::SeqCst);
+        move |args| {
+            // Counted only when it ran without the flag nobody asked for.
+            if !args.contains_key("force") {
+                d.fetch_add(1, Ordering::SeqCst);
+            }
             Ok(serde_json::json!("deleted"))
         },
     );
@@ -351,9 +355,11 @@ fn a_call_that_writes_asks_at_the_terminal_and_ctrl_c_is_no() {
     let tmux = Tmux::start("approve", &command, 160, 50);
     tmux.wait_for("you>");
     tmux.type_line("Delete everything");
-    let screen = tmux.wait_for("run it? [y]es, [n]o, [a]lways delete_all in this run:");
+    let screen =
+        tmux.wait_for("run it? [y]es, [n]o, [a]lways delete_all in this run, [w]ithout force:");
     assert!(screen.contains("delete_all (destructive;"), "{screen}");
     assert!(screen.contains("\"force\": true"), "{screen}");
+    assert!(screen.contains("not in what you wrote: force"), "{screen}");
     tmux.cmd(&["send-keys", "-t", "chat", "C-c"]);
     tmux.wait_for("Nothing was deleted.");
     assert_eq!(
@@ -363,8 +369,8 @@ fn a_call_that_writes_asks_at_the_terminal_and_ctrl_c_is_no() {
     );
     tmux.wait_for("you>");
     tmux.type_line("Delete everything, really");
-    tmux.wait_for("run it? [y]es, [n]o, [a]lways delete_all in this run:");
-    tmux.type_line("y");
+    tmux.wait_for("[w]ithout force:");
+    tmux.type_line("w");
     tmux.wait_for("Everything is deleted.");
     assert_eq!(deleted.load(Ordering::SeqCst), 1);
 }

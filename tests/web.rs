@@ -702,7 +702,8 @@ fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
                 call("get_weather", json!({"city": "Oslo"})),
                 answer("It is sunny in **Oslo**, 21 °C."),
             ],
-            vec![call("slow_lookup", json!({"query": "the answer"}))],
+            // A value the person never said: the card says so.
+            vec![call("slow_lookup", json!({"query": "42"}))],
             vec![HANG.to_string()],
             // One call where the request names two places: `numbers-left` asks again,
             // the reply to that is no turn, and the first call goes ahead.
@@ -890,7 +891,8 @@ fn a_call_that_may_change_things_waits_for_approval_on_the_page() {
         4,
     );
     let c = new_conversation(&web);
-    let (_, run) = ask(&web, &c, "Write me a weather report for Oslo");
+    // The person names no city: the page is shown that they did not say Oslo.
+    let (_, run) = ask(&web, &c, "Write me a weather report");
     let run = run["run"].as_str().unwrap().to_string();
     let path = format!("/api/runs/{run}/approve");
     // Nothing waits yet: refused; a word other than yes, no or always: refused.
@@ -902,6 +904,7 @@ fn a_call_that_may_change_things_waits_for_approval_on_the_page() {
             assert_eq!(e["tool"], "weather_report");
             assert_eq!(e["arguments"]["city"], "Oslo");
             assert_eq!(e["class"], "destructive");
+            assert_eq!(e["unsaid"]["nowhere"], json!(["city"]), "{e}");
             let bad = request(&web, "POST", &path, Some(&json!({"answer": "sure"})));
             assert_eq!(bad.0, 400, "{}", bad.1);
             let (status, body) = request(&web, "POST", &path, Some(&json!({"answer": "yes"})));

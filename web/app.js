@@ -146,8 +146,19 @@ function showApproval(view, run, e) {
   box.appendChild(el("strong", null, `Run ${e.tool}? `));
   box.appendChild(el("span", "muted", `${e.class} (${e.class_from === "person" ? "your setting" : e.class_from === "hints" ? "the tool's hints" : "no hints: taken as destructive"})`));
   box.appendChild(el("pre", "arguments", JSON.stringify(e.arguments, null, 2).slice(0, 4000)));
+  // Values the person did not say: shown so they decide on what will run.
+  const nowhere = e.unsaid?.nowhere || [], fromResults = e.unsaid?.from_results || [];
+  if (nowhere.length || fromResults.length) {
+    const parts = [];
+    if (nowhere.length) parts.push(nowhere.join(", "));
+    if (fromResults.length) parts.push(`${fromResults.join(", ")} (from a tool's result)`);
+    box.appendChild(el("div", "unsaid", `Not in what you wrote: ${parts.join("; ")}`));
+  }
   const row = el("div", "choices");
-  for (const [answer, label] of [["yes", "Yes"], ["no", "No"], ["always", `Always ${e.tool} in this run`]]) {
+  const choices = [["yes", "Yes"], ["no", "No"], ["always", `Always ${e.tool} in this run`]];
+  const optional = e.unsaid?.optional || [];
+  if (optional.length) choices.push(["without", `Without ${optional.join(", ")}`]);
+  for (const [answer, label] of choices) {
     const b = el("button", null, label);
     b.type = "button";
     b.dataset.answer = answer;

@@ -315,9 +315,20 @@ fn ask_approval(r: &crate::ApprovalRequest<'_>) -> crate::Answer {
         r.source,
         serde_json::to_string_pretty(&shown).unwrap_or_default()
     );
+    if let Some(line) = r.unsaid.line() {
+        eprintln!("toolloop: {line}");
+    }
     let mut input = Input::new();
+    // Offered only where the call can run without something the person did not write.
+    let without = match r.unsaid.optional.is_empty() {
+        true => String::new(),
+        false => format!(", [w]ithout {}", r.unsaid.optional.join(", ")),
+    };
     loop {
-        let prompt = format!("run it? [y]es, [n]o, [a]lways {} in this run: ", r.tool);
+        let prompt = format!(
+            "run it? [y]es, [n]o, [a]lways {} in this run{without}: ",
+            r.tool
+        );
         let Some(line) = input.read(&prompt) else {
             eprintln!("(not run)");
             return crate::Answer::No;
@@ -326,7 +337,9 @@ fn ask_approval(r: &crate::ApprovalRequest<'_>) -> crate::Answer {
             "y" | "yes" => return crate::Answer::Yes,
             "n" | "no" => return crate::Answer::No,
             "a" | "always" => return crate::Answer::Always,
-            _ => eprintln!("say y, n or a"),
+            "w" | "without" if !without.is_empty() => return crate::Answer::Without,
+            _ if without.is_empty() => eprintln!("say y, n or a"),
+            _ => eprintln!("say y, n, a or w"),
         }
     }
 }

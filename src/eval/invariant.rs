@@ -460,3 +460,43 @@ fn a_right_calls_optional_values_are_held_by_the_request_but_for_those_said_in_o
         ]
     );
 }
+
+/// Of the right calls in `cases`, how many a person asked to approve them would be shown
+/// a value as not in what they wrote ([`crate::Unsaid`]), and of how many.
+fn named_right_calls(cases: &[Case]) -> (usize, usize) {
+    let (mut named, mut calls) = (0, 0);
+    for case in cases {
+        let history = [crate::Message::user(case.question.clone())];
+        for (tool, args) in right_calls(case) {
+            let Some(spec) = case.tools.iter().find(|s| &s.name == tool) else {
+                continue;
+            };
+            calls += 1;
+            named += usize::from(!crate::Unsaid::of(spec, &args, &history).is_empty());
+        }
+    }
+    (named, calls)
+}
+
+/// A right call's values are named as not written only where they were said another way
+/// ("full brightness" for 100, "a quarter of an hour" for 15): at most one right call in
+/// ten, so that the names beside a call stay worth reading.
+#[test]
+fn few_right_calls_of_the_shipped_sets_are_shown_a_value_nobody_wrote() {
+    let mut cases = everyday();
+    let writes = load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/writes")).unwrap();
+    for set in [languages(), scripts(), domains(), errands(), writes] {
+        cases.extend(set);
+    }
+    let (named, calls) = named_right_calls(&cases);
+    assert!(calls >= 190, "{calls}");
+    assert!(named * 10 <= calls, "{named} of {calls} right calls");
+}
+
+#[test]
+#[ignore = "needs BFCL data: run scripts/bfcl-data.sh (or set TOOLLOOP_BFCL)"]
+fn few_right_calls_of_bfcl_are_shown_a_value_nobody_wrote() {
+    let (named, calls) = named_right_calls(&bfcl_with_answers());
+    assert!(calls >= 1700, "{calls}");
+    assert!(named * 10 <= calls, "{named} of {calls} right calls");
+}

@@ -222,6 +222,12 @@ pub enum Event {
         allowed: bool,
         /// Who decided.
         by: crate::DecidedBy,
+        /// The values the person did not say, as they were shown.
+        #[serde(default, skip_serializing_if = "crate::Unsaid::is_empty")]
+        unsaid: crate::Unsaid,
+        /// The arguments the person had it run without (`crate::Answer::Without`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left_out: Vec<String>,
     },
     /// A tool was declared unavailable after failing.
     Degraded {
@@ -293,17 +299,27 @@ impl Event {
             class,
             allowed,
             by,
+            unsaid,
+            left_out,
             ..
         } = self
         else {
             return None;
         };
-        Some(match (allowed, by) {
+        let line = match (allowed, by) {
+            (true, by) if !left_out.is_empty() => format!(
+                "{tool} ({class}) run without {}: allowed by {by}",
+                left_out.join(", ")
+            ),
             (true, by) => format!("{tool} ({class}) run: allowed by {by}"),
             (false, crate::DecidedBy::Nobody) => format!(
                 "{tool} ({class}) not run: nobody could be asked; --allow {tool} or --yes runs it"
             ),
             (false, by) => format!("{tool} ({class}) not run: denied by {by}"),
+        };
+        Some(match unsaid.line() {
+            Some(values) => format!("{line}; {values}"),
+            None => line,
         })
     }
 }

@@ -444,7 +444,7 @@ impl Orchestrator {
         waited
             .first_call
             .get_or_insert(sent.map_or(now, |s| s.min(now)));
-        let results = self.call_approved(&calls, taken, deadline);
+        let results = self.call_approved(&calls, taken, deadline, engine.messages());
         waited.tools += called.elapsed();
         // Recorded even when the deadline passed during the call, so the step shows how
         // long it took and why it failed.
@@ -465,15 +465,19 @@ impl Orchestrator {
         calls: &[(String, serde_json::Map<String, serde_json::Value>)],
         mut taken: Vec<Option<crate::tools::Started>>,
         deadline: Deadline,
+        history: &[crate::Message],
     ) -> Vec<(
         Result<crate::ToolResult, crate::ToolError>,
         std::time::Duration,
     )> {
         let mut denied: Vec<Option<String>> = Vec::with_capacity(calls.len());
+        // The calls as they will run: the person may have one run without values they
+        // did not write.
+        let mut calls = calls.to_vec();
         // Its own handle on the shared catalogue, so a spec is read in place while the
         // gate holds the approver.
         let catalogue = std::sync::Arc::clone(&self.catalogue);
-        for (tool, arguments) in calls {
+        for (tool, arguments) in &mut calls {
             let Ok(spec) = catalogue.get(tool) else {
                 denied.push(None);
                 continue;
@@ -483,7 +487,13 @@ impl Orchestrator {
                 approver: self.approver.as_deref_mut(),
                 always: &mut self.always,
             };
-            let Some(d) = gate.decide(spec, arguments) else {
+            // Read only where someone may be asked: a call of a tool that only reads is
+            // not, and a run of many calls reads each request's words once a call.
+            let unsaid = match self.config.permissions.reads_only(spec) {
+                true => approval::Unsaid::default(),
+                false => approval::Unsaid::of(spec, arguments, history),
+            };
+            let Some(d) = gate.decide(spec, arguments, &unsaid) else {
                 denied.push(None);
                 continue;
             };
@@ -495,7 +505,14 @@ impl Orchestrator {
                 class_from: source,
                 allowed,
                 by,
+                unsaid: unsaid.clone(),
+                left_out: d.left_out.clone(),
             });
+            // The model's call stays in the history as it wrote it; the tool's result is
+            // that of the call as it ran.
+            if allowed && !d.left_out.is_empty() {
+                *arguments = unsaid.without(arguments);
+            }
             denied.push((!allowed).then(|| approval::denied_text(tool, class, by)));
         }
         taken.resize_with(calls.len(), || None);

@@ -69,6 +69,7 @@ async function scripted(page) {
   const card = await page.textContent(".exchange:nth-of-type(1) .approval");
   check(card.includes("destructive") && card.includes('"city": "Paris"'),
         "a call that may change things waits in a card with its class and arguments");
+  check(!card.includes("Not in what you wrote"), "a value the person said is not marked");
   await page.click(".exchange:nth-of-type(1) .approval button[data-answer=yes]");
   await page.waitForSelector(".exchange:nth-of-type(1) .step >> text=Allowed");
   check(await page.locator(".exchange:nth-of-type(1) .approval button").count() === 0,
@@ -140,6 +141,8 @@ async function scripted(page) {
   // once. A person who scrolled up to read is not pulled down by new steps.
   await ask(page, "Look up the answer");
   await page.waitForSelector(".exchange:nth-of-type(3) .step.call >> text=slow_lookup");
+  await page.waitForSelector(".exchange:nth-of-type(3) .approval >> text=Not in what you wrote: query");
+  check(true, "the card names a value the person never said");
   await page.click(".exchange:nth-of-type(3) .approval button[data-answer=yes]");
   await page.waitForSelector(".exchange:nth-of-type(3) .step >> text=Allowed");
   await page.reload();

@@ -187,6 +187,7 @@ impl Run {
                 "arguments": request.arguments,
                 "class": request.class.to_string(),
                 "class_from": request.source,
+                "unsaid": request.unsaid,
             }));
             log.events.len()
         };
