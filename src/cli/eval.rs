@@ -20,7 +20,27 @@ pub(super) fn run_rescore(
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let thresholds = config.thresholds();
+    let mut thresholds = config.thresholds();
+    // Judged as the run was: a run of a model file toolloop ships a calibration for took
+    // it, so the server, when it answers, is asked which file it runs. None answering,
+    // the defaults judge, and this says so.
+    if let Some(t) = thresholds.as_mut().filter(|t| t.uncalibrated()) {
+        match config
+            .backend()
+            .ok()
+            .and_then(|b| crate::calibration::shipped_for(b.as_ref()))
+        {
+            Some(shipped) => {
+                eprintln!(
+                    "toolloop: judged with the calibration toolloop ships for the model file the server runs"
+                );
+                *t = shipped;
+            }
+            None => eprintln!(
+                "toolloop: judged uncalibrated: no calibration file, and no server said it runs a model file toolloop ships a calibration for"
+            ),
+        }
+    }
     for report in reports {
         match eval::rescore(data, report, &config.checks, thresholds.as_ref()) {
             Ok(text) => {
@@ -118,6 +138,9 @@ pub(super) fn run_eval(
     if let Some(line) = checks_line(&results) {
         eprintln!("{line}");
     }
+    if let Some(line) = unsaid_line(&results) {
+        eprintln!("{line}");
+    }
     let errors = results.iter().filter(|r| r.error.is_some()).count();
     if errors > 0 {
         eprintln!("toolloop: {errors} cases could not run (see --json for why)");
@@ -153,6 +176,32 @@ fn checks_line(results: &[eval::CaseResult]) -> Option<String> {
             "toolloop: checks acted on cases: {} (of {}); each case's lines in --json (\"checks\") or with -v",
             each.join(", "),
             results.len()
+        )
+    })
+}
+
+/// How many calls carried a value the request does not hold, by half: what a person
+/// asked to approve them would be shown ([`crate::Unsaid`]); each case's in `--json`
+/// (`unsaid`).
+fn unsaid_line(results: &[eval::CaseResult]) -> Option<String> {
+    let count = |half: eval::Half| {
+        let rs = results.iter().filter(|r| eval::half(&r.id) == half);
+        let (mut calls, mut carrying, mut values, mut unasked) = (0, 0, 0, 0);
+        for r in rs {
+            calls += r.calls.len();
+            values += r.unsaid.iter().map(Vec::len).sum::<usize>();
+            carrying += r.unsaid.iter().filter(|u| !u.is_empty()).count();
+            unasked += r.unasked_optional;
+        }
+        (calls, carrying, values, unasked)
+    };
+    let (t, v) = (count(eval::Half::Tuning), count(eval::Half::Validation));
+    (t.0 + v.0 > 0).then(|| {
+        format!(
+            "toolloop: of {} / {} calls (tuning / validation), {} / {} carry a value the \
+             request does not hold ({} / {} values, \"unsaid\" in --json); optional values \
+             the ground truth does not accept: {} / {}",
+            t.0, v.0, t.1, v.1, t.2, v.2, t.3, v.3
         )
     })
 }

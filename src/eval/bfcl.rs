@@ -283,6 +283,31 @@ pub fn normalize(s: &str) -> String {
         .collect()
 }
 
+/// The optional values of `call` that its possible answer in `ground_truth` (the first of
+/// the same tool) does not accept: values nobody asked for, as `date: "2023-04-15"` for a
+/// flight asked about today. A required value that is wrong is not counted: it is a wrong
+/// call, not an added value. None for a tool no possible answer names.
+pub(crate) fn unasked_optional(call: &Call, functions: &[Value], ground_truth: &[Value]) -> usize {
+    let Some(want) = ground_truth.iter().find_map(|t| t.get(&call.name)) else {
+        return 0;
+    };
+    let required: Vec<&Value> = functions
+        .iter()
+        .find(|f| f["name"] == call.name.as_str())
+        .and_then(|f| f["parameters"]["required"].as_array())
+        .map(|r| r.iter().collect())
+        .unwrap_or_default();
+    call.arguments
+        .iter()
+        .filter(|(k, _)| !required.iter().any(|r| *r == k.as_str()))
+        .filter(|(k, v)| {
+            !want[k.as_str()]
+                .as_array()
+                .is_some_and(|options| options.iter().any(|o| values_match(v, o)))
+        })
+        .count()
+}
+
 fn values_match(got: &Value, want: &Value) -> bool {
     match (got, want) {
         (Value::String(g), Value::String(w)) => normalize(g) == normalize(w),
@@ -399,16 +424,21 @@ fn check_one(call: &Call, truth: &Value, functions: &[Value]) -> Result<(), Stri
             return Err(format!("required parameter {r} is missing"));
         }
     }
+    let want_params = want_params.as_object().cloned().unwrap_or_default();
     for (k, v) in &call.arguments {
         let Some(schema) = props.get(k) else {
             return Err(format!("parameter {k} is not in the schema"));
         };
+        // As BFCL's checker: a parameter the possible answer leaves out is one the
+        // request did not ask for (`force: true` for "push main").
+        if !want_params.contains_key(k) {
+            return Err(format!("parameter {k} = {v} was not asked for"));
+        }
         let t = schema["type"].as_str().unwrap_or("any");
         if !type_ok(v, t) {
             return Err(format!("parameter {k} should be of type {t}, got {v}"));
         }
     }
-    let want_params = want_params.as_object().cloned().unwrap_or_default();
     for (k, options) in &want_params {
         let options = options.as_array().cloned().unwrap_or_default();
         match call.arguments.get(k) {

@@ -116,6 +116,15 @@ pub struct CaseResult {
     /// declined get_order_status: …`): a case that made no call says why here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<String>,
+    /// For each of `calls`, the parameters whose values the request does not hold: what
+    /// a person asked to approve such a call is told they did not write
+    /// ([`crate::Unsaid`]). Empty when every value was said.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsaid: Vec<Vec<String>>,
+    /// Optional values of its calls that the ground truth does not accept: values
+    /// nobody asked for ([`bfcl::unasked_optional`]).
+    #[serde(default)]
+    pub unasked_optional: usize,
 }
 
 /// Runs `cases` on one thread per backend, each case on whichever backend is free (a
@@ -472,6 +481,21 @@ impl CaseResult {
             Some(e) => Err(format!("could not run: {e}")),
             None => score_calls(&case.category, &calls, &case.functions, &case.ground_truth),
         };
+        let asked = [crate::Message::user(case.question.clone())];
+        let mut unsaid: Vec<Vec<String>> = calls
+            .iter()
+            .map(|c| match case.tools.iter().find(|s| s.name == c.name) {
+                Some(spec) => crate::Unsaid::of(spec, &c.arguments, &asked).nowhere,
+                None => Vec::new(),
+            })
+            .collect();
+        if unsaid.iter().all(Vec::is_empty) {
+            unsaid.clear();
+        }
+        let unasked_optional = calls
+            .iter()
+            .map(|c| bfcl::unasked_optional(c, &case.functions, &case.ground_truth))
+            .sum();
         CaseResult {
             id: case.id.clone(),
             category: case.category.clone(),
@@ -480,6 +504,8 @@ impl CaseResult {
             call: calls.first().cloned(),
             calls,
             error,
+            unsaid,
+            unasked_optional,
             ..CaseResult::default()
         }
     }

@@ -71,6 +71,19 @@ fn optional_parameters_may_be_absent_only_with_an_empty_possible_answer() {
     assert_eq!(e, "parameter unit is missing");
 }
 
+/// As BFCL's own checker: an optional value the possible answer leaves out was not asked
+/// for, however the schema allows it (`force: true` for "push main").
+#[test]
+fn a_parameter_the_possible_answer_leaves_out_fails() {
+    let without_tags = vec![json!({"math.area": {"base": [10.0], "height": [5], "unit": [""]}})];
+    let scored = |args| score("simple_python", Some(&call(args)), &f(), &without_tags);
+    assert_eq!(scored(json!({"base": 10, "height": 5})), Ok(()));
+    assert_eq!(
+        scored(json!({"base": 10, "height": 5, "tags": ["a"]})).unwrap_err(),
+        r#"parameter tags = ["a"] was not asked for"#
+    );
+}
+
 #[test]
 fn missing_required_and_unknown_parameters_fail() {
     assert_eq!(
@@ -455,4 +468,21 @@ fn a_case_records_where_the_models_name_probability_went() {
     assert_eq!(leaning.name, "math");
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(json["name_leaning"]["name"], "math");
+}
+
+/// An optional value the ground truth does not accept is counted, one it accepts or one
+/// it lets be left out is not, and a wrong required value is a wrong call, not counted.
+#[test]
+fn optional_values_nobody_asked_for_are_counted() {
+    let count = |args| bfcl::unasked_optional(&call(args), &f(), &truth());
+    assert_eq!(count(json!({"base": 10, "height": 5})), 0);
+    assert_eq!(
+        count(json!({"base": 10, "height": 5, "unit": "square meters"})),
+        0
+    );
+    assert_eq!(count(json!({"base": 10, "height": 5, "unit": "feet"})), 1);
+    assert_eq!(
+        count(json!({"base": 11, "height": 5, "unit": "feet", "tags": ["c"]})),
+        2
+    );
 }
