@@ -25,9 +25,13 @@ pub(super) fn run_rescore(
     // it, so the server, when it answers, is asked which file it runs. None answering,
     // the defaults judge, and this says so.
     if let Some(t) = thresholds.as_mut().filter(|t| t.uncalibrated()) {
+        // The preflight is where a server says which file it runs (llama-server's
+        // `/props`); ten seconds at most, as a run's own.
+        let deadline = crate::Deadline::after(std::time::Duration::from_secs(10));
         match config
             .backend()
             .ok()
+            .and_then(|mut b| b.preflight(deadline).ok().map(|()| b))
             .and_then(|b| crate::calibration::shipped_for(b.as_ref()))
         {
             Some(shipped) => {

@@ -145,6 +145,16 @@ fn replayed(
     let unsaid = crate::checks::unsaid(&case.tools, &calls, &said);
     let own_numbers = crate::checks::own_numbers(&calls, &said);
     let left = crate::checks::numbers_left_out(&case.question, &calls);
+    // As the run read them (`run_case`): a tool with hints has their class, one without
+    // only reads.
+    let writes: Vec<String> = case
+        .tools
+        .iter()
+        .filter(|s| {
+            !s.annotations.is_empty() && s.class().0.effect != crate::tools::Effect::ReadOnly
+        })
+        .map(|s| s.name.clone())
+        .collect();
     let ctx = TurnContext {
         question: &case.question,
         said: &said,
@@ -166,8 +176,7 @@ fn replayed(
         leaned: false,
         added_from: None,
         left: &left,
-        // Recorded as eval runs its cases: every tool read-only.
-        writes: &[],
+        writes: &writes,
     };
     match checks.judge(&ctx, &calls, true).1 {
         Verdict::Go => Replay::Calls(
@@ -377,6 +386,35 @@ mod tests {
             "{low}"
         );
         assert!(sure.contains("everyday_irrelevance_0: now fails"), "{sure}");
+    }
+
+    /// A call to a tool whose hints say it writes is judged at the bar the run held it
+    /// to: `git_commit` at a fit of 0.43 was declined, and stays so. Read as a tool that
+    /// only reads, it passed the read bar and "now passed".
+    #[test]
+    fn a_call_that_writes_is_judged_at_the_bar_for_writes() {
+        let path = std::env::temp_dir().join(format!(
+            "toolloop-rescore-writes-{}.json",
+            std::process::id()
+        ));
+        let call = r#"{"kind": "tool_call", "thought": "", "tool": "git_commit", "arguments": {"message": "fix typo in README"}}"#;
+        let report = json!({"cases": [{"id": "writes_1", "category": "writes", "pass": false,
+            "texts": [call], "p_tool": 0.9999, "fit": 0.43}]});
+        std::fs::write(&path, report.to_string()).unwrap();
+        let data =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/writes/BFCL_v4_writes.json");
+        let out = rescore(
+            &data,
+            &path,
+            &CheckLevels::default(),
+            Some(&Thresholds::default()),
+        );
+        let _ = std::fs::remove_file(&path);
+        let out = out.unwrap();
+        assert!(
+            out.ends_with("0 -> 0 of 1 (tuning 0 -> 0 of 0, validation 0 -> 0 of 1)\n"),
+            "{out}"
+        );
     }
 
     /// A report of a folder holds several categories: each case is judged against its
