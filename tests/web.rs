@@ -32,6 +32,9 @@ struct City {
 struct Query {
     /// What to look up.
     query: String,
+    /// How many answers at most.
+    #[allow(dead_code)]
+    limit: Option<u32>,
 }
 
 /// A tool result that tries to run script in the page.
@@ -702,8 +705,9 @@ fn in_the_browser_steps_appear_in_order_and_nothing_from_the_model_runs() {
                 call("get_weather", json!({"city": "Oslo"})),
                 answer("It is sunny in **Oslo**, 21 °C."),
             ],
-            // A value the person never said: the card says so.
-            vec![call("slow_lookup", json!({"query": "42"}))],
+            // Values the person never said: the card names them, and offers to run the call
+            // without the optional one.
+            vec![call("slow_lookup", json!({"query": "42", "limit": 7}))],
             vec![HANG.to_string()],
             // One call where the request names two places: `numbers-left` asks again,
             // the reply to that is no turn, and the first call goes ahead.

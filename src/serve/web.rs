@@ -482,10 +482,11 @@ async fn approve(
         "yes" => crate::Answer::Yes,
         "no" => crate::Answer::No,
         "always" => crate::Answer::Always,
+        "without" => crate::Answer::Without,
         _ => {
             return fail(
                 StatusCode::BAD_REQUEST,
-                "\"answer\" is \"yes\", \"no\" or \"always\"",
+                "\"answer\" is \"yes\", \"no\", \"always\" or \"without\"",
             );
         }
     };

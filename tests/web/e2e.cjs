@@ -141,10 +141,11 @@ async function scripted(page) {
   // once. A person who scrolled up to read is not pulled down by new steps.
   await ask(page, "Look up the answer");
   await page.waitForSelector(".exchange:nth-of-type(3) .step.call >> text=slow_lookup");
-  await page.waitForSelector(".exchange:nth-of-type(3) .approval >> text=Not in what you wrote: query");
-  check(true, "the card names a value the person never said");
-  await page.click(".exchange:nth-of-type(3) .approval button[data-answer=yes]");
-  await page.waitForSelector(".exchange:nth-of-type(3) .step >> text=Allowed");
+  await page.waitForSelector(".exchange:nth-of-type(3) .approval >> text=Not in what you wrote: query, limit");
+  check(true, "the card names the values the person never said");
+  await page.click(".exchange:nth-of-type(3) .approval button[data-answer=without] >> text=Without limit");
+  await page.waitForSelector(".exchange:nth-of-type(3) .step >> text=run without limit");
+  check(true, "the call runs without the optional value nobody said");
   await page.reload();
   await page.waitForSelector(".exchange:nth-of-type(3) .step.call >> text=slow_lookup");
   await page.waitForSelector("#stop", { state: "visible" });
