@@ -146,13 +146,10 @@ function showApproval(view, run, e) {
   box.appendChild(el("strong", null, `Run ${e.tool}? `));
   box.appendChild(el("span", "muted", `${e.class} (${e.class_from === "person" ? "your setting" : e.class_from === "hints" ? "the tool's hints" : "no hints: taken as destructive"})`));
   box.appendChild(el("pre", "arguments", JSON.stringify(e.arguments, null, 2).slice(0, 4000)));
-  // Values the person did not say: shown so they decide on what will run.
-  const nowhere = e.unsaid?.nowhere || [], fromResults = e.unsaid?.from_results || [];
-  if (nowhere.length || fromResults.length) {
-    const parts = [];
-    if (nowhere.length) parts.push(nowhere.join(", "));
-    if (fromResults.length) parts.push(`${fromResults.join(", ")} (from a tool's result)`);
-    box.appendChild(el("div", "unsaid", `Not in what you wrote: ${parts.join("; ")}`));
+  // Values the person did not say, in the terminal's words: shown so they decide on what
+  // will run.
+  if (e.unsaid_line) {
+    box.appendChild(el("div", "unsaid", e.unsaid_line[0].toUpperCase() + e.unsaid_line.slice(1)));
   }
   const row = el("div", "choices");
   const choices = [["yes", "Yes"], ["no", "No"], ["always", `Always ${e.tool} in this run`]];

@@ -349,15 +349,7 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         .preflight(false)
         .stop_handle(stop.clone())
         .source(Recorder {
-            specs: case
-                .tools
-                .iter()
-                .cloned()
-                .map(|s| match s.annotations.is_empty() {
-                    true => s.reading_only(),
-                    false => s,
-                })
-                .collect(),
+            specs: run_specs(case),
             calls: Arc::clone(&calls),
         })
         .observer(move |e: &Event| {
@@ -455,6 +447,20 @@ pub fn run_case(backend: &SharedBackend, case: &Case, run: &EvalSettings) -> Cas
         checks: t.checks,
         ..CaseResult::scored(case, calls, error)
     }
+}
+
+/// The tools of `case` as a case runs them: with their hints' class where a set of
+/// toolloop's own gives hints, else as tools that only read (BFCL's own sets say nothing
+/// of what a function changes).
+pub(crate) fn run_specs(case: &Case) -> Vec<crate::tools::ToolSpec> {
+    case.tools
+        .iter()
+        .cloned()
+        .map(|s| match s.annotations.is_empty() {
+            true => s.reading_only(),
+            false => s,
+        })
+        .collect()
 }
 
 /// The calls that ran, in the order the model wrote them. The calls of one turn run side

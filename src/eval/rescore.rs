@@ -145,15 +145,11 @@ fn replayed(
     let unsaid = crate::checks::unsaid(&case.tools, &calls, &said);
     let own_numbers = crate::checks::own_numbers(&calls, &said);
     let left = crate::checks::numbers_left_out(&case.question, &calls);
-    // As the run read them (`run_case`): a tool with hints has their class, one without
-    // only reads.
-    let writes: Vec<String> = case
-        .tools
-        .iter()
-        .filter(|s| {
-            !s.annotations.is_empty() && s.class().0.effect != crate::tools::Effect::ReadOnly
-        })
-        .map(|s| s.name.clone())
+    // The tools' classes as the run read them.
+    let writes: Vec<String> = super::run_specs(case)
+        .into_iter()
+        .filter(|s| s.class().0.effect != crate::tools::Effect::ReadOnly)
+        .map(|s| s.name)
         .collect();
     let ctx = TurnContext {
         question: &case.question,

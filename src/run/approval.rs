@@ -173,10 +173,7 @@ impl Unsaid {
     /// The values of `arguments`, a call of `spec`, that the person's messages in
     /// `history` do not hold.
     pub fn of(spec: &ToolSpec, arguments: &Map<String, Value>, history: &[Message]) -> Self {
-        let mut person = Evidence::of(feedback::person(history));
-        for text in feedback::person(history) {
-            person.spelled(text);
-        }
+        let person = feedback::person_evidence(history);
         let results = Evidence::of(
             history
                 .iter()
@@ -229,20 +226,17 @@ impl Unsaid {
     /// What the person is shown beside the call: `not in what you wrote: date, seats`, and
     /// which of them came from a tool's result; `None` when every value was said.
     pub fn line(&self) -> Option<String> {
-        let list = |keys: &[String]| keys.join(", ");
-        match (self.nowhere.is_empty(), self.from_results.is_empty()) {
-            (true, true) => None,
-            (false, true) => Some(format!("not in what you wrote: {}", list(&self.nowhere))),
-            (true, false) => Some(format!(
-                "not in what you wrote: {} (from a tool's result)",
-                list(&self.from_results)
-            )),
-            (false, false) => Some(format!(
-                "not in what you wrote: {}; {} (from a tool's result)",
-                list(&self.nowhere),
-                list(&self.from_results)
-            )),
+        let mut parts = Vec::new();
+        if !self.nowhere.is_empty() {
+            parts.push(self.nowhere.join(", "));
         }
+        if !self.from_results.is_empty() {
+            parts.push(format!(
+                "{} (from a tool's result)",
+                self.from_results.join(", ")
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("not in what you wrote: {}", parts.join("; ")))
     }
 }
 

@@ -208,10 +208,23 @@ pub fn is_feedback(m: &Message) -> bool {
 /// Built once per turn, however many calls the turn carries; the person's numbers
 /// spelled out in words are read too ([`Evidence::spelled`]).
 pub fn evidence(history: &[Message]) -> Evidence {
+    said_in(history, true)
+}
+
+/// What the person said in `history`, as [`evidence`] reads it, without the tool results:
+/// what a person asked to approve a call is told they did not write
+/// ([`crate::Unsaid`]).
+pub fn person_evidence(history: &[Message]) -> Evidence {
+    said_in(history, false)
+}
+
+fn said_in(history: &[Message], results: bool) -> Evidence {
     let mut said = Evidence::of(
         history
             .iter()
-            .filter(|m| matches!(m.role, Role::User | Role::Tool) && !is_feedback(m))
+            .filter(|m| {
+                (m.role == Role::User || results && m.role == Role::Tool) && !is_feedback(m)
+            })
             .map(|m| m.content.as_str()),
     );
     for text in person(history) {

@@ -517,8 +517,7 @@ impl Orchestrator {
         }
         taken.resize_with(calls.len(), || None);
         let (run, kept): (Vec<_>, Vec<_>) = calls
-            .iter()
-            .cloned()
+            .into_iter()
             .zip(taken)
             .zip(&denied)
             .filter(|(_, d)| d.is_none())

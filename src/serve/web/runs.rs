@@ -188,6 +188,8 @@ impl Run {
                 "class": request.class.to_string(),
                 "class_from": request.source,
                 "unsaid": request.unsaid,
+                // The words the terminal shows, so the page says the same.
+                "unsaid_line": request.unsaid.line(),
             }));
             log.events.len()
         };
