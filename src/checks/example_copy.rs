@@ -24,12 +24,17 @@
 //! the example's number with a fraction ([`is_example_number`]) and a description's
 //! example with a digit in a required argument ([`described`]).
 //!
-//! Other examples tool descriptions give ("The artist or band, e.g. Queen", which Gemma
-//! played for a timer and a train) are not counted: a right call often carries them as
-//! the person said them another way (`"USD"` for "$250", `"km"` for "キロメートル"), and
-//! the invariant lost such calls when they were. Nor are whole numbers (a right call's 4
-//! is often four aces) or optional values (often the tool's default written out): the
-//! invariant, over every form of a right call BFCL accepts, lost calls on each.
+//! An example without a digit counts too ("The artist or band, e.g. Queen", which Gemma
+//! 3 270M played for a joke, a capital and a train), but only where even the lenient
+//! reading of a required value finds nothing of it in the request
+//! ([`super::grounding::unsaid`]). A right call often carries such an example as the
+//! person said it another way (`"USD"` for "$250", `"New York City, NY"` for "New
+//! York"): a code of two or three letters and a name one of whose words was said count
+//! as said, and so does any word of a script the request is not written in ("Paris" may
+//! be the person's "Париж"). No right call of BFCL's or toolloop's sets carries an
+//! example that reading finds unsaid. Whole numbers are not counted (a right
+//! call's 4 is often four aces), nor optional values (often the tool's default written
+//! out): the invariant, over every form of a right call BFCL accepts, lost calls on each.
 //!
 //! A very small model also writes a parameter's own name as its value (`book_taxi(pickup:
 //! "pickup", destination: "destination")` for "Who painted the Mona Lisa?"): the schema's
@@ -60,7 +65,7 @@ pub static INFO: CheckInfo = CheckInfo {
     off_for: &[],
     reads: Reads::Reply,
     effect: Effect::Declines,
-    what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4), a tool description's example id or a parameter's own name as its value where the person never said it; a call that copied the prompt is asked again without the example, and one beside other calls is held while they run",
+    what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4), a tool description's example (\"e.g. Queen\") or a parameter's own name as its value where the person never said it; a call that copied the prompt is asked again without the example, and one beside other calls is held while they run",
     why: "a very small model copies the examples it was shown into calls the request never asked for",
     example: "\"What is the weather in Tokyo?\": calculator(expression: \"12.5 * 4\") is the prompt's example: declined, and asked again without it among the tools that share a word with the request (get_weather); \"Wie spät ist es in Tokio?\" shares none: the model answers",
     safety: "It acts only on a value equal to the example toolloop's own prompt shows, and only where the person's words do not ground it; it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
@@ -206,12 +211,13 @@ fn is_example_number(v: &Value) -> bool {
 }
 
 /// The first required argument whose value is the example its own description gives,
-/// where that example holds a digit, and which the person never said: `order_id:
-/// "A1234"` for "Who wrote Romeo and Juliet?" from "The order id, e.g. A1234." An id or
-/// an amount the tool requires is what only the person can give. An example without a
-/// digit is left alone: a currency code or a unit is the tool's word for what the person
-/// said another way (`"USD"` for "US dollars"). So is an optional one, which is often
-/// the tool's default written out (`time_signature: "4/4"`, BFCL multiple_82).
+/// and which the person never said: `order_id: "A1234"` for "Who wrote Romeo and
+/// Juliet?" from "The order id, e.g. A1234.", `artist: "Queen"` for "Tell me a joke".
+/// An id, an amount or a name the tool requires is what only the person can give. An
+/// example without a digit must be unsaid on the lenient reading too: a currency code or
+/// a unit is the tool's word for what the person said another way (`"USD"` for "US
+/// dollars"). An optional one is left alone, being often the tool's default written out
+/// (`time_signature: "4/4"`, BFCL multiple_82).
 fn described(
     arguments: &Map<String, Value>,
     schema: &Value,
@@ -227,7 +233,10 @@ fn described(
             return None;
         }
         let example = described_example(&schema["properties"][name])?;
-        let copy = v.as_str().is_some_and(|s| same(s, &example)) && !said.grounds(v);
+        let digit = example.chars().any(|c| c.is_ascii_digit());
+        let copy = v.as_str().is_some_and(|s| same(s, &example))
+            && !said.grounds(v)
+            && (digit || super::grounding::unsaid(schema, name, v, said));
         copy.then(|| (name.clone(), example))
     })
 }
@@ -259,7 +268,7 @@ fn own_name(
 }
 
 /// The example a parameter's description gives after "e.g." or "for example", up to the
-/// end of its sentence, when it holds a digit.
+/// end of its sentence.
 fn described_example(param: &Value) -> Option<String> {
     let text = param["description"].as_str()?;
     // ASCII lower case keeps every byte where it was, so a place found in it is one in
@@ -279,10 +288,7 @@ fn described_example(param: &Value) -> Option<String> {
         .trim()
         .trim_end_matches('.')
         .trim_matches(['\'', '"', '`']);
-    example
-        .chars()
-        .any(|c| c.is_ascii_digit())
-        .then(|| example.to_string())
+    (!example.is_empty()).then(|| example.to_string())
 }
 
 /// The same value, whatever the case and the spaces: "12.5*4" is "12.5 * 4".
@@ -356,6 +362,45 @@ mod tests {
         let halves = Evidence::of(["What is 3 times 12.5 times 4?"]);
         let call = args(json!({"expression": "3 * (12.5 * 4)"}));
         assert_eq!(copied(&call, &halves), None);
+    }
+
+    #[test]
+    fn a_description_example_without_a_digit_counts_only_where_no_word_of_it_was_said() {
+        let schema = json!({"properties": {
+            "artist": {"type": "string", "description": "The artist or band, e.g. Queen."},
+            "city": {"type": "string", "description": "City and state, e.g. New York City, NY"},
+            "currency": {"type": "string", "description": "Three letters, e.g. USD."},
+            "genre": {"type": "string", "description": "e.g. Rock"}
+        }, "required": ["artist", "city", "currency"]});
+        let joke = Evidence::of(["Opowiedz mi dowcip."]);
+        let found = described(&args(json!({"artist": "Queen"})), &schema, &joke);
+        assert_eq!(found, Some(("artist".into(), "Queen".into())));
+        // Words cannot judge a value in a script the request is not written in: "Paris"
+        // may be the person's "Париж".
+        let paris = Evidence::of(["Расскажи мне анекдот."]);
+        assert_eq!(
+            described(&args(json!({"artist": "Queen"})), &schema, &paris),
+            None
+        );
+        // Said: by name, by one of its words, as a code.
+        let queen = Evidence::of(["Put on some Queen"]);
+        assert_eq!(
+            described(&args(json!({"artist": "Queen"})), &schema, &queen),
+            None
+        );
+        let york = Evidence::of(["Sculpture exhibitions in New York next month?"]);
+        let city = args(json!({"city": "New York City, NY"}));
+        assert_eq!(described(&city, &schema, &york), None);
+        let yen = Evidence::of(["１２０ドルは何円ですか？"]);
+        assert_eq!(
+            described(&args(json!({"currency": "USD"})), &schema, &yen),
+            None
+        );
+        // Optional: the tool's default as often as a copy.
+        assert_eq!(
+            described(&args(json!({"genre": "Rock"})), &schema, &joke),
+            None
+        );
     }
 
     #[test]
