@@ -397,8 +397,10 @@ fn the_person_can_run_a_call_without_the_values_they_did_not_write() {
         assert_eq!(r.unsaid.optional, ["subject", "cc"]);
         Answer::Without
     };
+    let model = Scripted::new(turns);
+    let seen = model.seen();
     let out = Orchestrator::builder()
-        .backend(Scripted::new(turns))
+        .backend(model)
         .source(f)
         .approver(Box::new(approver))
         .build()
@@ -413,5 +415,15 @@ fn the_person_can_run_a_call_without_the_values_they_did_not_write() {
     assert_eq!(
         line,
         "send_email (destructive) run without subject, cc: allowed by you; not in what you wrote: subject, cc"
+    );
+    // The model's call stays as it wrote it, so the result it reads says what never ran:
+    // else its answer reports a subject that was never sent.
+    let seen = seen.lock().unwrap();
+    let last = seen.last().unwrap();
+    assert!(
+        last.iter().any(|m| m
+            .content
+            .contains("sent\n(run without subject, cc: the person left them out)")),
+        "{last:?}"
     );
 }

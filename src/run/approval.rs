@@ -400,6 +400,29 @@ pub(crate) fn denied_text(tool: &str, class: ToolClass, by: DecidedBy) -> String
     format!("not run: {tool} ({class}) needs the person's approval, and {why}; nothing was changed")
 }
 
+/// The result of a call the person had run without some of its values, as the model
+/// reads it: its call stays in the history as it wrote it, so the result says which
+/// values the tool never got, lest the answer report them as done ("sent with the
+/// subject Quarterly numbers"). The text is toolloop's, as plain as `denied_text`'s.
+pub(crate) fn ran_without(result: crate::ToolResult, left_out: &[String]) -> crate::ToolResult {
+    if left_out.is_empty() {
+        return result;
+    }
+    let note = format!(
+        "(run without {}: the person left them out)",
+        left_out.join(", ")
+    );
+    let content = match result.content {
+        Value::Null => note,
+        Value::String(s) => format!("{s}\n{note}"),
+        other => format!("{other}\n{note}"),
+    };
+    crate::ToolResult {
+        content: Value::String(content),
+        ..result
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

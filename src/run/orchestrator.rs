@@ -471,6 +471,8 @@ impl Orchestrator {
         std::time::Duration,
     )> {
         let mut denied: Vec<Option<String>> = Vec::with_capacity(calls.len());
+        // For each call run without values the model wrote, the names of those values.
+        let mut without: Vec<Vec<String>> = Vec::with_capacity(calls.len());
         // The calls as they will run: the person may have one run without values they
         // did not write.
         let mut calls = calls.to_vec();
@@ -480,6 +482,7 @@ impl Orchestrator {
         for (tool, arguments) in &mut calls {
             let Ok(spec) = catalogue.get(tool) else {
                 denied.push(None);
+                without.push(Vec::new());
                 continue;
             };
             let mut gate = Gate {
@@ -495,6 +498,7 @@ impl Orchestrator {
             };
             let Some(d) = gate.decide(spec, arguments, &unsaid) else {
                 denied.push(None);
+                without.push(Vec::new());
                 continue;
             };
             let ((class, source), allowed, by) = (d.class, d.allowed, d.by);
@@ -509,10 +513,11 @@ impl Orchestrator {
                 left_out: d.left_out.clone(),
             });
             // The model's call stays in the history as it wrote it; the tool's result is
-            // that of the call as it ran.
+            // that of the call as it ran, and says so (`ran_without`).
             if allowed && !d.left_out.is_empty() {
                 *arguments = unsaid.without(arguments);
             }
+            without.push(if allowed { d.left_out } else { Vec::new() });
             denied.push((!allowed).then(|| approval::denied_text(tool, class, by)));
         }
         taken.resize_with(calls.len(), || None);
@@ -529,14 +534,18 @@ impl Orchestrator {
             .into_iter();
         denied
             .into_iter()
-            .map(|d| match d {
+            .zip(without)
+            .map(|(d, left_out)| match d {
                 Some(text) => (Ok(crate::ToolResult::err(text)), std::time::Duration::ZERO),
-                None => ran.next().unwrap_or((
-                    Err(crate::ToolError::Config(
-                        "no result came back for this call".into(),
-                    )),
-                    std::time::Duration::ZERO,
-                )),
+                None => {
+                    let (result, took) = ran.next().unwrap_or((
+                        Err(crate::ToolError::Config(
+                            "no result came back for this call".into(),
+                        )),
+                        std::time::Duration::ZERO,
+                    ));
+                    (result.map(|r| approval::ran_without(r, &left_out)), took)
+                }
             })
             .collect()
     }
