@@ -901,6 +901,28 @@ mod checked_first {
         }
     }
 
+    /// `--rescore` judges a report's recorded cases, all of them, and prints text: the
+    /// flags that choose cases, run them or ask for JSON are refused beside it, not
+    /// passed over (`--json` with it printed text where JSON was asked for).
+    #[test]
+    fn eval_refuses_flags_a_rescore_would_pass_over() {
+        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/bfcl");
+        for flags in [
+            &["--json"][..],
+            &["--limit", "3"],
+            &["--half", "validation"],
+            &["--jobs", "2"],
+            &["--category", "irrelevance"],
+        ] {
+            let mut args = vec!["eval", data, "--rescore", "report.json"];
+            args.extend_from_slice(flags);
+            let out = toolloop(&args, b"");
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+            assert!(err.contains("--rescore") && err.contains(flags[0]), "{err}");
+        }
+    }
+
     #[test]
     fn eval_on_a_folder_without_data_says_where_to_get_it_before_calling_the_model() {
         let empty_guard = tempfile::tempdir().unwrap();

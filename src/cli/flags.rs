@@ -447,7 +447,10 @@ pub enum Command {
         json: bool,
         /// Judge the first replies recorded in REPORT (an earlier `eval --json`) again
         /// under today's checks and this command's flags, without a model; repeatable.
-        #[arg(long, value_name = "REPORT", conflicts_with_all = ["native_tools", "no_constraint"])]
+        /// It prints the cases that moved and the counts before and after, as text; the
+        /// flags that choose or run cases are refused with it, not passed over.
+        #[arg(long, value_name = "REPORT", conflicts_with_all = [
+            "native_tools", "no_constraint", "json", "limit", "category", "half", "jobs"])]
         rescore: Vec<PathBuf>,
     },
     /// Measure the decision's thresholds for your model on your server and save them.
