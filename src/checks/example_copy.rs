@@ -68,7 +68,7 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4), a tool description's example (\"e.g. Queen\") or a parameter's own name as its value where the person never said it; a call that copied the prompt is asked again without the example, and one beside other calls is held while they run",
     why: "a very small model copies the examples it was shown into calls the request never asked for",
     example: "\"What is the weather in Tokyo?\": calculator(expression: \"12.5 * 4\") is the prompt's example: declined, and asked again without it among the tools that share a word with the request (get_weather); \"Wie spät ist es in Tokio?\" shares none: the model answers",
-    safety: "It acts only on a value equal to the example toolloop's own prompt shows, and only where the person's words do not ground it; it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
+    safety: "It acts only on a value equal to the example toolloop's own prompt shows, to the example a required parameter's description gives, or to the parameter's own name, and only where the person's words do not ground it (an example without a digit: not even one of its words, nor as a code); it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
 };
 
 /// The `example-copy` check.
