@@ -352,7 +352,9 @@ mod tests {
     fn a_call_declined_on_its_name_stays_declined() {
         let path =
             std::env::temp_dir().join(format!("toolloop-rescore-name-{}.json", std::process::id()));
-        let call = r#"{"kind": "tool_call", "thought": "", "tool": "get_weather", "arguments": {"city": "Paris"}}"#;
+        // Not the description's own example ("e.g. Paris"), which `example-copy` declines
+        // whatever the name's share.
+        let call = r#"{"kind": "tool_call", "thought": "", "tool": "get_weather", "arguments": {"city": "Berlin"}}"#;
         let case = |p_name: f64| {
             json!({"id": "everyday_irrelevance_0", "category": "everyday_irrelevance",
                    "pass": true, "texts": [call], "p_tool": 0.95, "fit": 0.44,
