@@ -223,13 +223,9 @@ fn described(
     schema: &Value,
     said: &super::Evidence,
 ) -> Option<(String, String)> {
-    let required = |name: &str| {
-        schema["required"]
-            .as_array()
-            .is_some_and(|r| r.iter().any(|n| n == name))
-    };
+    let required = crate::turn::tool_schema::required(schema);
     arguments.iter().find_map(|(name, v)| {
-        if !required(name) {
+        if !required.contains(&name.as_str()) {
             return None;
         }
         let example = described_example(&schema["properties"][name])?;

@@ -238,12 +238,8 @@ pub fn invented_required(
     schema: &Value,
     evidence: &Evidence,
 ) -> Vec<String> {
-    let Some(required) = schema["required"].as_array() else {
-        return Vec::new();
-    };
-    required
-        .iter()
-        .filter_map(Value::as_str)
+    tool_schema::required(schema)
+        .into_iter()
         .filter(|k| {
             arguments
                 .get(*k)

@@ -63,10 +63,7 @@ impl Check for UnsureOptional {
         if call.index != 0 || ctx.added_from.is_some() {
             return None;
         }
-        let required: Vec<&str> = call.spec.input_schema["required"]
-            .as_array()
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required = crate::turn::tool_schema::required(&call.spec.input_schema);
         let mut left = Vec::new();
         let mut why = Vec::new();
         for (key, value) in call.arguments {

@@ -415,10 +415,7 @@ fn check_one(call: &Call, truth: &Value, functions: &[Value]) -> Result<(), Stri
         .as_object()
         .cloned()
         .unwrap_or_default();
-    let required: Vec<&str> = function["parameters"]["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let required = crate::turn::tool_schema::required(&function["parameters"]);
     for r in &required {
         if !call.arguments.contains_key(*r) {
             return Err(format!("required parameter {r} is missing"));

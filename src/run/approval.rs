@@ -181,6 +181,7 @@ impl Unsaid {
                 .map(|m| m.content.as_str()),
         );
         let mut unsaid = Unsaid::default();
+        let required = crate::turn::tool_schema::required(&spec.input_schema);
         for (key, v) in arguments {
             // A flag turned on is judged by its name: `force: true` for "push main" is
             // the switch nobody asked for; one left off is the tool's default.
@@ -201,10 +202,7 @@ impl Unsaid {
                 false => unsaid.nowhere.push(key.clone()),
                 true => unsaid.from_results.push(key.clone()),
             }
-            let required = spec.input_schema["required"]
-                .as_array()
-                .is_some_and(|r| r.iter().any(|r| r == key.as_str()));
-            if !required {
+            if !required.contains(&key.as_str()) {
                 unsaid.optional.push(key.clone());
             }
         }

@@ -199,10 +199,7 @@ fn push_extra(p: &mut String, extra: Option<&str>) {
 
 /// `name(arg: type, other?: type)`: required arguments plain, optional ones with `?`.
 pub(crate) fn signature(t: &ToolSpec) -> String {
-    let required: Vec<&str> = t.input_schema["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let required = super::tool_schema::required(&t.input_schema);
     let params: Vec<String> = t.input_schema["properties"]
         .as_object()
         .map(|props| {

@@ -20,6 +20,16 @@ pub(crate) const ARG_STRING_MAX: u64 = 1000;
 /// `maxLength` here, and its value is not rewritten by [`crate::checks`].
 pub(crate) const SELF_CONSTRAINING: [&str; 4] = ["enum", "const", "pattern", "format"];
 
+/// The names an object schema lists as `required` (`{"required": ["city"]}`: `city`);
+/// none where it lists none. A tool's schema, and a BFCL function's `parameters`, are
+/// read so everywhere.
+pub(crate) fn required(schema: &Value) -> Vec<&str> {
+    schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
 /// The values a parameter lists for itself: its `enum`, or its items' `enum` for an
 /// array. The model can only pick among them, so they are the tool's own words
 /// (relevance counts them as the tool's text; grounding does not ask them to be said).
