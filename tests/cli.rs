@@ -923,6 +923,52 @@ mod checked_first {
         }
     }
 
+    /// A rescore with the server down still judges, uncalibrated, and says that the
+    /// server could not be asked which model file it runs: a run of a file toolloop
+    /// ships a calibration for took it, so figures judged without it are not the run's.
+    #[test]
+    fn a_rescore_with_the_server_down_says_it_could_not_ask_which_model_ran() {
+        let dir =
+            std::env::temp_dir().join(format!("toolloop-rescore-down-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let report = dir.join("report.json");
+        let call = r#"{"kind": "final_answer", "thought": "", "content": "You're welcome!"}"#;
+        let r = serde_json::json!({"cases": [{"id": "everyday_irrelevance_0",
+            "category": "everyday_irrelevance", "pass": true, "texts": [call], "p_tool": 0.1}]});
+        std::fs::write(&report, r.to_string()).unwrap();
+        let data = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/everyday/BFCL_v4_everyday_irrelevance.json"
+        );
+        let none = dir.join("no-calibration.json");
+        let out = Command::new(env!("CARGO_BIN_EXE_toolloop"))
+            .args([
+                "eval",
+                data,
+                "--backend",
+                "openai",
+                "--base-url",
+                &common::dead_url(),
+            ])
+            .arg("--rescore")
+            .arg(&report)
+            .env("TOOLLOOP_CALIBRATION", &none)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(
+            err.contains("could not be asked which model file it runs"),
+            "{err}"
+        );
+        assert!(
+            text(&out.stdout).contains("1 -> 1 of 1"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+
     #[test]
     fn eval_on_a_folder_without_data_says_where_to_get_it_before_calling_the_model() {
         let empty_guard = tempfile::tempdir().unwrap();

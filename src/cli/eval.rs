@@ -28,20 +28,24 @@ pub(super) fn run_rescore(
         // The preflight is where a server says which file it runs (llama-server's
         // `/props`); ten seconds at most, as a run's own.
         let deadline = crate::Deadline::after(std::time::Duration::from_secs(10));
-        match config
+        let asked = config
             .backend()
-            .ok()
-            .and_then(|mut b| b.preflight(deadline).ok().map(|()| b))
-            .and_then(|b| crate::calibration::shipped_for(b.as_ref()))
-        {
-            Some(shipped) => {
+            .map_err(|e| e.to_string())
+            .and_then(|mut b| b.preflight(deadline).map(|()| b).map_err(|e| e.to_string()));
+        match asked.map(|b| crate::calibration::shipped_for(b.as_ref())) {
+            Ok(Some(shipped)) => {
                 eprintln!(
                     "toolloop: judged with the calibration toolloop ships for the model file the server runs"
                 );
                 *t = shipped;
             }
-            None => eprintln!(
-                "toolloop: judged uncalibrated: no calibration file, and no server said it runs a model file toolloop ships a calibration for"
+            Ok(None) => eprintln!(
+                "toolloop: judged uncalibrated: no calibration file, and the server runs no model file toolloop ships a calibration for"
+            ),
+            // A run of a shipped file judged without its calibration moves cases that
+            // did not move: say why, so the figures are not taken for the run's.
+            Err(e) => eprintln!(
+                "toolloop: judged uncalibrated: no calibration file, and the server could not be asked which model file it runs ({e}); start it to judge as the run did"
             ),
         }
     }
