@@ -33,6 +33,7 @@ pub(crate) mod doc;
 pub(crate) mod every_result;
 pub(crate) mod example_copy;
 pub(crate) mod grounding;
+pub(crate) mod guessed_tool;
 pub(crate) mod invented_required;
 pub(crate) mod leaned_tool;
 mod levels;
@@ -714,6 +715,7 @@ pub(crate) static ALL: &[&dyn Check] = &[
     &leaned_tool::LeanedTool,
     &tool_probability::ToolProbability,
     &tool_fit::ToolFit,
+    &guessed_tool::GuessedTool,
     &more_calls::MoreCalls,
     &numbers_left::NumbersLeft,
     &invented_required::InventedRequired,

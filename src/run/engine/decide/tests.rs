@@ -830,3 +830,64 @@ fn a_number_the_grammar_cut_is_declined_for_an_answer() {
     e.model_replied(&sure);
     assert!(matches!(e.next_step(), Step::CallTool { .. }));
 }
+
+/// A taxi for "Who painted the Mona Lisa?" (asked in Italian), its name written with the
+/// share `p_name` for the names on offer, with `arguments`: what `guessed-tool` decided,
+/// once the fit question, if asked, was answered yes.
+fn taxi_guess(question: &str, arguments: &str, p_name: f64) -> Option<(String, Vec<String>)> {
+    use crate::backend::TokenLogprob;
+    let taxi = ToolSpec::new(
+        "book_taxi",
+        "Order a taxi.",
+        json!({"type": "object", "properties": {
+            "pickup": {"type": "string"}, "destination": {"type": "string"}},
+            "required": ["pickup", "destination"]}),
+    )
+    .reading_only();
+    let call = format!(
+        r#"{{"kind":"tool_call","thought":"","tool":"book_taxi","arguments":{arguments}}}"#
+    );
+    let (mut e, mut r) = turn_at(0.8, vec![calc(), taxi], question, &call, Config::default());
+    let tok = |t: &str, top: Vec<(String, f64)>| TokenLogprob {
+        token: t.into(),
+        logprob: -0.1,
+        top,
+    };
+    r.logprobs.extend([
+        tok(r#"_call","thought":"","tool":""#, vec![]),
+        tok(
+            "book",
+            vec![
+                ("restaurant".into(), (1.0 - p_name).ln()),
+                ("book".into(), p_name.ln()),
+            ],
+        ),
+        tok(&format!(r#"_taxi","arguments":{arguments}}}"#), vec![]),
+    ]);
+    e.model_replied(&r);
+    if e.next_step() == Step::AskAside {
+        answer(&mut e, 0.9, 0.5);
+    }
+    declined_by(&e.drain_events())
+}
+
+/// A call whose tool the model barely named and which makes up a required value is
+/// declined, and the model asked for its answer; one whose name it chose, or whose
+/// values the person said, is left to the other checks.
+#[test]
+fn a_barely_named_call_with_a_value_nobody_said_is_declined() {
+    let mona = "Chi ha dipinto la Gioconda?";
+    let guessed = r#"{"pickup":"Gioconda","destination":"Piazza"}"#;
+    assert_eq!(
+        taxi_guess(mona, guessed, 0.25),
+        Some(("guessed-tool".to_string(), Vec::new()))
+    );
+    assert_eq!(
+        taxi_guess(mona, guessed, 0.9),
+        None,
+        "the model chose the name"
+    );
+    let said = "Chiamami un taxi dalla stazione Termini a Fiumicino.";
+    let theirs = r#"{"pickup":"Termini","destination":"Fiumicino"}"#;
+    assert_eq!(taxi_guess(said, theirs, 0.25), None, "the person said both");
+}
