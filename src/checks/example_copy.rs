@@ -229,10 +229,12 @@ fn described(
             return None;
         }
         let example = described_example(&schema["properties"][name])?;
-        let digit = example.chars().any(|c| c.is_ascii_digit());
-        let copy = v.as_str().is_some_and(|s| same(s, &example))
-            && !said.grounds(v)
-            && (digit || super::grounding::unsaid(schema, name, v, said));
+        // With a digit, unsaid word for word; without, on the lenient reading too.
+        let unsaid = match example.chars().any(|c| c.is_ascii_digit()) {
+            true => !said.grounds(v),
+            false => super::grounding::unsaid(schema, name, v, said),
+        };
+        let copy = v.as_str().is_some_and(|s| same(s, &example)) && unsaid;
         copy.then(|| (name.clone(), example))
     })
 }

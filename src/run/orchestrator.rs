@@ -470,9 +470,9 @@ impl Orchestrator {
         Result<crate::ToolResult, crate::ToolError>,
         std::time::Duration,
     )> {
-        let mut denied: Vec<Option<String>> = Vec::with_capacity(calls.len());
-        // For each call run without values the model wrote, the names of those values.
-        let mut without: Vec<Vec<String>> = Vec::with_capacity(calls.len());
+        // For each call, what the gate said: it runs (without the values named, where
+        // the person left some out), or the text the model is told of it not running.
+        let mut gated: Vec<Result<Vec<String>, String>> = Vec::with_capacity(calls.len());
         // The calls as they will run: the person may have one run without values they
         // did not write.
         let mut calls = calls.to_vec();
@@ -481,8 +481,7 @@ impl Orchestrator {
         let catalogue = std::sync::Arc::clone(&self.catalogue);
         for (tool, arguments) in &mut calls {
             let Ok(spec) = catalogue.get(tool) else {
-                denied.push(None);
-                without.push(Vec::new());
+                gated.push(Ok(Vec::new()));
                 continue;
             };
             let mut gate = Gate {
@@ -497,8 +496,7 @@ impl Orchestrator {
                 false => approval::Unsaid::of(spec, arguments, history),
             };
             let Some(d) = gate.decide(spec, arguments, &unsaid) else {
-                denied.push(None);
-                without.push(Vec::new());
+                gated.push(Ok(Vec::new()));
                 continue;
             };
             let ((class, source), allowed, by) = (d.class, d.allowed, d.by);
@@ -517,27 +515,28 @@ impl Orchestrator {
             if allowed && !d.left_out.is_empty() {
                 *arguments = unsaid.without(arguments);
             }
-            without.push(if allowed { d.left_out } else { Vec::new() });
-            denied.push((!allowed).then(|| approval::denied_text(tool, class, by)));
+            gated.push(match allowed {
+                true => Ok(d.left_out),
+                false => Err(approval::denied_text(tool, class, by)),
+            });
         }
         taken.resize_with(calls.len(), || None);
         let (run, kept): (Vec<_>, Vec<_>) = calls
             .into_iter()
             .zip(taken)
-            .zip(&denied)
-            .filter(|(_, d)| d.is_none())
+            .zip(&gated)
+            .filter(|(_, g)| g.is_ok())
             .map(|(c, _)| c)
             .unzip();
         let mut ran = self
             .catalogue
             .call_all_given(&run, kept, deadline, &self.stop)
             .into_iter();
-        denied
+        gated
             .into_iter()
-            .zip(without)
-            .map(|(d, left_out)| match d {
-                Some(text) => (Ok(crate::ToolResult::err(text)), std::time::Duration::ZERO),
-                None => {
+            .map(|g| match g {
+                Err(text) => (Ok(crate::ToolResult::err(text)), std::time::Duration::ZERO),
+                Ok(left_out) => {
                     let (result, took) = ran.next().unwrap_or((
                         Err(crate::ToolError::Config(
                             "no result came back for this call".into(),

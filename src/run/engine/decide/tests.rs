@@ -410,7 +410,6 @@ fn halving_at(p: f64, thresholds: crate::Thresholds) -> (Engine, ChatReply) {
 
 #[test]
 fn a_call_the_model_named_without_choosing_it_is_held_to_more() {
-    use crate::backend::TokenLogprob;
     // Calibrated with a weight on the name: the same call and the same fit answers,
     // once with the model's probability at the name on `calculator`, once on a
     // name no tool has. Only the second is declined, and its line says why.
@@ -424,11 +423,6 @@ fn a_call_the_model_named_without_choosing_it_is_held_to_more() {
                 ..crate::Thresholds::default()
             },
         );
-        let tok = |t: &str, top: Vec<(String, f64)>| TokenLogprob {
-            token: t.into(),
-            logprob: -0.1,
-            top,
-        };
         unsure.logprobs.extend([
             tok(r#"_call","thought":"math","tool":""#, vec![]),
             tok(
@@ -831,11 +825,19 @@ fn a_number_the_grammar_cut_is_declined_for_an_answer() {
     assert!(matches!(e.next_step(), Step::CallTool { .. }));
 }
 
+/// A token of a reply, at -0.1, with the likeliest tokens `top` beside it.
+fn tok(text: &str, top: Vec<(String, f64)>) -> crate::backend::TokenLogprob {
+    crate::backend::TokenLogprob {
+        token: text.into(),
+        logprob: -0.1,
+        top,
+    }
+}
+
 /// A taxi for "Who painted the Mona Lisa?" (asked in Italian), its name written with the
 /// share `p_name` for the names on offer, with `arguments`: what `guessed-tool` decided,
 /// once the fit question, if asked, was answered yes.
 fn taxi_guess(question: &str, arguments: &str, p_name: f64) -> Option<(String, Vec<String>)> {
-    use crate::backend::TokenLogprob;
     let taxi = ToolSpec::new(
         "book_taxi",
         "Order a taxi.",
@@ -848,11 +850,6 @@ fn taxi_guess(question: &str, arguments: &str, p_name: f64) -> Option<(String, V
         r#"{{"kind":"tool_call","thought":"","tool":"book_taxi","arguments":{arguments}}}"#
     );
     let (mut e, mut r) = turn_at(0.8, vec![calc(), taxi], question, &call, Config::default());
-    let tok = |t: &str, top: Vec<(String, f64)>| TokenLogprob {
-        token: t.into(),
-        logprob: -0.1,
-        top,
-    };
     r.logprobs.extend([
         tok(r#"_call","thought":"","tool":""#, vec![]),
         tok(
