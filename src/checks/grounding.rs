@@ -253,7 +253,20 @@ pub fn invented_required(
 /// [`invented_required`] reads a required one: not picked from the parameter's own list
 /// of values, and not mentioned, leniently, by `evidence`.
 pub(crate) fn unsaid(schema: &Value, key: &str, v: &Value, evidence: &Evidence) -> bool {
-    !vocabulary(&schema["properties"][key]) && !evidence.mentions(v)
+    !vocabulary(&schema["properties"][key]) && !evidence.mentions(v, true)
+}
+
+/// [`unsaid`], but a word in a script the person did not write counts as unsaid too:
+/// for a value known to come from elsewhere (the tool's own example), which the person
+/// writing in another script would have had to name in theirs ("Queen" for a request in
+/// Russian that names no band).
+pub(crate) fn unsaid_in_their_script(
+    schema: &Value,
+    key: &str,
+    v: &Value,
+    evidence: &Evidence,
+) -> bool {
+    !vocabulary(&schema["properties"][key]) && !evidence.mentions(v, false)
 }
 
 impl Evidence {
@@ -263,8 +276,8 @@ impl Evidence {
     /// text counts as said, and so does a single letter that begins a word said. A word
     /// in a script the person did not write counts too ([`Evidence::judges`]): words
     /// cannot judge a value the person wrote in another script ("Moscow" for "из
-    /// Москвы").
-    fn mentions(&self, v: &Value) -> bool {
+    /// Москвы"), unless `other_scripts` is false.
+    fn mentions(&self, v: &Value, other_scripts: bool) -> bool {
         match v {
             Value::String(s) => {
                 let ws = words(s);
@@ -277,11 +290,13 @@ impl Evidence {
                         .is_some_and(|l| self.words.iter().any(|e| e.starts_with(l.as_str())));
                 code || initial
                     || composed(v)
-                    || ws
-                        .iter()
-                        .any(|w| !self.judges(w) || self.has_word(w) || self.has_kin(w))
+                    || ws.iter().any(|w| {
+                        (other_scripts && !self.judges(w)) || self.has_word(w) || self.has_kin(w)
+                    })
             }
-            Value::Array(items) => !items.is_empty() && items.iter().all(|i| self.mentions(i)),
+            Value::Array(items) => {
+                !items.is_empty() && items.iter().all(|i| self.mentions(i, other_scripts))
+            }
             _ => self.grounds(v),
         }
     }

@@ -12,7 +12,12 @@
 //! - **the values**: a required value that shares not one word or number with what the
 //!   person wrote ([`super::tool_fit::unsaid`], the lenient reading): such a call had to
 //!   make up what the tool needs (`destination: "Piazza"`, `flight_number: "12345"`,
-//!   `amount: 1000` for "Tell me a joke").
+//!   `amount: 1000` for "Tell me a joke"). Or a required value that is the tool's own
+//!   example, which the request does not hold
+//!   ([`super::example_copy::described_copies`]): the lenient reading counts any Latin
+//!   word as said in a request written in another script, and Gemma 3 270M played its
+//!   description's "e.g. Queen" for requests in Russian, Chinese, Hindi and Korean that
+//!   named no band.
 //!
 //! Either alone is weak: right calls in other languages often begin at a low share, and a
 //! right call may carry a value said another way. A right call that does both is rare,
@@ -29,10 +34,10 @@ pub static INFO: CheckInfo = CheckInfo {
     off_for: &[],
     reads: Reads::Reply,
     effect: Effect::Declines,
-    what: "declines a first call whose tool's name the model gave little probability and which carries a required value the request does not hold",
+    what: "declines a first call whose tool's name the model gave little probability and which carries a required value the request does not hold, or the tool's own example it does not write",
     why: "a small model calls some tool for requests that need none, and has to make up what the tool needs",
     example: "\"Chi ha dipinto la Gioconda?\": book_taxi(pickup: \"Gioconda\", destination: \"Piazza\"), the names on offer 0.25 < 0.45 where the name begins, and nobody said Piazza: declined, the model answers",
-    safety: "It only declines, and only where both the model's own share for the tool's name is below the bar and a required value shares no word or number with the request (a code of two or three letters, one word of a name, a word in another script count as said). It stands aside on a call made when asked again among fewer tools.",
+    safety: "It only declines, and only where both the model's own share for the tool's name is below the bar and a required value shares no word or number with the request (a code of two or three letters, one word of a name, a word in another script count as said; for the tool's own example, only a word in the request's script). No right call of BFCL's or toolloop's sets carries its description's example unsaid so (`src/eval/invariant.rs`). It stands aside on a call made when asked again among fewer tools.",
 };
 
 /// The most share of probability for the names on offer, where the first call's tool
@@ -63,13 +68,23 @@ impl Check for GuessedTool {
         let Some(p_name) = judgement.p_name else {
             return;
         };
-        if p_name >= NAME_SHARE_MAX || !ctx.unsaid.iter().any(|t| t == tool) {
+        if p_name >= NAME_SHARE_MAX {
             return;
         }
+        let example = ctx.examples.iter().find(|(t, _)| t == tool);
+        let value = match (ctx.unsaid.iter().any(|t| t == tool), example) {
+            (true, _) => "a required value nobody said".to_string(),
+            (false, Some((_, e))) => {
+                format!(
+                    "a required value that is its description's example ({e}), which the request does not write"
+                )
+            }
+            (false, None) => return,
+        };
         judgement.decline_on_record(
             INFO.name,
             format!(
-                "the names on offer {} where {tool}'s name begins, and a required value nobody said",
+                "the names on offer {} where {tool}'s name begins, and {value}",
                 super::below(p_name, NAME_SHARE_MAX)
             ),
         );

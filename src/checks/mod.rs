@@ -394,6 +394,10 @@ pub(crate) struct TurnContext<'a> {
     /// The tools of this turn called with the person's own numbers and nothing else
     /// ([`tool_fit::own_numbers`]).
     pub own_numbers: &'a [String],
+    /// The tools of this turn called with a required value that is the description's
+    /// example, which the request does not write word for word, each with the example
+    /// ([`example_copy::described_copies`]).
+    pub examples: &'a [(String, String)],
     /// Whether the turn is past asking again: it answers being asked again (for more
     /// calls, or among the tools that share the request's words), or its schema can hold
     /// no call more. It is carried out as it comes, call by call.

@@ -500,3 +500,47 @@ fn few_right_calls_of_bfcl_are_shown_a_value_nobody_wrote() {
     assert!(calls >= 1700, "{calls}");
     assert!(named * 10 <= calls, "{named} of {calls} right calls");
 }
+
+/// The right calls of `cases` that carry a required value that is its description's
+/// example, which the request does not hold ([`crate::checks::example_copy::described_copies`]):
+/// what `guessed-tool` would decline where the model also barely named the tool.
+fn copied_examples(cases: &[Case]) -> (Vec<String>, usize) {
+    let (mut found, mut calls) = (Vec::new(), 0);
+    for case in cases {
+        let said = heard(case);
+        let right: Vec<(String, Map<String, Value>)> = right_calls(case)
+            .into_iter()
+            .map(|(t, a)| (t.clone(), a))
+            .collect();
+        calls += right.len();
+        for (tool, example) in
+            crate::checks::example_copy::described_copies(&case.tools, &right, &said)
+        {
+            found.push(format!("{}: {tool} ({example})", case.id));
+        }
+    }
+    (found, calls)
+}
+
+/// A right call carries what the person said; where that is the tool's own example, the
+/// person said it (`"USD"` for "US dollars", `"New York City, NY"` for "New York"), so
+/// no right call counts as a copy of its description's example.
+#[test]
+fn no_right_call_of_the_shipped_sets_copies_its_descriptions_example() {
+    let mut cases = everyday();
+    let writes = load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/writes")).unwrap();
+    for set in [languages(), scripts(), domains(), errands(), writes] {
+        cases.extend(set);
+    }
+    let (found, calls) = copied_examples(&cases);
+    assert!(calls >= 190, "{calls}");
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+#[ignore = "needs BFCL data: run scripts/bfcl-data.sh (or set TOOLLOOP_BFCL)"]
+fn no_right_call_of_bfcl_copies_its_descriptions_example() {
+    let (found, calls) = copied_examples(&bfcl_with_answers());
+    assert!(calls >= 1700, "{calls}");
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

@@ -144,6 +144,7 @@ fn replayed(
     let reply = reply_of(text, recorded);
     let unsaid = crate::checks::unsaid(&case.tools, &calls, &said);
     let own_numbers = crate::checks::own_numbers(&calls, &said);
+    let examples = crate::checks::example_copy::described_copies(&case.tools, &calls, &said);
     let left = crate::checks::numbers_left_out(&case.question, &calls);
     // The tools' classes as the run read them.
     let writes: Vec<String> = super::run_specs(case)
@@ -166,6 +167,7 @@ fn replayed(
         earlier: &[],
         unsaid: &unsaid,
         own_numbers: &own_numbers,
+        examples: &examples,
         // A recorded first turn: nothing was asked again.
         again: false,
         offered_by_words: false,

@@ -102,6 +102,7 @@ impl Engine {
         let earlier = self.earlier();
         let unsaid = checks::unsaid(&self.specs, calls, &said);
         let own_numbers = checks::own_numbers(calls, &said);
+        let examples = checks::example_copy::described_copies(&self.specs, calls, &said);
         // Asked for one call more than the turn before: the calls past those were added,
         // and they answer to what that turn left out. Read only where the check could ask.
         let added_from = asked.map(|a| a.calls.len());
@@ -128,6 +129,7 @@ impl Engine {
             earlier: &earlier,
             unsaid: &unsaid,
             own_numbers: &own_numbers,
+            examples: &examples,
             // Nor where the schema can hold no call more: the turn is then judged call by
             // call like any other.
             again: asked.is_some()

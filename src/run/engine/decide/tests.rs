@@ -846,26 +846,71 @@ fn taxi_guess(question: &str, arguments: &str, p_name: f64) -> Option<(String, V
             "required": ["pickup", "destination"]}),
     )
     .reading_only();
-    let call = format!(
-        r#"{{"kind":"tool_call","thought":"","tool":"book_taxi","arguments":{arguments}}}"#
-    );
-    let (mut e, mut r) = turn_at(0.8, vec![calc(), taxi], question, &call, Config::default());
+    guess(taxi, "book", question, arguments, p_name)
+}
+
+/// A call of `spec` for `question` with `arguments`, the tool's name begun with `head`
+/// at the share `p_name` for the names on offer: what declined it, once the fit question,
+/// if asked, was answered yes.
+fn guess(
+    spec: ToolSpec,
+    head: &str,
+    question: &str,
+    arguments: &str,
+    p_name: f64,
+) -> Option<(String, Vec<String>)> {
+    let tool = spec.name.clone();
+    let call =
+        format!(r#"{{"kind":"tool_call","thought":"","tool":"{tool}","arguments":{arguments}}}"#);
+    let (mut e, mut r) = turn_at(0.8, vec![calc(), spec], question, &call, Config::default());
     r.logprobs.extend([
         tok(r#"_call","thought":"","tool":""#, vec![]),
         tok(
-            "book",
+            head,
             vec![
                 ("restaurant".into(), (1.0 - p_name).ln()),
-                ("book".into(), p_name.ln()),
+                (head.into(), p_name.ln()),
             ],
         ),
-        tok(&format!(r#"_taxi","arguments":{arguments}}}"#), vec![]),
+        tok(
+            &format!(r#"{}","arguments":{arguments}}}"#, &tool[head.len()..]),
+            vec![],
+        ),
     ]);
     e.model_replied(&r);
     if e.next_step() == Step::AskAside {
         answer(&mut e, 0.9, 0.5);
     }
     declined_by(&e.drain_events())
+}
+
+/// A barely named call whose value is the tool's own example, in a request written in
+/// another script that does not name it, is declined; the lenient reading alone counts a
+/// Latin word as said there. A request that writes the name keeps the call.
+#[test]
+fn a_barely_named_call_of_the_tools_own_example_is_declined_in_any_script() {
+    let music = || {
+        ToolSpec::new(
+            "play_music",
+            "Play music.",
+            json!({"type": "object", "properties": {
+                "artist": {"type": "string", "description": "The artist or band, e.g. Queen."}},
+                "required": ["artist"]}),
+        )
+        .reading_only()
+    };
+    let queen = r#"{"artist":"Queen"}"#;
+    let joke = "Расскажи мне анекдот.";
+    assert_eq!(
+        guess(music(), "play", joke, queen, 0.01),
+        Some(("guessed-tool".to_string(), Vec::new()))
+    );
+    assert_eq!(guess(music(), "play", "Включи Queen.", queen, 0.01), None);
+    assert_eq!(
+        guess(music(), "play", joke, queen, 0.9),
+        None,
+        "the model chose it"
+    );
 }
 
 /// A call whose tool the model barely named and which makes up a required value is
