@@ -401,6 +401,14 @@ mod tests {
         assert!(unsaid("Is tipping customary in Japan?", "Tokyo"));
         assert!(!unsaid("Когда поезд из Москвы?", "Moscow") && !unsaid("z Krakowa", "Kraków"));
         assert!(unsaid("Когда поезд из Москвы?", "Казань"));
+        // Read in the person's script only (for a value known to come from the tool's
+        // own text), a Latin word they did not write is unsaid; a code still counts.
+        let in_theirs = |request: &str, v: &str| {
+            unsaid_in_their_script(&schema, "city", &json!(v), &Evidence::of([request]))
+        };
+        assert!(in_theirs("Расскажи анекдот.", "Queen"));
+        assert!(!in_theirs("Включи Queen.", "Queen"));
+        assert!(!in_theirs("Сколько это в долларах?", "USD"));
         // Every word of a value must be said for it to be grounded.
         let timer = Evidence::of(["Поставь таймер на 25 минут."]);
         assert!(!timer.grounds(&json!("Timer 25 minutes")) && timer.grounds(&json!(25)));
