@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 mod shipped;
 
-pub(crate) use shipped::for_backend as shipped_for;
+use shipped::for_backend as shipped_for;
 
 use serde::{Deserialize, Serialize};
 
@@ -184,6 +184,23 @@ impl Thresholds {
                 outdated_for: self.outdated_for.clone(),
                 ..Thresholds::default()
             }
+    }
+
+    /// Takes the calibration toolloop ships for the model file `backend` runs, where these
+    /// hold none of the person's own and the server has named its file (at the preflight:
+    /// Ollama's `/api/show`, llama-server's `/props`); whether it did. A run, `doctor`
+    /// and a rescore all find it this one way, so they judge alike.
+    pub(crate) fn take_shipped(&mut self, backend: &dyn crate::backend::Backend) -> bool {
+        if !self.uncalibrated() {
+            return false;
+        }
+        match shipped_for(backend) {
+            Some(t) => {
+                *self = t;
+                true
+            }
+            None => false,
+        }
     }
 }
 

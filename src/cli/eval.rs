@@ -32,14 +32,11 @@ pub(super) fn run_rescore(
             .backend()
             .map_err(|e| e.to_string())
             .and_then(|mut b| b.preflight(deadline).map(|()| b).map_err(|e| e.to_string()));
-        match asked.map(|b| crate::calibration::shipped_for(b.as_ref())) {
-            Ok(Some(shipped)) => {
-                eprintln!(
-                    "toolloop: judged with the calibration toolloop ships for the model file the server runs"
-                );
-                *t = shipped;
-            }
-            Ok(None) => eprintln!(
+        match asked.map(|b| t.take_shipped(b.as_ref())) {
+            Ok(true) => eprintln!(
+                "toolloop: judged with the calibration toolloop ships for the model file the server runs"
+            ),
+            Ok(false) => eprintln!(
                 "toolloop: judged uncalibrated: no calibration file, and the server runs no model file toolloop ships a calibration for"
             ),
             // A run of a shipped file judged without its calibration moves cases that

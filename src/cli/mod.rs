@@ -736,8 +736,8 @@ fn run_doctor(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
             let mut t = c.thresholds.unwrap_or_default();
             // As a run finds it: the calibration shipped for this model file, when the
             // person has none of their own.
-            if let (true, Some(b)) = (t.uncalibrated(), &backend) {
-                t = crate::calibration::shipped_for(b.as_ref()).unwrap_or(t);
+            if let Some(b) = &backend {
+                t.take_shipped(b.as_ref());
             }
             let (model, server) = &key;
             match (&t.calibrated_for, &t.outdated_for) {

@@ -99,19 +99,8 @@ impl Orchestrator {
     /// whether it did. Asked after the preflight, whose answer names the file (Ollama's
     /// `/api/show`, llama-server's `/props`), so it costs no request of its own there.
     fn find_shipped(&mut self) -> bool {
-        if !self
-            .config
-            .thresholds
-            .as_ref()
-            .is_some_and(|t| t.uncalibrated())
-        {
-            return false;
-        }
-        let Some(t) = crate::calibration::shipped_for(self.backend.as_ref()) else {
-            return false;
-        };
-        self.config.thresholds = Some(t);
-        true
+        let backend = self.backend.as_ref();
+        (self.config.thresholds.as_mut()).is_some_and(|t| t.take_shipped(backend))
     }
 
     /// The system prompt every run starts from.
