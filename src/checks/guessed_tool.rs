@@ -17,7 +17,9 @@
 //!   ([`super::example_copy::described_copies`]): the lenient reading counts any Latin
 //!   word as said in a request written in another script, and Gemma 3 270M played its
 //!   description's "e.g. Queen" for requests in Russian, Chinese, Hindi and Korean that
-//!   named no band.
+//!   named no band. What it costs: a right call in another script whose value is the
+//!   example ("パリの天気" → `city: "Paris"` where the description says "e.g. Paris"),
+//!   named under the bar, is declined; no run measured here had one.
 //!
 //! Either alone is weak: right calls in other languages often begin at a low share, and a
 //! right call may carry a value said another way. A right call that does both is rare,
