@@ -395,7 +395,8 @@ pub(crate) struct TurnContext<'a> {
     /// ([`tool_fit::own_numbers`]).
     pub own_numbers: &'a [String],
     /// The tools of this turn called with a required value that is the description's
-    /// example, which the request does not write word for word, each with the example
+    /// example, which the request does not hold (a word in another script than the
+    /// request's counted as unsaid), each with the example
     /// ([`example_copy::described_copies`]).
     pub examples: &'a [(String, String)],
     /// Whether the turn is past asking again: it answers being asked again (for more

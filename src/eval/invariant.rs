@@ -461,6 +461,17 @@ fn a_right_calls_optional_values_are_held_by_the_request_but_for_those_said_in_o
     );
 }
 
+/// Every set shipped in `tests/data` with right calls: everyday, the language sets, the
+/// held-back ones and the writes.
+fn shipped_sets() -> Vec<Case> {
+    let mut cases = everyday();
+    let writes = load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/writes")).unwrap();
+    for set in [languages(), scripts(), domains(), errands(), writes] {
+        cases.extend(set);
+    }
+    cases
+}
+
 /// Of the right calls in `cases`, how many a person asked to approve them would be shown
 /// a value as not in what they wrote ([`crate::Unsaid`]), and of how many.
 fn named_right_calls(cases: &[Case]) -> (usize, usize) {
@@ -483,11 +494,7 @@ fn named_right_calls(cases: &[Case]) -> (usize, usize) {
 /// ten, so that the names beside a call stay worth reading.
 #[test]
 fn few_right_calls_of_the_shipped_sets_are_shown_a_value_nobody_wrote() {
-    let mut cases = everyday();
-    let writes = load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/writes")).unwrap();
-    for set in [languages(), scripts(), domains(), errands(), writes] {
-        cases.extend(set);
-    }
+    let cases = shipped_sets();
     let (named, calls) = named_right_calls(&cases);
     assert!(calls >= 190, "{calls}");
     assert!(named * 10 <= calls, "{named} of {calls} right calls");
@@ -527,11 +534,7 @@ fn copied_examples(cases: &[Case]) -> (Vec<String>, usize) {
 /// no right call counts as a copy of its description's example.
 #[test]
 fn no_right_call_of_the_shipped_sets_copies_its_descriptions_example() {
-    let mut cases = everyday();
-    let writes = load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/writes")).unwrap();
-    for set in [languages(), scripts(), domains(), errands(), writes] {
-        cases.extend(set);
-    }
+    let cases = shipped_sets();
     let (found, calls) = copied_examples(&cases);
     assert!(calls >= 190, "{calls}");
     assert!(found.is_empty(), "{}", found.join("\n"));
