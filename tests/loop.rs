@@ -510,6 +510,31 @@ fn an_answer_that_leaves_out_a_result_is_asked_for_again_once() {
     assert_eq!((out.answer(), asked), (Some("42 and 9"), 3));
 }
 
+/// Two calculations in one turn, and an answer with the second's result alone, whose
+/// expression happens to hold the first's result: that result is still owed, since a
+/// call written beside it could not have taken it in.
+#[test]
+fn an_answer_leaving_out_a_result_its_turn_mates_numbers_hold_is_asked_for_again() {
+    let s = server();
+    let turn = json!({"kind": "tool_calls", "thought": "", "calls": [
+        {"tool": "calculator", "arguments": {"expression": "15% * 80"}},
+        {"tool": "calculator", "arguments": {"expression": "12 * 12"}},
+    ]});
+    let model = Scripted::new([turn.to_string(), answer("144"), answer("12 and 144")]);
+    let seen = model.seen();
+    let (log, sink) = events();
+    let mut o = builder(model, &s).observer(sink).build().unwrap();
+    let out = o.run("What's 15% of 80 and what's 12 squared?").unwrap();
+    assert_eq!(out.answer(), Some("12 and 144"));
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    let log = log.lock().unwrap();
+    assert!(
+        log.iter().any(|e| matches!(e, Event::Check { check, action: CheckAction::RefuseAnswer { told: true }, why }
+            if check == "every-result" && why.contains("15% * 80"))),
+        "{log:?}"
+    );
+}
+
 #[test]
 fn a_call_that_copies_the_prompts_example_beside_a_right_one_is_held() {
     let s = server();

@@ -13,7 +13,7 @@
 //! the answer as the checks read numbers and words elsewhere ([`Evidence`]), a number
 //! also as it reads rounded. Only an answer that gives one result and not another is
 //! refused, so an answer in words of its own ("Tokyo is warmer"), which gives none, is
-//! let through; so is a result a later call took in (the weather's 18 °C into the
+//! let through; so is a result a call of a later turn took in (the weather's 18 °C into the
 //! calculator), which the answer need not repeat.
 
 use serde_json::{Map, Value};
@@ -60,8 +60,15 @@ impl Check for EveryResult {
                 continue;
             }
             let own = own_values(i, &calls, &values);
-            // A result a later call took in was a step on the way to the answer.
-            let later = Evidence::of(calls[i + 1..].iter().flat_map(|c| texts(c.arguments)));
+            // A result a later call took in was a step on the way to the answer. Only a
+            // call of a later turn can have: one written beside it in the same turn came
+            // before the result ("15% * 80" gave 12, "12 * 12" beside it took no 12).
+            let later = Evidence::of(
+                calls[i + 1..]
+                    .iter()
+                    .filter(|c| c.turn > call.turn)
+                    .flat_map(|c| texts(c.arguments)),
+            );
             if own.is_empty() || own.iter().any(|(_, v)| v.is_number() && later.grounds(v)) {
                 continue;
             }
@@ -274,7 +281,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Each call in a turn of its own, one after the other.
     fn judge(calls: &[(&str, Value, &str)], answer: &str) -> Option<Refusal> {
+        let turns: Vec<u32> = (1..=calls.len() as u32).collect();
+        judge_in(calls, &turns, answer)
+    }
+
+    /// Each call in the turn `turns` gives it.
+    fn judge_in(calls: &[(&str, Value, &str)], turns: &[u32], answer: &str) -> Option<Refusal> {
         let arguments: Vec<Map<String, Value>> = calls
             .iter()
             .map(|(_, a, _)| a.as_object().unwrap().clone())
@@ -282,11 +296,13 @@ mod tests {
         let earlier: Vec<Earlier<'_>> = calls
             .iter()
             .zip(&arguments)
-            .map(|((tool, _, result), arguments)| Earlier {
+            .zip(turns)
+            .map(|(((tool, _, result), arguments), &turn)| Earlier {
                 tool,
                 arguments,
                 result,
                 ok: true,
+                turn,
             })
             .collect();
         EveryResult.judge_answer(&AnswerContext {
@@ -331,6 +347,7 @@ mod tests {
                 arguments: arguments[i].as_object().unwrap(),
                 result: results[i],
                 ok: true,
+                turn: 1,
             })
             .collect();
         let person = ["What's the humidity in Tokyo and in New York?"];
@@ -453,6 +470,27 @@ mod tests {
             calc("18 * 3", "54"),
         ];
         assert_eq!(judge(&calls, "That makes 54."), None);
+    }
+
+    /// Two calls of one turn: the second was written before the first's result came back,
+    /// so a number of that result in it is a coincidence, and the result is still owed.
+    #[test]
+    fn a_call_of_the_same_turn_took_in_no_result() {
+        let calls = [
+            calc("15% * 80", "12 (read 15% as 0.15)"),
+            calc("12 * 12", "144"),
+        ];
+        let refusal = judge_in(&calls, &[1, 1], "144").expect("refused");
+        assert!(
+            refusal
+                .why
+                .contains("not that of calculator(expression: \"15% * 80\")"),
+            "{}",
+            refusal.why
+        );
+        assert_eq!(judge_in(&calls, &[1, 1], "12 and 144"), None);
+        // Made one after the other, the second may have used it.
+        assert_eq!(judge_in(&calls, &[1, 2], "144"), None);
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub(crate) struct Earlier<'a> {
     pub result: &'a str,
     /// Whether the tool succeeded.
     pub ok: bool,
+    /// The model turn that wrote the call (1-based): calls of one turn were written
+    /// before any of their results came back.
+    pub turn: u32,
 }
 
 /// The `nothing-new` check.
@@ -162,6 +165,7 @@ mod tests {
                 arguments: arguments.as_object().unwrap(),
                 result,
                 ok: *ok,
+                turn: 1,
             })
             .collect();
         nothing_new(&earlier, &person, tool, arguments.as_object().unwrap())

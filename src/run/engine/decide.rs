@@ -21,6 +21,7 @@ impl Engine {
                     arguments: s.arguments.as_ref()?,
                     result: &s.observation,
                     ok: s.ok,
+                    turn: s.iteration,
                 })
             })
             .collect()
