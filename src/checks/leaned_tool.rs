@@ -12,7 +12,9 @@
 //! arguments.
 //!
 //! Nothing is written for the model: it is asked again, once, and only on the run's first
-//! turn; that turn may still be asked for more calls. Where the word is part of several
+//! turn; that turn may still be asked for more calls. Nor is it asked where the request's
+//! words point to the tool it called and not to the one it leaned to ("What time is it in
+//! Tokyo?" and `current_time`): the words and its choice agree. Where the word is part of several
 //! names, or of the name called, or is no whole word of a name (`rem`, `sp`), nothing
 //! follows from it; nor where the tool's name begins as the one called does
 //! (`get_forecast` called, `weather` weighed): past that first word both were open to the
@@ -35,7 +37,7 @@ pub static INFO: CheckInfo = CheckInfo {
     off_for: &[],
     reads: Reads::Reply,
     effect: Effect::Declines,
-    what: "asks a first call again among another tool, where the model gave at least 0.05 of its probability, at the token where the tool's name begins, to a word that is a whole word of that tool's name alone",
+    what: "asks a first call again among another tool, where the model gave at least 0.05 of its probability, at the token where the tool's name begins, to a word that is a whole word of that tool's name alone, unless the request's words point to the tool called and not to that one",
     why: "the schema lets the model write only the names on offer, so a name it began otherwise (`weather`) is turned to one it did not choose (`current_time`)",
     example: "\"How warm is it in Sydney and in Oslo?\": current_time(utc_offset: \"+10:00\"), where the model gave 0.32 to `weather`: declined, and asked again among get_weather",
     safety: "It never changes a call: the model is asked again, once, on the run's first turn, and writes the call itself. It acts only on the model's own probabilities, which a scripted right call has none of (`src/eval/invariant.rs`).",
@@ -79,6 +81,9 @@ impl super::Check for LeanedTool {
         let Some(tool) = leaned_to(&leaning.name, &names, calls) else {
             return;
         };
+        if words_chose(ctx, calls, tool) {
+            return;
+        }
         judgement.declined = true;
         judgement.by.get_or_insert(INFO.name);
         judgement.reason = Some(format!(
@@ -89,6 +94,28 @@ impl super::Check for LeanedTool {
         judgement.instead = vec![tool.to_string()];
         judgement.leaned = true;
     }
+}
+
+/// Whether the request's own words point to a tool the turn called and not to `leaned`
+/// ([`super::tool_fit::supported`]): then the words and the model's choice agree, and a
+/// leaning elsewhere is no evidence against them. Asked "What time is it in Tokyo?",
+/// Qwen2.5-Coder 0.5B wrote `current_time`, the tool whose text says "time", while giving
+/// 0.16 to `weather`; asked again among `get_weather`, it called that and answered with
+/// the weather.
+fn words_chose(
+    ctx: &TurnContext<'_>,
+    calls: &[(String, Map<String, Value>)],
+    leaned: &str,
+) -> bool {
+    let supported = |name: &str| {
+        ctx.specs
+            .iter()
+            .find(|s| s.name == name)
+            .is_some_and(|spec| {
+                super::tool_fit::supported(super::support::support(ctx.question, spec))
+            })
+    };
+    !supported(leaned) && calls.iter().any(|(t, _)| supported(t))
 }
 
 /// The one tool on offer whose name has `word` as a whole word, when the turn called

@@ -772,6 +772,38 @@ fn a_call_the_model_leaned_away_from_is_asked_again_among_the_tool_it_reached_fo
     }
 }
 
+/// Where the request's words point to the tool called and not to the one the model
+/// leaned to, the words and its choice agree: "What time is it in Tokyo?" and
+/// `current_time`, beside 0.16 on `weather`, is called as written.
+#[test]
+fn a_call_the_requests_words_point_to_is_not_asked_again_for_a_leaning() {
+    let tools = vec![calc(), clock(), super::super::tests::weather()];
+    let called = r#"{"kind":"tool_call","thought":"","tool":"current_time","arguments":{"utc_offset":"+09:00"}}"#;
+    let run = |question: &str| {
+        let mut e = Engine::new(
+            vec![Message::system("sys")],
+            question,
+            tools.clone(),
+            Config::default(),
+        );
+        e.next_step();
+        e.model_replied(&naming(called, "current", 0.8, "weather", 0.16));
+        (declined_by(&e.drain_events()), e.next_step())
+    };
+    let (declined, step) = run("What time is it in Tokyo?");
+    assert_eq!(declined, None);
+    assert!(
+        matches!(step, Step::CallTool { ref tool, .. } if tool == "current_time"),
+        "{step:?}"
+    );
+    // Words that point to neither: the leaning decides, as before.
+    let (declined, _) = run("How warm is it in Tokyo?");
+    assert_eq!(
+        declined,
+        Some(("leaned-tool".to_string(), vec!["get_weather".to_string()]))
+    );
+}
+
 /// A number at the 16 digits llama.cpp's grammar allows is where the grammar stopped the
 /// model, not a value: the turn is declined for an answer however sure the model was,
 /// and the person sees why. The same call with the person's own amount goes ahead.
