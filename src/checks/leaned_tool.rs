@@ -14,8 +14,8 @@
 //! Nothing is written for the model: it is asked again, once, and only on the run's first
 //! turn; that turn may still be asked for more calls. Nor is it asked where the request's
 //! words point to the tool it called and not to the one it leaned to ("What time is it in
-//! Tokyo?" and `current_time`): the words and its choice agree. Where the word is part of several
-//! names, or of the name called, or is no whole word of a name (`rem`, `sp`), nothing
+//! Tokyo?" and `current_time`): the words and its choice agree. Where the word is part of
+//! several names, or of the name called, or is no whole word of a name (`rem`, `sp`), nothing
 //! follows from it; nor where the tool's name begins as the one called does
 //! (`get_forecast` called, `weather` weighed): past that first word both were open to the
 //! model, and it chose.
