@@ -715,25 +715,33 @@ fn clock() -> ToolSpec {
     .reading_only()
 }
 
+/// A first turn of `question`, with the calculator, the clock and the weather on offer,
+/// whose reply `call` began the tool's name `current` at `p` beside `leaning` at
+/// `p_leaning`.
+fn clock_called(question: &str, call: &str, p: f64, leaning: &str, p_leaning: f64) -> Engine {
+    let tools = vec![calc(), clock(), super::super::tests::weather()];
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        question,
+        tools,
+        Config::default(),
+    );
+    e.next_step();
+    e.model_replied(&naming(call, "current", p, leaning, p_leaning));
+    e
+}
+
 /// Where the model began the tool's name with a word of another tool's name alone
 /// (`weather`), the call it was turned to is not made: it is asked again, among that
 /// tool, and the call it then makes is judged as its own choice, not put to the fit
 /// question for words that chose it.
 #[test]
 fn a_call_the_model_leaned_away_from_is_asked_again_among_the_tool_it_reached_for() {
-    let tools = vec![calc(), clock(), super::super::tests::weather()];
     // The request shares "weather" with the tool: were the tool offered for that word,
     // its call would be put to the fit question all the same.
     let question = "Is the weather warm in Sydney?";
     let called = r#"{"kind":"tool_call","thought":"","tool":"current_time","arguments":{"utc_offset":"+10:00"}}"#;
-    let mut e = Engine::new(
-        vec![Message::system("sys")],
-        question,
-        tools.clone(),
-        Config::default(),
-    );
-    e.next_step();
-    e.model_replied(&naming(called, "current", 0.6, "weather", 0.3));
+    let mut e = clock_called(question, called, 0.6, "weather", 0.3);
     let events = e.drain_events();
     assert_eq!(
         declined_by(&events),
@@ -755,14 +763,7 @@ fn a_call_the_model_leaned_away_from_is_asked_again_among_the_tool_it_reached_fo
 
     // Below the bar, or towards a word no single tool's name has, the call goes ahead.
     for (leaning, p) in [("weather", 0.02), ("wea", 0.3)] {
-        let mut e = Engine::new(
-            vec![Message::system("sys")],
-            question,
-            tools.clone(),
-            Config::default(),
-        );
-        e.next_step();
-        e.model_replied(&naming(called, "current", 0.6, leaning, p));
+        let mut e = clock_called(question, called, 0.6, leaning, p);
         let checks: Vec<_> = e
             .drain_events()
             .into_iter()
@@ -777,17 +778,9 @@ fn a_call_the_model_leaned_away_from_is_asked_again_among_the_tool_it_reached_fo
 /// `current_time`, beside 0.16 on `weather`, is called as written.
 #[test]
 fn a_call_the_requests_words_point_to_is_not_asked_again_for_a_leaning() {
-    let tools = vec![calc(), clock(), super::super::tests::weather()];
     let called = r#"{"kind":"tool_call","thought":"","tool":"current_time","arguments":{"utc_offset":"+09:00"}}"#;
     let run = |question: &str| {
-        let mut e = Engine::new(
-            vec![Message::system("sys")],
-            question,
-            tools.clone(),
-            Config::default(),
-        );
-        e.next_step();
-        e.model_replied(&naming(called, "current", 0.8, "weather", 0.16));
+        let mut e = clock_called(question, called, 0.8, "weather", 0.16);
         (declined_by(&e.drain_events()), e.next_step())
     };
     let (declined, step) = run("What time is it in Tokyo?");
