@@ -97,7 +97,7 @@ impl super::Check for LeanedTool {
 }
 
 /// Whether the request's own words point to a tool the turn called and not to `leaned`
-/// ([`super::tool_fit::supported`]): then the words and the model's choice agree, and a
+/// ([`super::words_support`]): then the words and the model's choice agree, and a
 /// leaning elsewhere is no evidence against them. Asked "What time is it in Tokyo?",
 /// Qwen2.5-Coder 0.5B wrote `current_time`, the tool whose text says "time", while giving
 /// 0.16 to `weather`; asked again among `get_weather`, it called that and answered with
@@ -108,12 +108,9 @@ fn words_chose(
     leaned: &str,
 ) -> bool {
     let supported = |name: &str| {
-        ctx.specs
-            .iter()
+        (ctx.specs.iter())
             .find(|s| s.name == name)
-            .is_some_and(|spec| {
-                super::tool_fit::supported(super::support::support(ctx.question, spec))
-            })
+            .is_some_and(|spec| super::words_support(ctx.question, spec))
     };
     !supported(leaned) && calls.iter().any(|(t, _)| supported(t))
 }

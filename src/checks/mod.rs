@@ -77,7 +77,6 @@ pub(crate) use tool_fit::{question as fit_question, schema as fit_schema};
 
 /// Whether the request's words point to `spec`: the share of its content words that the
 /// tool's own text has is high enough for `tool-fit` to take the call as supported.
-#[cfg(feature = "eval")]
 pub(crate) fn words_support(request: &str, spec: &ToolSpec) -> bool {
     tool_fit::supported(support::support(request, spec))
 }
