@@ -35,6 +35,12 @@
 //! example that reading finds unsaid. Whole numbers are not counted (a right
 //! call's 4 is often four aces), nor optional values (often the tool's default written
 //! out): the invariant, over every form of a right call BFCL accepts, lost calls on each.
+//! An optional copy counts only where it is all the call carries and the request's
+//! words do not point to the tool ([`only_described`]): Qwen2.5-Coder 0.5B answered "Hi!",
+//! "Who are you?" and "Ciao! Come stai?" with `current_time(utc_offset: "+09:00")`, the
+//! demo clock's "e.g. +09:00", on 13 of 24 greetings and thanks in eight languages. No
+//! right call of BFCL's or toolloop's sets is such a call; "What time is it in Tokyo?"
+//! is one, and its words point to the clock.
 //!
 //! A very small model also writes a parameter's own name as its value (`book_taxi(pickup:
 //! "pickup", destination: "destination")` for "Who painted the Mona Lisa?"): the schema's
@@ -68,7 +74,7 @@ pub static INFO: CheckInfo = CheckInfo {
     what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4), a tool description's example (\"e.g. Queen\") or a parameter's own name as its value where the person never said it; a call that copied the prompt is asked again without the example, and one beside other calls is held while they run",
     why: "a very small model copies the examples it was shown into calls the request never asked for",
     example: "\"What is the weather in Tokyo?\": calculator(expression: \"12.5 * 4\") is the prompt's example: declined, and asked again without it among the tools that share a word with the request (get_weather); \"Wie spät ist es in Tokio?\" shares none: the model answers",
-    safety: "It acts only on a value equal to the example toolloop's own prompt shows, to the example a required parameter's description gives, or to the parameter's own name, and only where the person's words do not ground it (an example without a digit: not even one of its words, nor as a code); it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
+    safety: "It acts only on a value equal to the example toolloop's own prompt shows, to the example a required parameter's description gives (an optional one's only where the call carries nothing else and the request's words do not point to the tool), or to the parameter's own name, and only where the person's words do not ground it (an example without a digit: not even one of its words, nor as a code); it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
 };
 
 /// The `example-copy` check.
@@ -106,9 +112,15 @@ impl Check for ExampleCopy {
                 if let Some(name) = own_name(arguments, schema, ctx.said) {
                     return Some(format!("{tool}'s {name} is the parameter's own name"));
                 }
-                described(arguments, schema, ctx.said).map(|(name, example)| {
-                    format!("{tool}'s {name} is its description's example ({example})")
-                })
+                let spec = ctx.specs.iter().find(|s| s.name == *tool)?;
+                described(arguments, schema, ctx.said)
+                    .or_else(|| {
+                        only_described(arguments, schema, ctx.said)
+                            .filter(|_| !super::words_support(ctx.question, spec))
+                    })
+                    .map(|(name, example)| {
+                        format!("{tool}'s {name} is its description's example ({example})")
+                    })
             })
             .collect();
         if let Some(why) = why {
@@ -224,12 +236,51 @@ fn described(
     said: &super::Evidence,
 ) -> Option<(String, String)> {
     described_by(arguments, schema, |name, v, example| {
-        // With a digit, unsaid word for word; without, on the lenient reading too.
-        match example.chars().any(|c| c.is_ascii_digit()) {
-            true => !said.grounds(v),
-            false => super::grounding::unsaid(schema, name, v, said),
-        }
+        unsaid_example(schema, name, v, example, said)
     })
+}
+
+/// Whether `v`, a copy of `example`, is unsaid: with a digit, word for word; without,
+/// on the lenient reading too.
+fn unsaid_example(
+    schema: &Value,
+    name: &str,
+    v: &Value,
+    example: &str,
+    said: &super::Evidence,
+) -> bool {
+    match example.chars().any(|c| c.is_ascii_digit()) {
+        true => !said.grounds(v),
+        false => super::grounding::unsaid(schema, name, v, said),
+    }
+}
+
+/// A call whose every value is an optional parameter's description example, unsaid as
+/// [`described`] reads it, with the first: `current_time(utc_offset: "+09:00")` from "e.g.
+/// +09:00" for "Hi!". Such a call carries nothing of the request, only the tool's own
+/// text. An optional copy beside other values is left alone, as the tool's default
+/// written out (`time_signature: "4/4"`); and so is this one where the request's words
+/// point to the tool ("What time is it in Tokyo?" makes +09:00 the model's reading of
+/// Tokyo), which the caller judges.
+fn only_described(
+    arguments: &Map<String, Value>,
+    schema: &Value,
+    said: &super::Evidence,
+) -> Option<(String, String)> {
+    let required = crate::turn::tool_schema::required(schema);
+    let mut first = None;
+    for (name, v) in arguments {
+        if required.contains(&name.as_str()) {
+            return None;
+        }
+        let example = described_example(&schema["properties"][name])?;
+        let copy = v.as_str().is_some_and(|s| same(s, &example));
+        if !(copy && unsaid_example(schema, name, v, &example, said)) {
+            return None;
+        }
+        first.get_or_insert((name.clone(), example));
+    }
+    first
 }
 
 /// The first required argument of a call whose value is its description's example and
@@ -475,6 +526,37 @@ mod tests {
             described(&args(json!({"time_signature": "4/4"})), &schema, &said),
             None
         );
+    }
+
+    #[test]
+    fn a_call_of_optional_examples_alone_is_found_and_one_with_more_is_not() {
+        let schema = json!({"properties": {
+            "utc_offset": {"type": "string", "description": "e.g. +09:00; UTC when absent"},
+            "time_signature": {"type": "string", "description": "e.g., 4/4. Default '4/4'"},
+            "tempo": {"type": "integer"},
+            "key": {"type": "string", "description": "e.g. C"}
+        }, "required": ["key"]});
+        let hi = Evidence::of(["Hi!"]);
+        let found = only_described(&args(json!({"utc_offset": "+09:00"})), &schema, &hi);
+        assert_eq!(found, Some(("utc_offset".into(), "+09:00".into())));
+        // Two optional copies and nothing else: still nothing of the request.
+        let two = args(json!({"utc_offset": "+09:00", "time_signature": "4/4"}));
+        assert_eq!(
+            only_described(&two, &schema, &hi).map(|f| f.0),
+            Some("utc_offset".into())
+        );
+        // Beside a value of the request's, or a required one, it is the default written out.
+        let tempo = args(json!({"time_signature": "4/4", "tempo": 120}));
+        assert_eq!(only_described(&tempo, &schema, &hi), None);
+        let key = args(json!({"time_signature": "4/4", "key": "C"}));
+        assert_eq!(only_described(&key, &schema, &hi), None);
+        // Said, or another value: not a copy.
+        let said = Evidence::of(["What time is it at +09:00?"]);
+        let offset = args(json!({"utc_offset": "+09:00"}));
+        assert_eq!(only_described(&offset, &schema, &said), None);
+        let other = args(json!({"utc_offset": "+01:00"}));
+        assert_eq!(only_described(&other, &schema, &hi), None);
+        assert_eq!(only_described(&args(json!({})), &schema, &hi), None);
     }
 
     #[test]

@@ -958,3 +958,47 @@ fn a_barely_named_call_with_a_value_nobody_said_is_declined() {
     let theirs = r#"{"pickup":"Termini","destination":"Fiumicino"}"#;
     assert_eq!(taxi_guess(said, theirs, 0.25), None, "the person said both");
 }
+
+/// A call whose only value is its tool's own example, to a tool the request's words do
+/// not point to, carries nothing of the request: the demo clock's `+09:00` for "Hi!" is
+/// declined for an answer, and the person sees why. The same call for "What time is it
+/// in Tokyo?" is the model's reading of Tokyo, and runs.
+#[test]
+fn a_call_of_its_tools_example_alone_is_declined_for_a_greeting_and_run_for_a_time_question() {
+    let clock = ToolSpec::new(
+        "current_time",
+        "The current date and time, in UTC or at a UTC offset",
+        json!({"type": "object", "properties": {"utc_offset": {"type": "string",
+               "description": "e.g. +09:00; UTC when absent"}}}),
+    )
+    .reading_only();
+    let called = r#"{"kind":"tool_call","thought":"","tool":"current_time","arguments":{"utc_offset":"+09:00"}}"#;
+    let run = |question: &str| {
+        let (mut e, mut sure) = turn_at(
+            0.95,
+            vec![calc(), clock.clone()],
+            question,
+            called,
+            Config::default(),
+        );
+        sure.logprobs = kind_logprobs(0.95);
+        e.model_replied(&sure);
+        let events = e.drain_events();
+        let line = events.iter().find_map(Event::check_line);
+        (declined_by(&events), line, e.next_step())
+    };
+    let (declined, line, step) = run("Hi!");
+    assert_eq!(declined.map(|d| d.0), Some("example-copy".to_string()));
+    let line = line.unwrap();
+    assert!(
+        line.contains("utc_offset is its description's example (+09:00)"),
+        "{line}"
+    );
+    assert_eq!(step, Step::CallModel);
+    let (declined, _, step) = run("What time is it in Tokyo?");
+    assert_eq!(declined, None);
+    assert!(
+        matches!(step, Step::CallTool { ref tool, .. } if tool == "current_time"),
+        "{step:?}"
+    );
+}
