@@ -115,8 +115,10 @@ impl Check for ExampleCopy {
                 let spec = ctx.specs.iter().find(|s| s.name == *tool)?;
                 described(arguments, schema, ctx.said)
                     .or_else(|| {
-                        only_described(arguments, schema, ctx.said)
-                            .filter(|_| !super::words_support(ctx.question, spec))
+                        only_described(arguments, schema, ctx.said).filter(|_| {
+                            !super::words_support(ctx.question, spec)
+                                && super::leaned_tool::turned_to(ctx, calls).is_none()
+                        })
                     })
                     .map(|(name, example)| {
                         format!("{tool}'s {name} is its description's example ({example})")
@@ -261,7 +263,10 @@ fn unsaid_example(
 /// text. An optional copy beside other values is left alone, as the tool's default
 /// written out (`time_signature: "4/4"`); and so is this one where the request's words
 /// point to the tool ("What time is it in Tokyo?" makes +09:00 the model's reading of
-/// Tokyo), which the caller judges.
+/// Tokyo), which the caller judges. So is one whose model leaned to another tool's name
+/// (`leaned-tool` asks again among it): "What's the temperature in Tokyo?" drew the same
+/// call while the model gave `weather` its weight, and declined for an answer it lost the
+/// weather it got before.
 fn only_described(
     arguments: &Map<String, Value>,
     schema: &Value,

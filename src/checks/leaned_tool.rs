@@ -62,28 +62,12 @@ impl super::Check for LeanedTool {
         calls: &[(String, Map<String, Value>)],
         judgement: &mut Judgement,
     ) {
-        // Once, on the first turn: a turn asked again was chosen among tools already.
-        if judgement.declined
-            || ctx.again
-            || ctx.leaned
-            || !ctx.earlier.is_empty()
-            || calls.is_empty()
-        {
+        if judgement.declined {
             return;
         }
-        let names: Vec<&str> = ctx.specs.iter().map(|s| s.name.as_str()).collect();
-        let Some(leaning) = tool_probability::name_leaning(ctx.reply, &names) else {
+        let Some((tool, leaning)) = turned_to(ctx, calls) else {
             return;
         };
-        if leaning.p < LEANED_MIN {
-            return;
-        }
-        let Some(tool) = leaned_to(&leaning.name, &names, calls) else {
-            return;
-        };
-        if words_chose(ctx, calls, tool) {
-            return;
-        }
         judgement.declined = true;
         judgement.by.get_or_insert(INFO.name);
         judgement.reason = Some(format!(
@@ -94,6 +78,26 @@ impl super::Check for LeanedTool {
         judgement.instead = vec![tool.to_string()];
         judgement.leaned = true;
     }
+}
+
+/// The tool a first turn's `calls` are asked again among, with the model's leaning to
+/// it, where this check acts on them (whatever an earlier check did).
+pub(super) fn turned_to<'a>(
+    ctx: &'a TurnContext<'_>,
+    calls: &[(String, Map<String, Value>)],
+) -> Option<(&'a str, tool_probability::Leaning)> {
+    // Once, on the first turn: a turn asked again was chosen among tools already.
+    if ctx.again || ctx.leaned || !ctx.earlier.is_empty() || calls.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = ctx.specs.iter().map(|s| s.name.as_str()).collect();
+    let leaning = tool_probability::name_leaning(ctx.reply, &names)?;
+    if leaning.p < LEANED_MIN {
+        return None;
+    }
+    let tool = leaned_to(&leaning.name, &names, calls)?;
+    let tool = ctx.specs.iter().find(|s| s.name == tool)?.name.as_str();
+    (!words_chose(ctx, calls, tool)).then_some((tool, leaning))
 }
 
 /// Whether the request's own words point to a tool the turn called and not to `leaned`

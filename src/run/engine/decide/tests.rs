@@ -962,7 +962,8 @@ fn a_barely_named_call_with_a_value_nobody_said_is_declined() {
 /// A call whose only value is its tool's own example, to a tool the request's words do
 /// not point to, carries nothing of the request: the demo clock's `+09:00` for "Hi!" is
 /// declined for an answer, and the person sees why. The same call for "What time is it
-/// in Tokyo?" is the model's reading of Tokyo, and runs.
+/// in Tokyo?" is the model's reading of Tokyo, and runs; where the model leaned to the
+/// weather's name, `leaned-tool` asks again among that tool.
 #[test]
 fn a_call_of_its_tools_example_alone_is_declined_for_a_greeting_and_run_for_a_time_question() {
     let clock = ToolSpec::new(
@@ -1000,5 +1001,21 @@ fn a_call_of_its_tools_example_alone_is_declined_for_a_greeting_and_run_for_a_ti
     assert!(
         matches!(step, Step::CallTool { ref tool, .. } if tool == "current_time"),
         "{step:?}"
+    );
+    // Where the model leaned to another tool's name, that tool is asked again among, as
+    // for any call: the temperature in Tokyo is the weather's, not an answer's.
+    let tools = vec![calc(), clock, super::super::tests::weather()];
+    let question = "What's the temperature in Tokyo?";
+    let mut e = Engine::new(
+        vec![Message::system("sys")],
+        question,
+        tools,
+        Config::default(),
+    );
+    e.next_step();
+    e.model_replied(&naming(called, "current", 0.7, "weather", 0.2));
+    assert_eq!(
+        declined_by(&e.drain_events()),
+        Some(("leaned-tool".to_string(), vec!["get_weather".to_string()]))
     );
 }
