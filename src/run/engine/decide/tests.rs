@@ -719,7 +719,19 @@ fn clock() -> ToolSpec {
 /// whose reply `call` began the tool's name `current` at `p` beside `leaning` at
 /// `p_leaning`.
 fn clock_called(question: &str, call: &str, p: f64, leaning: &str, p_leaning: f64) -> Engine {
-    let tools = vec![calc(), clock(), super::super::tests::weather()];
+    clock_called_with(clock(), question, call, p, leaning, p_leaning)
+}
+
+/// [`clock_called`] with a clock of the test's own.
+fn clock_called_with(
+    clock: ToolSpec,
+    question: &str,
+    call: &str,
+    p: f64,
+    leaning: &str,
+    p_leaning: f64,
+) -> Engine {
+    let tools = vec![calc(), clock, super::super::tests::weather()];
     let mut e = Engine::new(
         vec![Message::system("sys")],
         question,
@@ -1004,16 +1016,8 @@ fn a_call_of_its_tools_example_alone_is_declined_for_a_greeting_and_run_for_a_ti
     );
     // Where the model leaned to another tool's name, that tool is asked again among, as
     // for any call: the temperature in Tokyo is the weather's, not an answer's.
-    let tools = vec![calc(), clock, super::super::tests::weather()];
     let question = "What's the temperature in Tokyo?";
-    let mut e = Engine::new(
-        vec![Message::system("sys")],
-        question,
-        tools,
-        Config::default(),
-    );
-    e.next_step();
-    e.model_replied(&naming(called, "current", 0.7, "weather", 0.2));
+    let mut e = clock_called_with(clock, question, called, 0.7, "weather", 0.2);
     assert_eq!(
         declined_by(&e.drain_events()),
         Some(("leaned-tool".to_string(), vec!["get_weather".to_string()]))
