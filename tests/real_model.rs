@@ -331,14 +331,29 @@ fn tools_are_called_only_for_questions_that_need_one() {
 #[ignore = "needs a llama-server: see the module docs"]
 fn a_time_question_gets_the_time_not_the_weather() {
     let _turn = one_at_a_time();
+    let (tools, stderr) = demo_tools_called("What time is it in Tokyo?");
+    assert_eq!(tools, ["current_time"], "{stderr}");
+    assert!(!stderr.contains("leaned-tool"), "{stderr}");
+}
+
+/// A greeting gets an answer, not a tool: asked "Hi!" with the built-in tools and the
+/// demo weather, Qwen writes `current_time(utc_offset: "+09:00")`, the clock's own
+/// description example, and the fit question let it through; the person got the time
+/// in Tokyo. `example-copy` declines it, and says so.
+#[test]
+#[ignore = "needs a llama-server: see the module docs"]
+fn a_greeting_gets_no_tool() {
+    let _turn = one_at_a_time();
+    let (tools, stderr) = demo_tools_called("Hi!");
+    assert!(tools.is_empty(), "{tools:?} {stderr}");
+    assert!(stderr.contains("example-copy"), "{stderr}");
+}
+
+/// The tools `toolloop ask QUESTION --builtin --demo` called on the test's server, in
+/// order, and what it wrote to stderr.
+fn demo_tools_called(question: &str) -> (Vec<String>, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
-        .args([
-            "ask",
-            "What time is it in Tokyo?",
-            "--backend",
-            "openai",
-            "--base-url",
-        ])
+        .args(["ask", question, "--backend", "openai", "--base-url"])
         .arg(url())
         .args([
             "--model",
@@ -351,16 +366,15 @@ fn a_time_question_gets_the_time_not_the_weather() {
         ])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
-    let tools: Vec<&str> = run["steps"]
+    let tools = run["steps"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|s| s["tool"].as_str())
+        .filter_map(|s| s["tool"].as_str().map(String::from))
         .collect();
-    assert_eq!(tools, ["current_time"], "{stderr}");
-    assert!(!stderr.contains("leaned-tool"), "{stderr}");
+    (tools, stderr)
 }
 
 /// Asked about the weather in five languages, the model answers in each: the tool's
