@@ -99,20 +99,16 @@ impl Check for ExampleCopy {
         let why: Option<Vec<String>> = calls
             .iter()
             .map(|(tool, arguments)| {
-                let schema = ctx
-                    .specs
-                    .iter()
-                    .find(|s| s.name == *tool)
-                    .map(|s| &s.input_schema);
+                let spec = ctx.specs.iter().find(|s| s.name == *tool);
                 if let Some(name) = copied(arguments, ctx.said) {
                     from_prompt = true;
                     return Some(format!("{tool}'s {name} is the prompt's example"));
                 }
-                let schema = schema?;
+                let spec = spec?;
+                let schema = &spec.input_schema;
                 if let Some(name) = own_name(arguments, schema, ctx.said) {
                     return Some(format!("{tool}'s {name} is the parameter's own name"));
                 }
-                let spec = ctx.specs.iter().find(|s| s.name == *tool)?;
                 described(arguments, schema, ctx.said)
                     .or_else(|| {
                         only_described(arguments, schema, ctx.said).filter(|_| {
