@@ -1440,6 +1440,39 @@ fn the_checks_page_is_what_the_declarations_make() {
     );
 }
 
+/// llama-server answers to any model name: what it runs is the file its `/props` names.
+/// A Qwen served while toolloop asks for its default name, `gemma3:4b`, gets Qwen's
+/// check defaults, as it gets the calibration found by that file; a Gemma file gets
+/// Gemma's.
+#[test]
+fn doctor_reads_the_models_family_off_the_file_llama_server_runs() {
+    let models = br#"{"object":"list","data":[{"id":"m"}]}"#.to_vec();
+    for (file, gemma) in [
+        ("/m/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", false),
+        ("/m/gemma3-270m-q4_k_m.gguf", true),
+    ] {
+        let props = format!(r#"{{"total_slots":2,"model_path":"{file}"}}"#).into_bytes();
+        let fake = common::serve(vec![
+            common::Act::Respond(200, "application/json", models.clone()),
+            common::Act::Respond(200, "application/json", props),
+        ]);
+        let out = Command::new(env!("CARGO_BIN_EXE_toolloop"))
+            .args(["doctor", "--backend", "openai", "--base-url"])
+            .arg(format!("{}/v1", fake.url))
+            .arg("--builtin")
+            .env("TOOLLOOP_CALIBRATION", "/nonexistent/calibration.json")
+            .output()
+            .unwrap();
+        let said = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{said}{}", text(&out.stderr));
+        assert_eq!(
+            said.contains("off by default for gemma"),
+            gemma,
+            "{file}: {said}"
+        );
+    }
+}
+
 /// `toolloop doctor` says of each part a first question needs whether it is ready, and
 /// what the missing calibration changes, before anything is asked of the model.
 #[test]

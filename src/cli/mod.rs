@@ -765,7 +765,11 @@ fn run_doctor(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
             println!("calibration: {e}");
         }
     }
-    if let Some(line) = family_note(&config.checks) {
+    let mut levels = config.checks.clone();
+    if let Some(b) = &backend {
+        levels.for_served(b.as_ref());
+    }
+    if let Some(line) = family_note(&levels) {
         println!("checks: {line}");
     }
     if config.tools.is_empty() {

@@ -91,6 +91,7 @@ impl Orchestrator {
             self.preflight_done = true;
         }
         self.find_shipped();
+        self.config.checks.for_served(self.backend.as_ref());
         Ok(())
     }
 
@@ -197,6 +198,8 @@ impl Orchestrator {
         if self.find_shipped() {
             engine.use_thresholds(self.config.thresholds.clone());
         }
+        self.config.checks.for_served(self.backend.as_ref());
+        engine.use_checks(&self.config.checks);
         let mut run = Run {
             deadline,
             started,
