@@ -1451,35 +1451,6 @@ fn a_call_that_copies_the_prompts_example_is_asked_again_without_it() {
     }
 }
 
-/// A call declined for an answer, whatever declined it (here the demo clock's own
-/// "+09:00" for a greeting), is followed by an answer asked for without the prompt's
-/// example call: shown it, Qwen2.5-Coder 0.5B answered "Hi!" with the example's result,
-/// "The answer is 50.".
-#[test]
-fn an_answer_asked_for_after_a_declined_call_is_asked_without_the_prompts_example() {
-    let s = server();
-    let model = Scripted::new([
-        call("current_time", json!({"utc_offset": "+09:00"})),
-        answer("Hello! How can I help?"),
-    ]);
-    let seen = model.seen();
-    let mut o = builder(model, &s).build().unwrap();
-    let out = o.run("Hi!").unwrap();
-    assert_eq!(out.answer(), Some("Hello! How can I help?"));
-    assert!(
-        out.steps.iter().all(|s| s.tool.is_none()),
-        "the clock never ran"
-    );
-    let seen = seen.lock().unwrap();
-    let example = "user asks \"How much is 12.5 * 4?\"";
-    assert!(seen[0][0].content.contains(example));
-    assert_eq!(seen.len(), 2);
-    assert!(
-        !seen[1][0].content.contains(example),
-        "the answer is asked for without the example"
-    );
-}
-
 /// With no tool that shares a word with the request, the copied call is declined for an
 /// answer, as before.
 #[test]

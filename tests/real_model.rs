@@ -339,37 +339,19 @@ fn a_time_question_gets_the_time_not_the_weather() {
 /// A greeting gets an answer, not a tool: asked "Hi!" with the built-in tools and the
 /// demo weather, Qwen writes `current_time(utc_offset: "+09:00")`, the clock's own
 /// description example, and the fit question let it through; the person got the time
-/// in Tokyo. `example-copy` declines it, and says so. The answer is then asked for
-/// without the prompt's example call, whose result Qwen wrote instead ("The answer is
-/// 50.").
+/// in Tokyo. `example-copy` declines it, and says so.
 #[test]
 #[ignore = "needs a llama-server: see the module docs"]
 fn a_greeting_gets_no_tool() {
     let _turn = one_at_a_time();
-    let (run, stderr) = demo_run("Hi!");
-    let steps = run["steps"].as_array().unwrap();
-    assert!(steps.iter().all(|s| s["tool"].is_null()), "{run} {stderr}");
+    let (tools, stderr) = demo_tools_called("Hi!");
+    assert!(tools.is_empty(), "{tools:?} {stderr}");
     assert!(stderr.contains("example-copy"), "{stderr}");
-    let answer = run["answer"].as_str().unwrap_or_default();
-    assert!(!answer.is_empty() && !answer.contains("50"), "{run}");
 }
 
 /// The tools `toolloop ask QUESTION --builtin --demo` called on the test's server, in
 /// order, and what it wrote to stderr.
 fn demo_tools_called(question: &str) -> (Vec<String>, String) {
-    let (run, stderr) = demo_run(question);
-    let tools = run["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|s| s["tool"].as_str().map(String::from))
-        .collect();
-    (tools, stderr)
-}
-
-/// `toolloop ask QUESTION --builtin --demo --json` on the test's server: the run's
-/// JSON and what it wrote to stderr.
-fn demo_run(question: &str) -> (serde_json::Value, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
         .args(["ask", question, "--backend", "openai", "--base-url"])
         .arg(url())
@@ -385,8 +367,14 @@ fn demo_run(question: &str) -> (serde_json::Value, String) {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let run = serde_json::from_slice(&out.stdout).expect("one JSON object");
-    (run, stderr)
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let tools = run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["tool"].as_str().map(String::from))
+        .collect();
+    (tools, stderr)
 }
 
 /// Asked about the weather in five languages, the model answers in each: the tool's

@@ -211,14 +211,7 @@ impl Engine {
             leaned,
         } = &verdict
         {
-            // The example is a call; a first turn asked for an answer has nothing to
-            // learn from it and copies it: Qwen2.5-Coder 0.5B, its clock call declined
-            // for "Hi!", answered "The answer is 50." (the example's result). Only while
-            // the question is all the conversation holds: the server then evaluates the
-            // question again and nothing more, where later the whole conversation after
-            // the prompt would be evaluated again.
-            let first = self.run_start == 1 && self.history.len() == 2;
-            if *copied_prompt || (instead.is_empty() && first) {
+            if *copied_prompt {
                 self.change_prompt(crate::turn::prompt::without_example);
             }
             let keep = |name: &str| instead.iter().any(|n| n == name);
