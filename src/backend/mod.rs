@@ -194,6 +194,16 @@ pub enum ModelFile {
     Path(std::path::PathBuf),
 }
 
+/// The model file the server says it runs, as a name to read the model's family from
+/// (llama-server's `model_path`, read at the preflight), where it names one. llama-server
+/// answers to any model name: the file is what runs, whatever name was asked for.
+pub(crate) fn served_file(backend: &dyn Backend) -> Option<String> {
+    match backend.model_file()? {
+        ModelFile::Path(path) => Some(path.to_string_lossy().into_owned()),
+        ModelFile::Sha256(_) => None,
+    }
+}
+
 /// A model server.
 pub trait Backend: Send {
     /// A short description for messages: `ollama gemma3:4b at http://127.0.0.1:11434`.

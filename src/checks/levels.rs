@@ -63,17 +63,6 @@ impl CheckLevels {
         self.family = family_of(model);
     }
 
-    /// Each check's default from now on is the one for the family of the model file the
-    /// server says it runs (llama-server's `/props`, read at the preflight), where it
-    /// names one: llama-server answers to any model name, and a Qwen served under the
-    /// default name `gemma3:4b` ran with Gemma's defaults while its calibration was
-    /// Qwen's, found by the same file. Otherwise as before.
-    pub(crate) fn for_served(&mut self, backend: &dyn crate::backend::Backend) {
-        if let Some(crate::backend::ModelFile::Path(path)) = backend.model_file() {
-            self.for_model(&path.to_string_lossy());
-        }
-    }
-
     /// The checks on by default that are off by default for the model's family, and left
     /// so (not set by name): what a run says as it starts.
     pub fn off_for_family(&self) -> Option<(&'static str, Vec<&'static str>)> {

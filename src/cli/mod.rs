@@ -765,9 +765,10 @@ fn run_doctor(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
             println!("calibration: {e}");
         }
     }
+    // As a run reads them: the defaults of the model file the server runs, where it names one.
     let mut levels = config.checks.clone();
-    if let Some(b) = &backend {
-        levels.for_served(b.as_ref());
+    if let Some(file) = backend.as_deref().and_then(crate::backend::served_file) {
+        levels.for_model(&file);
     }
     if let Some(line) = family_note(&levels) {
         println!("checks: {line}");

@@ -91,7 +91,7 @@ impl Orchestrator {
             self.preflight_done = true;
         }
         self.find_shipped();
-        self.config.checks.for_served(self.backend.as_ref());
+        self.follow_served_file();
         Ok(())
     }
 
@@ -102,6 +102,16 @@ impl Orchestrator {
     fn find_shipped(&mut self) -> bool {
         let backend = self.backend.as_ref();
         (self.config.thresholds.as_mut()).is_some_and(|t| t.take_shipped(backend))
+    }
+
+    /// Each check's default from now on is the one for the family of the model file the
+    /// server says it runs, where it names one: a Qwen that llama-server served while
+    /// toolloop asked for its default name, `gemma3:4b`, ran with Gemma's defaults while
+    /// its calibration, found by the same file, was Qwen's.
+    fn follow_served_file(&mut self) {
+        if let Some(file) = crate::backend::served_file(self.backend.as_ref()) {
+            self.config.checks.for_model(&file);
+        }
     }
 
     /// The system prompt every run starts from.
@@ -198,7 +208,7 @@ impl Orchestrator {
         if self.find_shipped() {
             engine.use_thresholds(self.config.thresholds.clone());
         }
-        self.config.checks.for_served(self.backend.as_ref());
+        self.follow_served_file();
         engine.use_checks(&self.config.checks);
         let mut run = Run {
             deadline,
