@@ -766,10 +766,10 @@ fn run_doctor(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
         }
     }
     // As a run reads them: the defaults of the model file the server runs, where it names one.
-    let mut levels = config.checks.clone();
-    if let Some(file) = backend.as_deref().and_then(crate::backend::served_file) {
-        levels.for_model(&file);
-    }
+    let levels = match backend.as_deref() {
+        Some(b) => crate::run::orchestrator::served_levels(&config.checks, b),
+        None => config.checks.clone(),
+    };
     if let Some(line) = family_note(&levels) {
         println!("checks: {line}");
     }

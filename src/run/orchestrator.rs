@@ -78,6 +78,19 @@ pub struct Orchestrator {
     pub(crate) hand_back: bool,
 }
 
+/// `levels` with each check's default for the model file `backend`'s server says it runs,
+/// where it names one (else as they were): what a run turns on, and what `doctor` says.
+pub(crate) fn served_levels(
+    levels: &crate::CheckLevels,
+    backend: &dyn crate::backend::Backend,
+) -> crate::CheckLevels {
+    let mut levels = levels.clone();
+    if let Some(file) = crate::backend::served_file(backend) {
+        levels.for_model(&file);
+    }
+    levels
+}
+
 impl Orchestrator {
     /// Checks now that the model server is up and has the model (otherwise done before
     /// the first run), so a conversation can say so before the person types; with no
@@ -109,9 +122,7 @@ impl Orchestrator {
     /// toolloop asked for its default name, `gemma3:4b`, ran with Gemma's defaults while
     /// its calibration, found by the same file, was Qwen's.
     fn follow_served_file(&mut self) {
-        if let Some(file) = crate::backend::served_file(self.backend.as_ref()) {
-            self.config.checks.for_model(&file);
-        }
+        self.config.checks = served_levels(&self.config.checks, self.backend.as_ref());
     }
 
     /// The system prompt every run starts from.
