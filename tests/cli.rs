@@ -1181,28 +1181,31 @@ mod checks {
     }
 
     /// A Gemma model runs without the two askings that gained it nothing, and the run says
-    /// so as it starts under -v; a check named outright is as named, and other models keep them.
+    /// so under -v once the server is up; a check named outright is as named, and other
+    /// models keep them.
     #[test]
     fn a_gemma_model_has_its_own_defaults_and_is_told_so() {
-        let down = ["--ollama-host", "http://127.0.0.1:9", "--timeout", "2"];
         let ask = |extra: &[&str]| {
-            let mut args = vec!["ask", "hi", "--builtin", "-v"];
-            args.extend_from_slice(&down);
+            let fake = common::fake_ollama(&[r#"{"kind":"final_answer","content":"Hello."}"#]);
+            let host = fake.url.trim_start_matches("http://").to_string();
+            let mut args = vec!["ask", "hi", "--builtin", "-v", "--ollama-host", &host];
             args.extend_from_slice(extra);
-            text(&toolloop(&args, b"").stderr)
+            let out = toolloop(&args, b"");
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+            text(&out.stderr)
         };
         let err = ask(&["--model", "gemma3:270m"]);
         assert!(
             err.contains(
-                "note: more-calls, numbers-left off by default for gemma models (measured there: \
-                 more requests, no right call gained); --check more-calls=on --check numbers-left=on \
-                 turns them on"
+                "[CHECKS] more-calls, numbers-left off by default for gemma models (measured \
+                 there: more requests, no right call gained); --check more-calls=on --check \
+                 numbers-left=on turns them on"
             ),
             "{err}"
         );
         let err = ask(&["--model", "gemma3:270m", "--check", "more-calls=on"]);
         assert!(
-            err.contains("note: numbers-left off by default for gemma"),
+            err.contains("[CHECKS] numbers-left off by default for gemma"),
             "{err}"
         );
         let err = ask(&["--model", "qwen2.5-coder:0.5b"]);
@@ -1470,6 +1473,49 @@ fn doctor_reads_the_models_family_off_the_file_llama_server_runs() {
             gemma,
             "{file}: {said}"
         );
+    }
+}
+
+/// A run under -v says the family's defaults by the file llama-server runs, not by the
+/// name asked for: a Qwen file asked for as `gemma3:4b` (the default) says nothing.
+#[test]
+fn a_run_says_the_family_defaults_of_the_file_llama_server_runs() {
+    let models = br#"{"object":"list","data":[{"id":"m"}]}"#.to_vec();
+    let answer = serde_json::json!({"choices": [{"index": 0, "delta": {"content":
+        r#"final_answer", "content": "Hello."}"#}, "finish_reason": null}]});
+    let done = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
+    let sse = format!("data: {answer}\n\ndata: {done}\n\ndata: [DONE]\n\n").into_bytes();
+    for (file, asked, gemma) in [
+        (
+            "/m/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            "gemma3:4b",
+            false,
+        ),
+        ("/m/gemma3-270m-q4_k_m.gguf", "qwen2.5-coder:0.5b", true),
+    ] {
+        let props = format!(r#"{{"total_slots":2,"model_path":"{file}"}}"#).into_bytes();
+        let fake = common::serve(vec![
+            common::Act::Respond(200, "application/json", models.clone()),
+            common::Act::Respond(200, "application/json", props),
+            common::Act::Respond(200, "text/event-stream", sse.clone()),
+        ]);
+        let out = Command::new(env!("CARGO_BIN_EXE_toolloop"))
+            .args(["ask", "hi", "-v", "--backend", "openai", "--model", asked])
+            .arg("--base-url")
+            .arg(format!("{}/v1", fake.url))
+            .arg("--builtin")
+            .env("TOOLLOOP_CALIBRATION", "/nonexistent/calibration.json")
+            .env("TOOLLOOP_LEANINGS", "/nonexistent/leanings.json")
+            .output()
+            .unwrap();
+        let said = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{said}");
+        assert_eq!(
+            said.contains("[CHECKS] more-calls, numbers-left off by default for gemma"),
+            gemma,
+            "{file}: {said}"
+        );
+        assert_eq!(said.contains("off by default"), gemma, "{file}: {said}");
     }
 }
 

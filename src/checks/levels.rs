@@ -74,6 +74,23 @@ impl CheckLevels {
         (!off.is_empty()).then_some((family, off))
     }
 
+    /// The line that says which checks the model's family runs without
+    /// ([`CheckLevels::off_for_family`]) and how to have them, if any.
+    ///
+    /// ```
+    /// use toolloop::checks::CheckLevels;
+    ///
+    /// let mut levels = CheckLevels::default();
+    /// assert_eq!(levels.family_note(), None);
+    /// levels.for_model("/models/gemma3-270m-q4_k_m.gguf");
+    /// levels.set("more-calls", true).unwrap();
+    /// assert!(levels.family_note().unwrap().starts_with("numbers-left off by default for gemma models"));
+    /// ```
+    pub fn family_note(&self) -> Option<String> {
+        let (family, off) = self.off_for_family()?;
+        Some(family_note(family, &off))
+    }
+
     fn default_on(&self, c: &CheckInfo) -> bool {
         c.default_on && !self.family.is_some_and(|f| c.off_for.contains(&f))
     }
@@ -84,6 +101,19 @@ impl CheckLevels {
             self.set.insert(c.info().name, on);
         }
     }
+}
+
+/// The line for checks `off` by default for `family`'s models, and how to turn them on.
+pub(crate) fn family_note(family: &str, off: &[impl AsRef<str>]) -> String {
+    let off: Vec<&str> = off.iter().map(AsRef::as_ref).collect();
+    let flags: Vec<_> = off.iter().map(|c| format!("--check {c}=on")).collect();
+    format!(
+        "{} off by default for {family} models (measured there: more requests, no right call \
+         gained); {} turns {} on",
+        off.join(", "),
+        flags.join(" "),
+        if off.len() > 1 { "them" } else { "it" }
+    )
 }
 
 /// The family of a model, read from its name as Ollama or the server has it

@@ -60,6 +60,7 @@ use crate::tool_spec::ToolSpec;
 pub(crate) use grounding::Evidence;
 #[cfg(test)]
 pub(crate) use grounding::invented_required;
+pub(crate) use levels::family_note;
 pub use levels::{CheckLevels, all, family_of};
 pub(crate) use looping_reply::{Loop, StreamWatch};
 #[cfg(test)]

@@ -203,27 +203,10 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
             let _ = config.checks.set(name, *on);
         }
     }
+    // The family's defaults are said under -v once the server has said which file it
+    // runs (`Event::FamilyDefaults`): llama-server answers to any name.
     config.checks.for_model(&config.model);
-    // A default that differs by model is said in the trace (and by `toolloop doctor`), so
-    // that two models' runs are not compared unknowingly under different checks; the
-    // default model is a Gemma, and a line on every run would be noise.
-    if let (true, Some(line)) = (model.verbose, family_note(&config.checks)) {
-        eprintln!("toolloop: note: {line}");
-    }
     config
-}
-
-/// The checks on by default that the model's family runs without, and how to have them.
-fn family_note(levels: &crate::CheckLevels) -> Option<String> {
-    let (family, off) = levels.off_for_family()?;
-    let flags: Vec<_> = off.iter().map(|c| format!("--check {c}=on")).collect();
-    Some(format!(
-        "{} off by default for {family} models (measured there: more requests, no right call \
-         gained); {} turns {} on",
-        off.join(", "),
-        flags.join(" "),
-        if off.len() > 1 { "them" } else { "it" }
-    ))
 }
 
 /// The model server's key: from `--key-file`, else the backend's environment variable.
@@ -770,7 +753,7 @@ fn run_doctor(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> ExitCode {
         Some(b) => crate::run::orchestrator::served_levels(&config.checks, b),
         None => config.checks.clone(),
     };
-    if let Some(line) = family_note(&levels) {
+    if let Some(line) = levels.family_note() {
         println!("checks: {line}");
     }
     if config.tools.is_empty() {

@@ -248,6 +248,15 @@ pub enum Event {
         /// The answer.
         answer: String,
     },
+    /// The checks the run turns on differ from the defaults by the model's family: said
+    /// once, when the server has said which model file it runs (llama-server answers to
+    /// any name), so that two models' runs are not compared unknowingly.
+    FamilyDefaults {
+        /// The family, as [`crate::checks::family_of`] reads it.
+        family: String,
+        /// The checks on by default that this family runs without.
+        off: Vec<String>,
+    },
     /// Something a person should know.
     Warning {
         /// The message.

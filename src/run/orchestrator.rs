@@ -66,6 +66,8 @@ pub struct Orchestrator {
     guardrails: Guardrails,
     prompt: String,
     preflight_done: bool,
+    /// Whether [`Event::FamilyDefaults`] was said (or had nothing to say).
+    family_said: bool,
     stop: StopHandle,
     /// The checks that watch each reply as it streams.
     checks: Checks,
@@ -121,8 +123,18 @@ impl Orchestrator {
     /// server says it runs, where it names one: a Qwen that llama-server served while
     /// toolloop asked for its default name, `gemma3:4b`, ran with Gemma's defaults while
     /// its calibration, found by the same file, was Qwen's.
+    /// Said once, after the preflight: before it, a llama-server's file is not known.
     fn follow_served_file(&mut self) {
         self.config.checks = served_levels(&self.config.checks, self.backend.as_ref());
+        if self.preflight_done && !self.family_said {
+            self.family_said = true;
+            if let Some((family, off)) = self.config.checks.off_for_family() {
+                self.emit(&Event::FamilyDefaults {
+                    family: family.to_string(),
+                    off: off.iter().map(|c| c.to_string()).collect(),
+                });
+            }
+        }
     }
 
     /// The system prompt every run starts from.

@@ -89,6 +89,9 @@ impl Trace {
                 },
                 short(text)
             ),
+            Event::FamilyDefaults { family, off } => {
+                format!("[CHECKS] {}", crate::checks::family_note(family, off))
+            }
             Event::Repaired { fixes } => format!("[REPAIR] {}", fixes.join(", ")),
             Event::Invalid { error, attempt } => format!("[RETRY] {attempt}: {}", short(error)),
             Event::ToolCall {

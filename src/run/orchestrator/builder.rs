@@ -305,6 +305,7 @@ impl OrchestratorBuilder {
             guardrails: self.guardrails,
             prompt,
             preflight_done: !self.preflight,
+            family_said: false,
             stop: self.stop,
             checks: Checks::new(&self.config.checks),
             checked: Vec::new(),
