@@ -1451,6 +1451,40 @@ fn a_call_that_copies_the_prompts_example_is_asked_again_without_it() {
     }
 }
 
+/// "Thanks" answered with the prompt's example and then with a tool's description, as
+/// Qwen2.5-Coder 0.5B did in four languages: each answer is refused once, the second
+/// with the tools out of the prompt, and the model's own reply is the answer.
+#[test]
+fn an_answer_that_writes_back_a_tools_description_is_asked_for_without_the_tools() {
+    let s = server();
+    let model = Scripted::new([
+        answer("12.5 * 4 = 50"),
+        answer(
+            "The current date and time, in UTC or at a UTC offset; only for questions about \
+             the date or time.",
+        ),
+        answer("You're welcome!"),
+    ]);
+    let seen = model.seen();
+    let mut o = builder(model, &s).build().unwrap();
+    let out = o.run("Thanks, that's all I needed.").unwrap();
+    assert_eq!(out.answer(), Some("You're welcome!"));
+    let refused: Vec<_> = out.checks.iter().filter_map(|e| e.check_line()).collect();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(
+        refused[1].contains("current_time's description"),
+        "{refused:?}"
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    assert!(seen[1][0].content.contains("current_time"));
+    assert!(
+        !seen[2][0].content.contains("current_time") && !seen[2][0].content.contains("Tools:"),
+        "the last answer was asked for without the tools: {}",
+        seen[2][0].content
+    );
+}
+
 /// With no tool that shares a word with the request, the copied call is declined for an
 /// answer, as before.
 #[test]

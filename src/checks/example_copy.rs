@@ -55,6 +55,11 @@
 //! its fractional number is refused, and the model is asked for its answer again with the
 //! example out of its prompt (`run/engine/retry.rs`). A question that says 12.5 (or a
 //! result of 12.5) makes the expression theirs: "50 / 4 = 12.5, and 12.5 * 4 = 50" stands.
+//!
+//! Asked again so, the same model answered thanks in four languages with the demo clock's
+//! description, word for word ("The current date and time, in UTC or at a UTC offset;
+//! …"). An answer that is a tool's description is refused too, and asked for with the
+//! tool list out of the prompt (an answer needs none).
 
 use serde_json::{Map, Value};
 
@@ -62,7 +67,9 @@ use super::{
     AnswerContext, CallUnderCheck, Check, CheckInfo, Effect, Finding, Judgement, Reads, Refusal,
     TurnContext, support,
 };
-use crate::turn::prompt::{EXAMPLE_VALUE, example_in, example_numbers, without_example};
+use crate::turn::prompt::{
+    EXAMPLE_VALUE, example_in, example_numbers, without_example, without_tools,
+};
 
 /// The check's declaration.
 pub static INFO: CheckInfo = CheckInfo {
@@ -71,10 +78,10 @@ pub static INFO: CheckInfo = CheckInfo {
     off_for: &[],
     reads: Reads::Reply,
     effect: Effect::Declines,
-    what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4), a tool description's example (\"e.g. Queen\") or a parameter's own name as its value where the person never said it; a call that copied the prompt is asked again without the example, and one beside other calls is held while they run",
+    what: "declines a call, or refuses an answer, that carries the prompt's own example (12.5 * 4), a tool description's example (\"e.g. Queen\") or a parameter's own name as its value where the person never said it, or an answer that is a tool's description word for word; a call that copied the prompt is asked again without the example, and one beside other calls is held while they run; an answer, without what it copied",
     why: "a very small model copies the examples it was shown into calls the request never asked for",
     example: "\"What is the weather in Tokyo?\": calculator(expression: \"12.5 * 4\") is the prompt's example: declined, and asked again without it among the tools that share a word with the request (get_weather); \"Wie spät ist es in Tokio?\" shares none: the model answers",
-    safety: "It acts only on a value equal to the example toolloop's own prompt shows, to the example a required parameter's description gives (an optional one's only where the call carries nothing else and the request's words do not point to the tool), or to the parameter's own name, and only where the person's words do not ground it (an example without a digit: not even one of its words, nor as a code); it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`).",
+    safety: "It acts only on a value equal to the example toolloop's own prompt shows, to the example a required parameter's description gives (an optional one's only where the call carries nothing else and the request's words do not point to the tool), or to the parameter's own name, and only where the person's words do not ground it (an example without a digit: not even one of its words, nor as a code); it never changes a call. A right call carries the person's values, so it passes (`src/eval/invariant.rs`). An answer is refused only where the prompt still holds what it copied, so at most once for each, and never for a description the person wrote or an answer that says more than the description.",
 };
 
 /// The `example-copy` check.
@@ -163,6 +170,20 @@ impl Check for ExampleCopy {
     }
 
     fn judge_answer(&self, ctx: &AnswerContext<'_>) -> Option<Refusal> {
+        if let Some(tool) = description_copied(ctx) {
+            // The answer is asked for again without the tool list, so at most once a run:
+            // an answer needs no tools, and with the list in the prompt the model had
+            // nothing else of its own to write back.
+            let prompt = without_tools(ctx.system?)?;
+            return Some(Refusal {
+                why: format!(
+                    "it is {tool}'s description, not a reply to the person (the tools are out \
+                     of the prompt for the answer)"
+                ),
+                prompt: Some(prompt),
+                told: None,
+            });
+        }
         let at = example_in(ctx.content)?;
         let unsaid = example_numbers()
             .filter(|n| n.fract() != 0.0)
@@ -182,6 +203,26 @@ impl Check for ExampleCopy {
             told: None,
         })
     }
+}
+
+/// The tool whose description the answer is, word for word (case, spaces and the
+/// closing stop aside), where no message of the person's holds it: the prompt's own
+/// text, written back for want of a reply of the model's own.
+fn description_copied(ctx: &AnswerContext<'_>) -> Option<String> {
+    let words = |s: &str| -> String {
+        let s = s.trim().trim_end_matches(['.', '!', '。']).to_lowercase();
+        s.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let answer = words(ctx.content);
+    ctx.specs
+        .iter()
+        .find(|spec| {
+            let described = words(&spec.description);
+            described.split(' ').count() >= 3
+                && answer == described
+                && !ctx.person.iter().any(|m| words(m).contains(&described))
+        })
+        .map(|spec| spec.name.clone())
 }
 
 /// The first argument whose value is the prompt's example, or its number with a fraction
@@ -645,5 +686,55 @@ mod tests {
             specs: &[],
         };
         assert_eq!(ExampleCopy.judge_answer(&theirs), None);
+    }
+
+    /// An answer that is a tool's description word for word is refused once, and the
+    /// answer asked for with the tools out of the prompt; one that says more, or that
+    /// the person gave, stands.
+    #[test]
+    fn an_answer_that_is_a_tools_description_is_refused_once() {
+        let clock = crate::tool_spec::ToolSpec::new(
+            "current_time",
+            "The current date and time, in UTC or at a UTC offset; only for questions about the date or time.",
+            json!({"type": "object", "properties": {"utc_offset": {"type": "string"}}}),
+        );
+        let specs = [clock];
+        let system = crate::turn::prompt::build_system_prompt(&specs, None);
+        let judge = |person: &[&str], answer: &str, system: &str| {
+            ExampleCopy.judge_answer(&AnswerContext {
+                content: answer,
+                said: &Evidence::of(person.iter().copied()),
+                earlier: &[],
+                system: Some(system),
+                person,
+                specs: &specs,
+            })
+        };
+        let thanks = ["Thanks, that's all I needed."];
+        let copy = "The current date and time, in UTC or at a UTC offset; only for questions \
+                    about the date or time.";
+        let refusal = judge(&thanks, copy, &system).unwrap();
+        assert!(
+            refusal.why.starts_with("it is current_time's description"),
+            "{}",
+            refusal.why
+        );
+        assert!(refusal.told.is_none());
+        let without = refusal.prompt.unwrap();
+        assert!(
+            !without.contains("current_time") && !without.contains("Tools:"),
+            "{without}"
+        );
+        assert!(without.contains("final_answer"), "{without}");
+        // Once: the prompt without the tools holds no description to copy.
+        assert_eq!(judge(&thanks, copy, &without), None);
+        // Case, spaces and the closing stop aside.
+        assert!(judge(&thanks, &copy.to_uppercase().replace('.', ""), &system).is_some());
+        // More than the description is a reply that uses it.
+        let more = format!("I can tell you this: {copy}");
+        assert_eq!(judge(&["What can you do?"], &more, &system), None);
+        // The person's own words written back are theirs.
+        let pasted = [copy];
+        assert_eq!(judge(&pasted, copy, &system), None);
     }
 }

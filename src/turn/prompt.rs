@@ -257,6 +257,24 @@ pub(crate) fn without_example(system: &str) -> Option<String> {
     Some(kept.concat())
 }
 
+/// A system prompt with the tool list and the example call taken out, or `None` when it
+/// lists no tools (a person's own prompt, or one already without them). For an answer
+/// that wrote back a tool's description: Qwen2.5-Coder 0.5B answered "Thanks, that's all
+/// I needed." and thanks in three other languages with the demo clock's description,
+/// word for word, once the example was out of its prompt (`checks/example_copy.rs`).
+pub(crate) fn without_tools(system: &str) -> Option<String> {
+    let start = system.find("\nTools:\n")? + 1;
+    let end = system[start..]
+        .find("\n\n")
+        .map_or(system.len(), |i| start + i + 2);
+    let mut rest = format!("{}{}", &system[..start], &system[end..]);
+    rest = without_example(&rest).unwrap_or(rest);
+    while rest.contains("\n\n\n") {
+        rest = rest.replace("\n\n\n", "\n\n");
+    }
+    Some(rest)
+}
+
 /// A system prompt whose answer form shows no text to write back (`"content": ...`
 /// where it showed `"content": "<the answer for the user>"`), or `None` when it shows
 /// none (a person's own prompt, or one already without it). For a model that wrote the
@@ -474,6 +492,40 @@ mod tests {
         assert_eq!(
             signature(&t),
             "search(q: string, limit?: integer, tags?: string[], mode?: \"fast\" | \"full\")"
+        );
+    }
+
+    /// The prompt an answer is asked for with after it wrote back a tool's description:
+    /// no tool, no example, the answer's form kept; a prompt listing no tools has none.
+    #[test]
+    fn without_tools_keeps_the_answer_form_and_nothing_of_the_tools() {
+        let tools = vec![
+            ToolSpec::new(
+                "get_weather",
+                "Current weather for a city",
+                json!({"type": "object"}),
+            ),
+            ToolSpec::new("book_taxi", "Books a taxi", json!({"type": "object"})),
+        ];
+        let p = system_prompt(&tools, Some("Be brief."), Decide::default(), 8);
+        let without = without_tools(&p).unwrap();
+        for gone in [
+            "get_weather",
+            "book_taxi",
+            "Tools:",
+            "Example",
+            ONLY_AN_EXAMPLE,
+        ] {
+            assert!(!without.contains(gone), "{gone}: {without}");
+        }
+        for kept in ["final_answer", RESULTS_ARE_DATA, "Be brief."] {
+            assert!(without.contains(kept), "{kept}: {without}");
+        }
+        assert!(!without.contains("\n\n\n"), "{without}");
+        assert_eq!(without_tools(&without), None);
+        assert_eq!(
+            without_tools(&system_prompt(&[], None, Decide::default(), 1)),
+            None
         );
     }
 
