@@ -1453,7 +1453,8 @@ fn a_call_that_copies_the_prompts_example_is_asked_again_without_it() {
 
 /// "Thanks" answered with the prompt's example and then with a tool's description, as
 /// Qwen2.5-Coder 0.5B did in four languages: each answer is refused once, the second
-/// with the tools out of the prompt, and the model's own reply is the answer.
+/// with the tools out of the prompt, neither is shown, and the model's own reply is the
+/// answer.
 #[test]
 fn an_answer_that_writes_back_a_tools_description_is_asked_for_without_the_tools() {
     let s = server();
@@ -1466,9 +1467,21 @@ fn an_answer_that_writes_back_a_tools_description_is_asked_for_without_the_tools
         answer("You're welcome!"),
     ]);
     let seen = model.seen();
-    let mut o = builder(model, &s).build().unwrap();
+    let (log, observer) = events();
+    let mut o = builder(model, &s).observer(observer).build().unwrap();
     let out = o.run("Thanks, that's all I needed.").unwrap();
     assert_eq!(out.answer(), Some("You're welcome!"));
+    // Neither copy was shown while it streamed, so nothing was withdrawn.
+    let log = log.lock().unwrap();
+    let shown: String = log
+        .iter()
+        .filter_map(|e| match e {
+            Event::AnswerText { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shown, "You're welcome!");
+    assert!(!log.iter().any(|e| matches!(e, Event::AnswerRetracted { .. })));
     let refused: Vec<_> = out.checks.iter().filter_map(|e| e.check_line()).collect();
     assert_eq!(refused.len(), 2, "{refused:?}");
     assert!(

@@ -68,7 +68,8 @@ use super::{
     TurnContext, support,
 };
 use crate::turn::prompt::{
-    EXAMPLE_VALUE, example_in, example_numbers, without_example, without_tools,
+    EXAMPLE_VALUE, as_words, example_in, example_numbers, is_description, without_example,
+    without_tools,
 };
 
 /// The check's declaration.
@@ -209,18 +210,15 @@ impl Check for ExampleCopy {
 /// closing stop aside), where no message of the person's holds it: the prompt's own
 /// text, written back for want of a reply of the model's own.
 fn description_copied(ctx: &AnswerContext<'_>) -> Option<String> {
-    let words = |s: &str| -> String {
-        let s = s.trim().trim_end_matches(['.', '!', '。']).to_lowercase();
-        s.split_whitespace().collect::<Vec<_>>().join(" ")
-    };
-    let answer = words(ctx.content);
     ctx.specs
         .iter()
         .find(|spec| {
-            let described = words(&spec.description);
-            described.split(' ').count() >= 3
-                && answer == described
-                && !ctx.person.iter().any(|m| words(m).contains(&described))
+            let described = spec.description.trim().trim_end_matches(['.', '!', '。']);
+            is_description(ctx.content, described)
+                && !ctx
+                    .person
+                    .iter()
+                    .any(|m| as_words(m).contains(&as_words(described)))
         })
         .map(|spec| spec.name.clone())
 }

@@ -304,7 +304,8 @@ impl Orchestrator {
         };
         let observers = &mut self.observers;
         let mut answer = match self.checks.judges_answers() {
-            true => AnswerStream::holding_example(),
+            true => AnswerStream::holding_example()
+                .holding_descriptions(self.specs.iter().map(|s| s.description.as_str())),
             false => AnswerStream::default(),
         };
         let mut written = CallStream::default();

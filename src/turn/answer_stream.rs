@@ -14,11 +14,12 @@
 //! caller compares what was shown with the answer that results
 //! (`crate::run::orchestrator`). Text that could still be the prompt's placeholder for
 //! an answer, which the schema refuses, is held until it is not; so, where `example-copy`
-//! is on ([`AnswerStream::holding_example`]), is text that could be turning into the
-//! prompt's example expression, which that check refuses as an answer.
+//! is on ([`AnswerStream::holding_example`], [`AnswerStream::holding_descriptions`]), is
+//! text that could be turning into the prompt's example expression or a tool's
+//! description, which that check refuses as an answer.
 
 use crate::turn::placeholder::may_be_placeholder;
-use crate::turn::prompt::{example_in, example_may_begin};
+use crate::turn::prompt::{as_words, example_in, example_may_begin, is_description};
 #[cfg(doc)]
 use crate::turn::reply::ANSWER_PLACEHOLDER;
 
@@ -85,6 +86,14 @@ pub struct AnswerStream {
     /// Answer text held while it could be turning into the prompt's example expression
     /// ([`AnswerStream::holding_example`]); `None` when such text is not held.
     example: Option<String>,
+    /// The tools' descriptions, as words ([`as_words`]), an answer is held against
+    /// ([`AnswerStream::holding_descriptions`]).
+    descriptions: Vec<String>,
+    /// The answer's text so far while all of it could still be one of `descriptions`;
+    /// `None` once it cannot, or when none is held against.
+    describing: Option<String>,
+    /// Answer text held while `describing`.
+    described: String,
     /// Bytes of the reply read so far.
     read: usize,
     /// Where the answer's content string closed: the byte just after its quote.
@@ -107,6 +116,9 @@ impl Default for AnswerStream {
             shown: 0,
             doubted: Some(String::new()),
             example: None,
+            descriptions: Vec::new(),
+            describing: None,
+            described: String::new(),
             read: 0,
             ended: None,
         }
@@ -140,6 +152,36 @@ impl AnswerStream {
         }
     }
 
+    /// Also holds answer text while all of it could still be one of `descriptions` (the
+    /// tools'), and once it is one whole: `example-copy` refuses an answer that is a
+    /// tool's description word for word, so it is better never shown.
+    ///
+    /// ```
+    /// use toolloop::turn::answer_stream::AnswerStream;
+    ///
+    /// let clock = ["The current date and time, in UTC."];
+    /// let feed = |pieces: &[&str]| {
+    ///     let mut s = AnswerStream::default().holding_descriptions(clock);
+    ///     pieces.iter().map(|p| s.feed(p)).collect::<String>()
+    /// };
+    /// let begin = r#"{"kind": "final_answer", "content": "The current "#;
+    /// assert_eq!(feed(&[begin, r#"date and time, in UTC"}"#]), "");
+    /// assert_eq!(feed(&[begin]), "");
+    /// assert_eq!(feed(&[begin, "temperature"]), "The current temperature");
+    /// ```
+    pub fn holding_descriptions<'a>(
+        mut self,
+        descriptions: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        self.descriptions = descriptions
+            .into_iter()
+            .map(as_words)
+            .filter(|d| d.split(' ').count() >= 3)
+            .collect();
+        self.describing = (!self.descriptions.is_empty()).then(String::new);
+        self
+    }
+
     /// Takes the next piece of the reply; the answer text it completes (often empty).
     pub fn feed(&mut self, piece: &str) -> String {
         let mut out = String::new();
@@ -150,6 +192,10 @@ impl AnswerStream {
         if self.is_answer == Some(true) && !self.held.is_empty() {
             out.insert_str(0, &std::mem::take(&mut self.held));
         }
+        let describing = self.describing.as_mut().map(|so_far| {
+            so_far.push_str(&out);
+            so_far.clone()
+        });
         if let Some(doubted) = &mut self.doubted {
             doubted.push_str(&std::mem::take(&mut out));
             if !may_be_placeholder(doubted) {
@@ -160,6 +206,19 @@ impl AnswerStream {
             pending.push_str(&std::mem::take(&mut out));
             // Once the content has closed, what was held cannot grow into the example.
             out = release(pending, self.ended.is_some());
+        }
+        if let Some(so_far) = describing {
+            self.described.push_str(&std::mem::take(&mut out));
+            let words = as_words(&so_far);
+            let closed = self.ended.is_some();
+            let may_be = self.descriptions.iter().any(|d| match closed {
+                true => is_description(&so_far, d),
+                false => d.starts_with(&words),
+            });
+            if !may_be {
+                self.describing = None;
+                out = std::mem::take(&mut self.described);
+            }
         }
         self.shown += out.len();
         out
@@ -427,6 +486,41 @@ mod tests {
         }
         // A stream that does not hold it shows it as written.
         assert_eq!(all(&[copy]), "Tampereessa on 12.5 × 4 = 50");
+    }
+
+    /// An answer that is a tool's description word for word is never shown, however the
+    /// reply is cut; one that only begins like it is shown whole, and one that stops
+    /// part-way is shown once its content closes.
+    #[test]
+    fn a_tools_description_is_held_while_the_answer_could_be_it() {
+        let clock = "The current date and time, in UTC or at a UTC offset.";
+        let shown = |reply: &str| -> Vec<String> {
+            let chars: Vec<(usize, char)> = reply.char_indices().collect();
+            let mut cuts = Vec::new();
+            for (i, _) in chars {
+                let mut s =
+                    AnswerStream::holding_example().holding_descriptions([clock, "Short one."]);
+                cuts.push(s.feed(&reply[..i]) + &s.feed(&reply[i..]));
+            }
+            cuts.dedup();
+            cuts
+        };
+        for copy in [
+            clock,
+            "the current date and time,  in UTC or at a UTC offset",
+        ] {
+            let reply = format!(r#"{{"kind": "final_answer", "content": "{copy}"}}"#);
+            assert_eq!(shown(&reply), [""], "{copy}");
+        }
+        for answer in [
+            "The current temperature in Paris is 11°C.",
+            "The current date and time, in UTC",
+            "The current date and time, in UTC or at a UTC offset. It is 14:00.",
+            "Short one.",
+        ] {
+            let reply = format!(r#"{{"kind": "final_answer", "content": "{answer}"}}"#);
+            assert_eq!(shown(&reply), [answer], "{answer}");
+        }
     }
 
     #[test]

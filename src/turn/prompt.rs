@@ -275,6 +275,24 @@ pub(crate) fn without_tools(system: &str) -> Option<String> {
     Some(rest)
 }
 
+/// `text` as words for comparing an answer with a tool's description: lower case, one
+/// space between words.
+pub(crate) fn as_words(text: &str) -> String {
+    text.to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether `answer` is `description` word for word (case, spaces and the closing stop
+/// aside), a description of three words or more: what `example-copy` refuses as an
+/// answer, and what the answer stream holds back while an answer could still become it.
+pub(crate) fn is_description(answer: &str, description: &str) -> bool {
+    let bare = |s: &str| as_words(s.trim().trim_end_matches(['.', '!', '。']));
+    let described = bare(description);
+    described.split(' ').count() >= 3 && bare(answer) == described
+}
+
 /// A system prompt whose answer form shows no text to write back (`"content": ...`
 /// where it showed `"content": "<the answer for the user>"`), or `None` when it shows
 /// none (a person's own prompt, or one already without it). For a model that wrote the
