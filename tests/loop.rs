@@ -1481,7 +1481,10 @@ fn an_answer_that_writes_back_a_tools_description_is_asked_for_without_the_tools
         })
         .collect();
     assert_eq!(shown, "You're welcome!");
-    assert!(!log.iter().any(|e| matches!(e, Event::AnswerRetracted { .. })));
+    assert!(
+        !log.iter()
+            .any(|e| matches!(e, Event::AnswerRetracted { .. }))
+    );
     let refused: Vec<_> = out.checks.iter().filter_map(|e| e.check_line()).collect();
     assert_eq!(refused.len(), 2, "{refused:?}");
     assert!(

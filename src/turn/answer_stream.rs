@@ -424,6 +424,18 @@ mod tests {
         assert_eq!(all(&refs), want);
     }
 
+    /// What a stream `make` gives shows of `reply` cut in two at each character, each
+    /// different text once.
+    fn held_at_every_cut(make: impl Fn() -> AnswerStream, reply: &str) -> Vec<String> {
+        let mut cuts = Vec::new();
+        for (i, _) in reply.char_indices() {
+            let mut s = make();
+            cuts.push(s.feed(&reply[..i]) + &s.feed(&reply[i..]));
+        }
+        cuts.dedup();
+        cuts
+    }
+
     #[test]
     fn escapes_and_multibyte_characters_split_anywhere() {
         every_cut(
@@ -460,16 +472,7 @@ mod tests {
 
     #[test]
     fn the_prompts_example_is_held_from_where_it_could_begin() {
-        let shown = |reply: &str| -> Vec<String> {
-            let chars: Vec<(usize, char)> = reply.char_indices().collect();
-            let mut cuts = Vec::new();
-            for (i, _) in chars {
-                let mut s = AnswerStream::holding_example();
-                cuts.push(s.feed(&reply[..i]) + &s.feed(&reply[i..]));
-            }
-            cuts.dedup();
-            cuts
-        };
+        let shown = |reply: &str| held_at_every_cut(AnswerStream::holding_example, reply);
         // However the reply is cut, nothing from the example on is shown.
         let copy = r#"{"kind": "final_answer", "content": "Tampereessa on 12.5 × 4 = 50"}"#;
         assert_eq!(shown(copy), ["Tampereessa on "]);
@@ -494,17 +497,8 @@ mod tests {
     #[test]
     fn a_tools_description_is_held_while_the_answer_could_be_it() {
         let clock = "The current date and time, in UTC or at a UTC offset.";
-        let shown = |reply: &str| -> Vec<String> {
-            let chars: Vec<(usize, char)> = reply.char_indices().collect();
-            let mut cuts = Vec::new();
-            for (i, _) in chars {
-                let mut s =
-                    AnswerStream::holding_example().holding_descriptions([clock, "Short one."]);
-                cuts.push(s.feed(&reply[..i]) + &s.feed(&reply[i..]));
-            }
-            cuts.dedup();
-            cuts
-        };
+        let stream = || AnswerStream::holding_example().holding_descriptions([clock, "Short one."]);
+        let shown = |reply: &str| held_at_every_cut(stream, reply);
         for copy in [
             clock,
             "the current date and time,  in UTC or at a UTC offset",
