@@ -247,21 +247,6 @@ impl Engine {
 }
 
 impl Engine {
-    /// The thresholds the run's calls are decided by from now on: the calibration found
-    /// for the model file once the server named it, before the first turn.
-    pub(crate) fn use_thresholds(&mut self, thresholds: Option<crate::Thresholds>) {
-        self.config.thresholds = thresholds;
-    }
-
-    /// The checks the run turns on from now on: each one's default for the model file
-    /// the server named at the preflight, before the first turn.
-    pub(crate) fn use_checks(&mut self, levels: &crate::CheckLevels) {
-        if *levels != self.config.checks {
-            self.config.checks = levels.clone();
-            self.checks = Checks::new(levels);
-        }
-    }
-
     /// A run over `history` (which holds the system prompt and any earlier turns) for
     /// `query`, with the tools in `specs`.
     #[cfg(test)]

@@ -125,7 +125,11 @@ impl Orchestrator {
     /// its calibration, found by the same file, was Qwen's.
     /// Said once, after the preflight: before it, a llama-server's file is not known.
     fn follow_served_file(&mut self) {
-        self.config.checks = served_levels(&self.config.checks, self.backend.as_ref());
+        let levels = served_levels(&self.config.checks, self.backend.as_ref());
+        if levels != self.config.checks {
+            self.checks = Checks::new(&levels);
+            self.config.checks = levels;
+        }
         if self.preflight_done && !self.family_said {
             self.family_said = true;
             if let Some((family, off)) = self.config.checks.off_for_family() {
@@ -188,6 +192,26 @@ impl Orchestrator {
         deadline: Deadline,
     ) -> Result<Outcome, OrchestratorError> {
         let started = Instant::now();
+        self.checked.clear();
+        self.approved.clear();
+        self.always.clear();
+        self.emit(&Event::RunStarted {
+            query: query.to_string(),
+            model: self.backend.describe(),
+            tools: self.catalogue.names(),
+        });
+        // A blocked request is judged before the server is asked anything; any other
+        // waits for the preflight, whose answer names the model file the run's
+        // calibration and check defaults are read for, so the engine starts with them.
+        let verdict = self.guardrails.check_input(query);
+        if !self.preflight_done && !matches!(verdict, Verdict::Block(_)) {
+            self.backend
+                .preflight(deadline)
+                .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
+            self.preflight_done = true;
+        }
+        self.find_shipped();
+        self.follow_served_file();
         let mut history = Vec::with_capacity(earlier.len() + 8);
         history.push(Message::system(self.prompt.clone()));
         history.extend_from_slice(earlier);
@@ -203,36 +227,17 @@ impl Orchestrator {
         }
         // What replaying recorded (the calls, their results) was the caller's, not news.
         engine.drain_events();
-        self.checked.clear();
-        self.approved.clear();
-        self.always.clear();
-        self.emit(&Event::RunStarted {
-            query: query.to_string(),
-            model: self.backend.describe(),
-            tools: self.catalogue.names(),
-        });
         if let Some((language, detected)) = engine.answer_language() {
             self.emit(&Event::AnswerLanguage {
                 language: language.clone(),
                 detected: *detected,
             });
         }
-        match self.guardrails.check_input(query) {
+        match verdict {
             Verdict::Pass => {}
             Verdict::Warn(w) => self.emit(&Event::Warning { message: w }),
             Verdict::Block(reason) => engine.block(reason),
         }
-        if !self.preflight_done && engine.ending().is_none() {
-            self.backend
-                .preflight(deadline)
-                .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
-            self.preflight_done = true;
-        }
-        if self.find_shipped() {
-            engine.use_thresholds(self.config.thresholds.clone());
-        }
-        self.follow_served_file();
-        engine.use_checks(&self.config.checks);
         let mut run = Run {
             deadline,
             started,
