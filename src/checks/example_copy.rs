@@ -171,11 +171,12 @@ impl Check for ExampleCopy {
     }
 
     fn judge_answer(&self, ctx: &AnswerContext<'_>) -> Option<Refusal> {
-        if let Some(tool) = description_copied(ctx) {
-            // The answer is asked for again without the tool list, so at most once a run:
-            // an answer needs no tools, and with the list in the prompt the model had
-            // nothing else of its own to write back.
-            let prompt = without_tools(ctx.system?)?;
+        // The answer is asked for again without the tool list, so at most once a run: an
+        // answer needs no tools, and with the list in the prompt the model had nothing
+        // else of its own to write back.
+        if let Some(tool) = description_copied(ctx)
+            && let Some(prompt) = ctx.system.and_then(without_tools)
+        {
             return Some(Refusal {
                 why: format!(
                     "it is {tool}'s description, not a reply to the person (the tools are out \
