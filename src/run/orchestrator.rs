@@ -204,14 +204,9 @@ impl Orchestrator {
         // waits for the preflight, whose answer names the model file the run's
         // calibration and check defaults are read for, so the engine starts with them.
         let verdict = self.guardrails.check_input(query);
-        if !self.preflight_done && !matches!(verdict, Verdict::Block(_)) {
-            self.backend
-                .preflight(deadline)
-                .map_err(|e| OrchestratorError::backend(e, Vec::new()))?;
-            self.preflight_done = true;
+        if !matches!(verdict, Verdict::Block(_)) {
+            self.preflight(deadline)?;
         }
-        self.find_shipped();
-        self.follow_served_file();
         let mut history = Vec::with_capacity(earlier.len() + 8);
         history.push(Message::system(self.prompt.clone()));
         history.extend_from_slice(earlier);
