@@ -215,11 +215,11 @@ fn description_copied(ctx: &AnswerContext<'_>) -> Option<String> {
         .iter()
         .find(|spec| {
             let described = spec.description.trim().trim_end_matches(['.', '!', '。']);
-            is_description(ctx.content, described)
-                && !ctx
-                    .person
-                    .iter()
-                    .any(|m| as_words(m).contains(&as_words(described)))
+            if !is_description(ctx.content, described) {
+                return false;
+            }
+            let described = as_words(described);
+            !ctx.person.iter().any(|m| as_words(m).contains(&described))
         })
         .map(|spec| spec.name.clone())
 }

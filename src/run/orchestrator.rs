@@ -122,8 +122,9 @@ impl Orchestrator {
     /// Each check's default from now on is the one for the family of the model file the
     /// server says it runs, where it names one: a Qwen that llama-server served while
     /// toolloop asked for its default name, `gemma3:4b`, ran with Gemma's defaults while
-    /// its calibration, found by the same file, was Qwen's.
-    /// Said once, after the preflight: before it, a llama-server's file is not known.
+    /// its calibration, found by the same file, was Qwen's. The defaults that differ are
+    /// said once ([`Event::FamilyDefaults`]), after the preflight: before it, a
+    /// llama-server's file is not known.
     fn follow_served_file(&mut self) {
         let levels = served_levels(&self.config.checks, self.backend.as_ref());
         if levels != self.config.checks {
