@@ -418,6 +418,19 @@ fn other_model(asked: &str, models: &[u8]) -> Option<String> {
     ))
 }
 
+/// Whether `line` is said for the first time in this process. Calibration, eval and the
+/// web page each run a preflight per case or question, against the same server under the
+/// same name: a person saw the same warning once per case.
+fn first_time(line: &str) -> bool {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if said.iter().any(|s| s == line) {
+        return false;
+    }
+    said.push(line.to_string());
+    true
+}
+
 fn stream_error(v: &Value) -> Option<String> {
     let e = v.get("error")?;
     Some(
@@ -479,7 +492,9 @@ impl Backend for OpenAi {
                 if resp.status().as_u16() == 200 {
                     let (body, _) = http::read_capped(resp.into_body().into_reader(), 256 << 10)
                         .unwrap_or_default();
-                    if let Some(line) = other_model(&self.model, &body) {
+                    if let Some(line) = other_model(&self.model, &body)
+                        && first_time(&format!("{} {line}", self.base))
+                    {
                         log::warn!("{line}");
                     }
                 }
@@ -722,7 +737,20 @@ impl OpenAi {
 
 #[cfg(test)]
 mod tests {
-    use super::other_model;
+    use super::{first_time, other_model};
+
+    #[test]
+    fn a_warning_is_said_once_a_process() {
+        assert!(first_time(
+            "http://127.0.0.1:1/v1 the server lists 'a', not 'b'"
+        ));
+        assert!(!first_time(
+            "http://127.0.0.1:1/v1 the server lists 'a', not 'b'"
+        ));
+        assert!(first_time(
+            "http://127.0.0.1:2/v1 the server lists 'a', not 'b'"
+        ));
+    }
 
     #[test]
     fn a_model_name_the_server_does_not_list_is_said_with_the_one_it_does() {
