@@ -1329,6 +1329,55 @@ mod calibrate {
         );
     }
 
+    /// With `--jobs 2` the estimate times two cases' turns sent at once, as the run sends
+    /// them (the slots share the server's cores: one turn's time halved said "about 6 min"
+    /// for 8.6), and each probe begins with a line of its own, so that a server keeping the
+    /// last prompt it saw does not answer it from its cache (a second calibration said
+    /// "about 4 min" for 12).
+    #[test]
+    fn the_time_estimate_times_the_jobs_at_once_on_prompts_no_server_has_kept() {
+        let fake = common::fake_ollama(&[r#"{"kind":"final_answer","thought":"","content":"hi"}"#]);
+        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/languages");
+        let out = toolloop(
+            &[
+                "calibrate",
+                data,
+                "--jobs",
+                "2",
+                "--ollama-host",
+                &fake.url,
+                "--no-save",
+            ],
+            b"",
+        );
+        let err = text(&out.stderr);
+        assert!(err.contains(" min at 2 at a time"), "{err}");
+        let requests = fake.requests.lock().unwrap().clone();
+        let chats: Vec<&String> = requests
+            .iter()
+            .filter(|r| r.starts_with("POST /api/chat"))
+            .collect();
+        let probes: Vec<&&String> = chats.iter().filter(|r| r.contains("Probe ")).collect();
+        assert_eq!(
+            probes.len(),
+            3,
+            "two turns at once and a question aside: {chats:?}"
+        );
+        let questions: std::collections::BTreeSet<String> = probes[..2]
+            .iter()
+            .map(|r| {
+                let body: serde_json::Value =
+                    serde_json::from_str(&r[r.find("\r\n\r\n").unwrap() + 4..]).unwrap();
+                body["messages"][1]["content"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(questions.len(), 2, "two cases' turns: {questions:?}");
+        assert!(
+            chats.iter().skip(3).all(|r| !r.contains("Probe ")),
+            "the cases' own turns carry no probe line"
+        );
+    }
+
     #[test]
     fn a_broken_calibration_file_says_what_to_do() {
         let file =
