@@ -1331,9 +1331,9 @@ mod calibrate {
 
     /// With `--jobs 2` the estimate times two cases' turns sent at once, as the run sends
     /// them (the slots share the server's cores: one turn's time halved said "about 6 min"
-    /// for 8.6), and each probe begins with a line of its own, so that a server keeping the
-    /// last prompt it saw does not answer it from its cache (a second calibration said
-    /// "about 4 min" for 12).
+    /// for 8.6), after an untimed request that has the model loaded, and each probe begins
+    /// with a line of its own, so that a server keeping the last prompt it saw does not
+    /// answer it from its cache (a second calibration said "about 4 min" for 12).
     #[test]
     fn the_time_estimate_times_the_jobs_at_once_on_prompts_no_server_has_kept() {
         let fake = common::fake_ollama(&[r#"{"kind":"final_answer","thought":"","content":"hi"}"#]);
@@ -1357,23 +1357,24 @@ mod calibrate {
             .iter()
             .filter(|r| r.starts_with("POST /api/chat"))
             .collect();
-        let probes: Vec<&&String> = chats.iter().filter(|r| r.contains("Probe ")).collect();
-        assert_eq!(
-            probes.len(),
-            3,
-            "two turns at once and a question aside: {chats:?}"
-        );
-        let questions: std::collections::BTreeSet<String> = probes[..2]
+        let body = |r: &str| -> serde_json::Value {
+            serde_json::from_str(&r[r.find("\r\n\r\n").unwrap() + 4..]).unwrap()
+        };
+        let probes: Vec<serde_json::Value> = chats
             .iter()
-            .map(|r| {
-                let body: serde_json::Value =
-                    serde_json::from_str(&r[r.find("\r\n\r\n").unwrap() + 4..]).unwrap();
-                body["messages"][1]["content"].as_str().unwrap().to_string()
-            })
+            .filter(|r| r.contains("Probe "))
+            .map(|r| body(r))
+            .collect();
+        // One untimed to have the model loaded, two turns at once, a question aside.
+        assert_eq!(probes.len(), 4, "{chats:?}");
+        let questions: std::collections::BTreeSet<&str> = probes
+            .iter()
+            .filter(|b| b["messages"][0]["role"] == "system")
+            .map(|b| b["messages"][1]["content"].as_str().unwrap())
             .collect();
         assert_eq!(questions.len(), 2, "two cases' turns: {questions:?}");
         assert!(
-            chats.iter().skip(3).all(|r| !r.contains("Probe ")),
+            chats.iter().skip(4).all(|r| !r.contains("Probe ")),
             "the cases' own turns carry no probe line"
         );
     }

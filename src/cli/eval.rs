@@ -268,14 +268,12 @@ fn run_cases(
     Ok(results)
 }
 
-/// `calibrate`: the decision's thresholds measured for the model and server the flags
-/// name, written to the calibration file unless `no_save`; with `dry_run`, only what would
-/// be done.
 /// How long calibrating `cases` will take on this server, said before it starts. Two
 /// requests are timed here: one like a case's turn (the system prompt with the first
 /// case's tools, its question, a short reply) and one like a question aside (a line and
-/// a word back). A calibration makes about one turn a case and one question aside a case
-/// and a tool, and a quarter more to measure how much the answers move. With `jobs` at
+/// a word back), after one untimed request that has the server load the model. A
+/// calibration makes about one turn a case and one question aside a case and a tool, and
+/// a quarter more to measure how much the answers move. With `jobs` at
 /// once, the turns of the first `jobs` cases are sent at once and their time shared among
 /// them: the server's slots share its cores, and one turn's time divided by `jobs` said
 /// "about 6 min" for a run that took 8.6 (two at a time on two cores). `None` when the
@@ -315,6 +313,11 @@ fn time_estimate(config: &crate::Config, cases: &[eval::Case], jobs: usize) -> O
         ]
     };
     let mut backend = config.backend().ok()?;
+    // A server's first request after it started (or after Ollama unloaded the model)
+    // includes loading it: timed, a llama-server started a moment before was read at
+    // 5.9 s a turn and said "about 13 min" for a run of 8.5. One short request first,
+    // untimed.
+    timed(backend.as_mut(), &[crate::Message::user(nonce.clone())], 1)?;
     let at_once = jobs.clamp(1, cases.len());
     let turn = match at_once {
         1 => timed(backend.as_mut(), &turn_of(first), 40)?,
@@ -365,6 +368,9 @@ fn time_estimate(config: &crate::Config, cases: &[eval::Case], jobs: usize) -> O
     ))
 }
 
+/// `calibrate`: the decision's thresholds measured for the model and server the flags
+/// name, written to the calibration file unless `no_save`; with `dry_run`, only what would
+/// be done.
 pub(super) fn run_calibrate(
     data: Option<&std::path::Path>,
     model: &ModelArgs,
