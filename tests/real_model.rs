@@ -471,13 +471,17 @@ fn a_later_ask_reads_the_tools_leaning_the_first_kept() {
     std::fs::create_dir_all(&dir).unwrap();
     let kept = dir.join("leanings.json");
     // Questions a tool does not fit, put in words no tool's text shares: the model's call
-    // (nearly always made) is put to the fit question.
-    let questions = [
-        "What is the capital of France?",
-        "Wer hat Faust geschrieben?",
-    ];
+    // is put to the fit question. On emptied slots Qwen calls `calculator` ("10") and
+    // `get_weather` for these; for "What is the capital of France?" and "Wer hat Faust
+    // geschrieben?" it wrote the clock's own example, which no fit question is asked about.
+    let questions = ["How many legs does a spider have?", "Tell me a joke."];
     // For each question: its fit decisions, and the requests that were no model turn.
     let ask = |q: &str, pass: &str| -> (Vec<(String, f64)>, u64) {
+        // As on a server just started: the model's first reply, and with it whether a
+        // fit question is asked, does not move with what the tests before left in the
+        // slots (a full run once got `current_time(utc_offset: "+09:00")` for both, which
+        // `example-copy` declines before any fit question).
+        empty_slots();
         // A transcript is appended to: one of its own for each run.
         let transcript = dir.join(format!("{pass}-{}.jsonl", q.len()));
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolloop"))
@@ -1185,8 +1189,8 @@ fn every_language_keeps_its_right_calls_and_decides_near_english() {
 /// a margin for how much the fit answer moved: the calibration these tests read says how
 /// much, and its bar sits that far below the right calls it kept (`BENCHMARKS.md`, "A
 /// margin for the fit's own noise"). Four at once it measured 0.007–0.012, two at once
-/// 0.011; one at a time a few thousandths at most, since the question is evaluated whole
-/// (`BENCHMARKS.md`, "The fit answer without the cache"). The bar also stays under the floor of its right calls
+/// 0.011–0.015; one at a time a few thousandths at most, since the question is evaluated
+/// whole (`BENCHMARKS.md`, "The fit answer without the cache"). The bar also stays under the floor of its right calls
 /// (`BENCHMARKS.md`, "A floor for right calls of other sets").
 #[test]
 #[ignore = "needs a llama-server and its calibration: see the module docs"]
@@ -1204,15 +1208,14 @@ fn calibration_measured_how_much_the_fit_answer_moves() {
     let noise = entry["measured"]["fit_noise"]
         .as_f64()
         .expect("the spread was measured: enough calls were asked twice");
-    // llama-server evaluates a fit question whole (`cache_prompt: false`): asked twice one
-    // at a time, it answers the same or nearly (0.0006 and 0.003 in two CI runs,
-    // 2026-11-28). `scripts/test-all.sh` calibrates two at a time, where what shares a
-    // batch moves the arithmetic a little: 0.011 on this machine. What a user depends on is that the fit answer moves
+    // `scripts/test-all.sh` calibrates one case at a time, and llama-server evaluates a
+    // fit question whole (`cache_prompt: false`): asked twice, it answers the same or
+    // nearly (0.0006 and 0.003 in two CI runs, 2026-11-28). What a user depends on is that the fit answer moves
     // far less than right calls stand above needless ones (0.515 against about 0.43 on
     // the tuning half), and that calibration keeps right calls by the spread it measured.
     assert!(
         (0.0..0.02).contains(&noise),
-        "one fit answer's spread {noise}, two at a time"
+        "one fit answer's spread {noise}, one at a time"
     );
     let fit_min = entry["thresholds"]["fit_min"].as_f64().unwrap();
     assert!(fit_min > 0.0 && fit_min < 1.0, "{entry}");
