@@ -45,9 +45,9 @@ trap 'kill "$pid" "$gemma_pid" 2>/dev/null || true' EXIT
 export TOOLLOOP_GEMMA_URL="http://127.0.0.1:$gemma_port/v1"
 cargo build --release -q
 # What a user does first: measure the decision's thresholds for this model and server (the
-# tests' backend is named "qwen"); the tests then read them as ask does. One at a time:
-# two at a time took 7.4-8.6 minutes against about 12, but what shares a batch moves the
-# fit answer (spread 0.011-0.015 against 0.003 and under, the test's bound 0.02).
+# tests' backend is named "qwen"); the tests then read them as ask does. One at a time
+# (8.7 minutes): two at a time took 7.4-8.6, and what shares a batch moves the fit answer
+# (spread 0.011-0.015 against 0.003 and under, the test's bound 0.02).
 TOOLLOOP_CALIBRATION="$(mktemp -d)/calibration.json"
 export TOOLLOOP_CALIBRATION
 setup=$SECONDS

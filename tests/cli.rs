@@ -1365,7 +1365,7 @@ mod calibrate {
             .filter(|r| r.contains("Probe "))
             .map(|r| body(r))
             .collect();
-        // One untimed to have the model loaded, two turns at once, a question aside.
+        // An untimed turn to have the model loaded, two turns at once, a question aside.
         assert_eq!(probes.len(), 4, "{chats:?}");
         let questions: std::collections::BTreeSet<&str> = probes
             .iter()

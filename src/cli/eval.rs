@@ -271,7 +271,7 @@ fn run_cases(
 /// How long calibrating `cases` will take on this server, said before it starts. Two
 /// requests are timed here: one like a case's turn (the system prompt with the first
 /// case's tools, its question, a short reply) and one like a question aside (a line and
-/// a word back), after one untimed request that has the server load the model. A
+/// a word back), after an untimed turn that has the server load the model. A
 /// calibration makes about one turn a case and one question aside a case and a tool, and
 /// a quarter more to measure how much the answers move. With `jobs` at
 /// once, the turns of the first `jobs` cases are sent at once and their time shared among
@@ -313,11 +313,15 @@ fn time_estimate(config: &crate::Config, cases: &[eval::Case], jobs: usize) -> O
         ]
     };
     let mut backend = config.backend().ok()?;
-    // A server's first request after it started (or after Ollama unloaded the model)
-    // includes loading it: timed, a llama-server started a moment before was read at
-    // 5.9 s a turn and said "about 13 min" for a run of 8.5. One short request first,
-    // untimed.
-    timed(backend.as_mut(), &[crate::Message::user(nonce.clone())], 1)?;
+    // A server's first requests after it started (or after Ollama unloaded the model)
+    // include loading it, and its first long prompt more besides: timed, a llama-server
+    // started a moment before was read at 5.9 s a turn and said "about 13 min" for a run
+    // of 8.5, and after one short request first, 9.0 s and "about 18 min" for 8.7. One
+    // turn first, untimed, on a prompt of its own.
+    let [system, question] = turn_of(first);
+    // It differs from the timed probes at its first token: they find nothing of it kept.
+    let warm = crate::Message::system(format!("Loading. {}", system.content));
+    timed(backend.as_mut(), &[warm, question], 8)?;
     let at_once = jobs.clamp(1, cases.len());
     let turn = match at_once {
         1 => timed(backend.as_mut(), &turn_of(first), 40)?,
