@@ -271,14 +271,13 @@ fn run_cases(
 /// How long calibrating `cases` will take on this server, said before it starts. Two
 /// requests are timed here: one like a case's turn (the system prompt with the first
 /// case's tools, its question, a short reply) and one like a question aside (a line and
-/// a word back), after an untimed turn that has the server load the model. A
-/// calibration makes about one turn a case and one question aside a case and a tool, and
-/// a quarter more to measure how much the answers move. With `jobs` at
-/// once, the turns of the first `jobs` cases are sent at once and their time shared among
-/// them: the server's slots share its cores, and one turn's time divided by `jobs` said
-/// "about 6 min" for a run that took 8.6 (two at a time on two cores). `None` when the
-/// server does not answer; the progress bar then says how long is left once a case has
-/// ended.
+/// a word back), after an untimed turn that has the server load the model. A calibration
+/// makes about one turn a case and one question aside a case and a tool, and a quarter
+/// more to measure how much the answers move. With `jobs` at once, the turns of the first
+/// `jobs` cases are sent at once and their time shared among them: the server's slots
+/// share its cores, and one turn's time divided by `jobs` said "about 6 min" for a run
+/// that took 8.6 (two at a time on two cores). `None` when the server does not answer;
+/// the progress bar then says how long is left once a case has ended.
 fn time_estimate(config: &crate::Config, cases: &[eval::Case], jobs: usize) -> Option<String> {
     let first = cases.first()?;
     let timed = |backend: &mut dyn crate::Backend, messages: &[crate::Message], num_predict| {
@@ -322,29 +321,25 @@ fn time_estimate(config: &crate::Config, cases: &[eval::Case], jobs: usize) -> O
     // It differs from the timed probes at its first token: they find nothing of it kept.
     let warm = crate::Message::system(format!("Loading. {}", system.content));
     timed(backend.as_mut(), &[warm, question], 8)?;
+    // The first `at_once` cases' turns, sent at once (one alone at `--jobs 1`).
     let at_once = jobs.clamp(1, cases.len());
-    let turn = match at_once {
-        1 => timed(backend.as_mut(), &turn_of(first), 40)?,
-        n => {
-            let started = std::time::Instant::now();
-            let all = std::thread::scope(|s| {
-                let sent: Vec<_> = cases[..n]
-                    .iter()
-                    .map(|case| {
-                        s.spawn(move || {
-                            let mut own = config.backend().ok()?;
-                            timed(own.as_mut(), &turn_of(case), 40)
-                        })
-                    })
-                    .collect();
-                sent.into_iter().all(|t| t.join().ok().flatten().is_some())
-            });
-            if !all {
-                return None;
-            }
-            started.elapsed().as_secs_f64() / n as f64
-        }
-    };
+    let started = std::time::Instant::now();
+    let all = std::thread::scope(|s| {
+        let sent: Vec<_> = cases[..at_once]
+            .iter()
+            .map(|case| {
+                s.spawn(move || {
+                    let mut own = config.backend().ok()?;
+                    timed(own.as_mut(), &turn_of(case), 40)
+                })
+            })
+            .collect();
+        sent.into_iter().all(|t| t.join().ok().flatten().is_some())
+    });
+    if !all {
+        return None;
+    }
+    let turn = started.elapsed().as_secs_f64() / at_once as f64;
     let aside = timed(
         backend.as_mut(),
         &[crate::Message::user(format!(
