@@ -43,7 +43,7 @@ gemma_port=$((port + 1))
 gemma_pid=$(scripts/real-model.sh serve gemma "$gemma_port" 2)
 trap 'kill "$pid" "$gemma_pid" 2>/dev/null || true' EXIT
 export TOOLLOOP_GEMMA_URL="http://127.0.0.1:$gemma_port/v1"
-# The dev build the tests use, not a release build (five minutes on two cores): toolloop's
+# A dev build, as the tests run, not a release build (five minutes on two cores): toolloop's
 # own time, unoptimised, was 0.46 s of 224 over 48 eval cases (0.08 s optimised).
 cargo build -q
 # What a user does first: measure the decision's thresholds for this model and server (the

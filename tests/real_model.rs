@@ -1190,8 +1190,8 @@ fn every_language_keeps_its_right_calls_and_decides_near_english() {
 /// much, and its bar sits that far below the right calls it kept (`BENCHMARKS.md`, "A
 /// margin for the fit's own noise"). Four at once it measured 0.007–0.012, two at once
 /// 0.011–0.015; one at a time a few thousandths at most, since the question is evaluated
-/// whole (`BENCHMARKS.md`, "The fit answer without the cache"). The bar also stays under the floor of its right calls
-/// (`BENCHMARKS.md`, "A floor for right calls of other sets").
+/// whole (`BENCHMARKS.md`, "The fit answer without the cache"). The bar also stays under
+/// the floor of its right calls (`BENCHMARKS.md`, "A floor for right calls of other sets").
 #[test]
 #[ignore = "needs a llama-server and its calibration: see the module docs"]
 fn calibration_measured_how_much_the_fit_answer_moves() {
@@ -1210,9 +1210,10 @@ fn calibration_measured_how_much_the_fit_answer_moves() {
         .expect("the spread was measured: enough calls were asked twice");
     // `scripts/test-all.sh` calibrates one case at a time, and llama-server evaluates a
     // fit question whole (`cache_prompt: false`): asked twice, it answers the same or
-    // nearly (0.0006 and 0.003 in two CI runs, 2026-11-28). What a user depends on is that the fit answer moves
-    // far less than right calls stand above needless ones (0.515 against about 0.43 on
-    // the tuning half), and that calibration keeps right calls by the spread it measured.
+    // nearly (0.0006 and 0.003 in two CI runs, 2026-11-28). What a user depends on is
+    // that the fit answer moves far less than right calls stand above needless ones
+    // (0.515 against about 0.43 on the tuning half), and that calibration keeps right
+    // calls by the spread it measured.
     assert!(
         (0.0..0.02).contains(&noise),
         "one fit answer's spread {noise}, one at a time"

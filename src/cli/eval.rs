@@ -291,7 +291,8 @@ fn time_estimate(config: &crate::Config, cases: &[eval::Case], jobs: usize) -> O
             schema: None,
             options: &options,
         };
-        let deadline = crate::Deadline::after(std::time::Duration::from_secs(120));
+        // A probe waits no longer than a case may (`--timeout`).
+        let deadline = crate::Deadline::after(config.timeout);
         let asked = std::time::Instant::now();
         let replied = backend.chat(&request, deadline, &mut crate::backend::keep_going);
         replied.ok().map(|_| asked.elapsed().as_secs_f64())
@@ -354,8 +355,8 @@ fn time_estimate(config: &crate::Config, cases: &[eval::Case], jobs: usize) -> O
         .collect();
     let (turns, asides) = (cases.len() as f64, (cases.len() + tools.len()) as f64);
     // The turns were timed at once, so their time is already shared. A question aside,
-    // a few tokens, was timed alone: it is shared among the jobs as before, a small part
-    // of the whole.
+    // a few tokens, was timed alone: divided among the jobs, it is optimistic, but a
+    // small part of the whole.
     let seconds = 1.25 * (turns * turn + asides * aside / at_once as f64);
     let minutes = (seconds / 60.0).ceil().max(1.0);
     Some(format!(
