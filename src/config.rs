@@ -137,6 +137,47 @@ pub struct Config {
     /// The language the answer is asked for in, after the tools' results (default: the
     /// question's own, where it is surely not English).
     pub answer_language: AnswerLanguage,
+    /// The date the model is told it is, in the system prompt where a tool takes a date
+    /// (default: the computer's own, read as each run starts).
+    pub today: Today,
+}
+
+/// The date the system prompt tells the model it is, where a tool takes a date
+/// ([`crate::turn::prompt::dated`]). A model knows no date of its own:
+/// asked about a flight "today" or a meeting "tomorrow", Qwen2.5-Coder 0.5B wrote
+/// `"2023-04-15"`, a day of its training data, into the call.
+///
+/// ```
+/// use chrono::NaiveDate;
+/// use toolloop::Today;
+///
+/// let day = NaiveDate::from_ymd_opt(2026, 12, 7).unwrap();
+/// assert_eq!(Today::On(day).date(), Some(day));
+/// assert_eq!(Today::Off.date(), None);
+/// assert!(Today::Clock.date().is_some());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Today {
+    /// The computer's local date as each run starts (default): a server left running
+    /// overnight tells the new day.
+    #[default]
+    Clock,
+    /// No date in the prompt.
+    Off,
+    /// This date, whatever the clock says: for tests and for measuring on data sets
+    /// written for a fixed day.
+    On(chrono::NaiveDate),
+}
+
+impl Today {
+    /// The date a run starting now tells the model, if any.
+    pub fn date(&self) -> Option<chrono::NaiveDate> {
+        match self {
+            Today::Clock => Some(chrono::Local::now().date_naive()),
+            Today::Off => None,
+            Today::On(day) => Some(*day),
+        }
+    }
 }
 
 /// The language the final answer is asked for in. Tool results and toolloop's own lines
@@ -231,6 +272,7 @@ impl Default for Config {
             early_calls: true,
             permissions: crate::Permissions::default(),
             answer_language: AnswerLanguage::Auto,
+            today: Today::Clock,
         }
     }
 }

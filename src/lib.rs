@@ -113,7 +113,7 @@ pub use backend::{Backend, BackendError, GenOptions, Message};
 pub use backend::{Ollama, OpenAi, Scripted};
 pub use calibration::{Calibration, CalibrationFile, Thresholds, leanings_path};
 pub use checks::{CheckAction, CheckInfo, CheckLevels};
-pub use config::{AnswerLanguage, BackendKind, Config};
+pub use config::{AnswerLanguage, BackendKind, Config, Today};
 pub use deadline::{Deadline, StopHandle};
 pub use run::approval::{Answer, ApprovalRequest, Approver, DecidedBy, Permissions, Unsaid};
 pub use run::budget::{Budget, Generated};

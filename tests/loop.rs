@@ -76,6 +76,56 @@ fn seed_scenario_one_iteration() {
     assert_eq!(out.history_delta()[0].content, "Say hello");
 }
 
+/// The first system prompt a run sends, with `tools` and the date set to `today`.
+fn first_system_prompt(tools: FnTools, today: toolloop::Today) -> (String, String) {
+    let model = Scripted::new([answer("Tuesday.")]);
+    let seen: SeenRequests = model.seen();
+    let mut o = Orchestrator::builder()
+        .backend(model)
+        .catalogue(Catalogue::load(vec![Box::new(tools)], Deadline::none()).unwrap())
+        .today(today)
+        .build()
+        .unwrap();
+    o.run("What day is it tomorrow?").unwrap();
+    let sent = seen.lock().unwrap()[0][0].clone();
+    assert_eq!(sent.role, Role::System);
+    (sent.content, o.system_prompt().to_string())
+}
+
+fn tool_with(param: &str, description: &str) -> FnTools {
+    let mut f = FnTools::new();
+    f.add(
+        ToolSpec::new(
+            "lookup",
+            "Looks something up",
+            json!({"type": "object", "properties": {param: {"type": "string", "description": description}}}),
+        )
+        .reading_only(),
+        |_| Ok(json!("found")),
+    );
+    f
+}
+
+/// A person says "tomorrow": a tool that takes a date can only get the day if the model
+/// is told today's. A catalogue with no such tool is sent its prompt as it was built.
+#[test]
+fn the_model_is_told_the_day_it_is_where_a_tool_takes_a_date() {
+    let day = toolloop::Today::On(chrono::NaiveDate::from_ymd_opt(2026, 12, 7).unwrap());
+    let line = "\nToday is Monday, 2026-12-07; tomorrow is Tuesday, 2026-12-08.\n";
+    for tool in [
+        tool_with("date", "The day."),
+        tool_with("when", "The day, as YYYY-MM-DD."),
+    ] {
+        let (sent, built) = first_system_prompt(tool, day);
+        assert_eq!(sent, format!("{built}{line}"));
+    }
+    let (sent, built) = first_system_prompt(tool_with("date", "The day."), toolloop::Today::Off);
+    assert_eq!(sent, built);
+    let (sent, built) = first_system_prompt(tool_with("city", "The city."), day);
+    assert_eq!(sent, built);
+    assert!(!sent.contains("Today is"));
+}
+
 #[test]
 fn tool_call_over_http_then_answer_from_the_result() {
     let s = server();

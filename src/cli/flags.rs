@@ -288,6 +288,10 @@ pub struct ModelArgs {
     /// language named in English (German).
     #[arg(long, value_name = "auto|off|LANGUAGE", default_value = "auto", value_parser = parse_answer_language)]
     pub answer_language: crate::AnswerLanguage,
+    /// The date the model is told it is where a tool takes a date: auto (this
+    /// computer's, as each run starts), off (none), or a day as YYYY-MM-DD.
+    #[arg(long, value_name = "auto|off|YYYY-MM-DD", default_value = "auto", value_parser = parse_today)]
+    pub today: crate::Today,
     /// Turn a check on or off: NAME=on|off, NAME being one that `toolloop checks` lists,
     /// or `all`. Repeatable; later ones win.
     #[arg(long = "check", value_name = "NAME=on|off", value_parser = parse_check)]
@@ -310,6 +314,17 @@ pub struct ModelArgs {
     /// whole turn, as tools that change things always do.
     #[arg(long)]
     pub no_early_calls: bool,
+}
+
+/// `--today`: `auto`, `off` or a date.
+fn parse_today(s: &str) -> Result<crate::Today, String> {
+    match s {
+        "auto" => Ok(crate::Today::Clock),
+        "off" => Ok(crate::Today::Off),
+        day => chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d")
+            .map(crate::Today::On)
+            .map_err(|_| "auto, off, or a day as YYYY-MM-DD (2026-12-07)".into()),
+    }
 }
 
 /// `--answer-language`: a name of letters, so that the line naming it is told apart from

@@ -174,6 +174,7 @@ fn config(model: &ModelArgs, tools: &ToolArgs, no_tools: bool) -> Config {
         max_calls_per_turn: model.max_calls_per_turn,
         early_calls: !model.no_early_calls,
         answer_language: model.answer_language.clone(),
+        today: model.today,
         ..defaults
     };
     if model.backend == BackendKind::Gemini {

@@ -209,7 +209,11 @@ impl Orchestrator {
             self.preflight(deadline)?;
         }
         let mut history = Vec::with_capacity(earlier.len() + 8);
-        history.push(Message::system(self.prompt.clone()));
+        history.push(Message::system(crate::turn::prompt::dated(
+            &self.prompt,
+            &self.specs,
+            self.config.today.date(),
+        )));
         history.extend_from_slice(earlier);
         let mut engine = Engine::with_schema(
             history,

@@ -12,8 +12,9 @@
 //! with them it chose among several tools better. Change this text only with a
 //! measurement before and after (`toolloop eval`).
 //!
-//! The prompt is built once per run and never changes, so the server's prompt cache is
-//! reused from one iteration to the next; the one exception is an answer that copies the
+//! The prompt is built once per orchestrator; each run adds the day's date last
+//! ([`dated`]). Within a run it never changes, so the server's prompt cache is reused
+//! from one iteration to the next; the one exception is an answer that copies the
 //! example, after which the run goes on without it (`without_example`).
 
 use std::ops::Range;
@@ -236,6 +237,99 @@ fn type_name(s: &Value) -> String {
     }
 }
 
+/// `system` with a line that tells the model the date, last, where a tool of `tools`
+/// takes a date ([`takes_a_date`]); otherwise, or for no date, `system` as it is. A model
+/// knows no date of its own, and a person says "today", "tomorrow", "morgen", "demain":
+/// asked about a flight, Qwen2.5-Coder 0.5B wrote `"2023-04-15"`, a day of its training
+/// data, into the call. Tomorrow is written out too, since a 0.5B model does not
+/// reliably add a day to a date; the weekday, for "on Friday". Only for a tool that takes
+/// a date: in every prompt, the line drew the same model to the demo clock and to
+/// answers made up "for today" for weather questions (BENCHMARKS.md, "The day's date").
+/// Last, so that the rest of the prompt, and what the server caches of it, does not
+/// change with the day; and per run, so that a server left running overnight tells the
+/// new day.
+///
+/// ```
+/// use chrono::NaiveDate;
+/// use serde_json::json;
+/// use toolloop::tools::ToolSpec;
+/// use toolloop::turn::prompt::dated;
+///
+/// let flight = ToolSpec::new("flight_status", "Whether a flight is on time.", json!({
+///     "type": "object",
+///     "properties": {"number": {"type": "string"}, "date": {"type": "string"}},
+///     "required": ["number"]
+/// }));
+/// let day = NaiveDate::from_ymd_opt(2026, 12, 7);
+/// assert_eq!(
+///     dated("You are a helpful assistant.\n", &[flight.clone()], day),
+///     "You are a helpful assistant.\n\nToday is Monday, 2026-12-07; tomorrow is Tuesday, 2026-12-08.\n"
+/// );
+/// assert_eq!(dated("You are a helpful assistant.\n", &[flight], None), "You are a helpful assistant.\n");
+/// assert_eq!(dated("You are a helpful assistant.\n", &[], day), "You are a helpful assistant.\n");
+/// ```
+pub fn dated(system: &str, tools: &[ToolSpec], today: Option<chrono::NaiveDate>) -> String {
+    let Some(day) = today.filter(|_| tools.iter().any(takes_a_date)) else {
+        return system.to_string();
+    };
+    let next = day.succ_opt().unwrap_or(day);
+    let mut p = system.to_string();
+    if !p.ends_with('\n') {
+        p.push('\n');
+    }
+    p.push_str(&format!(
+        "\nToday is {}, {}; tomorrow is {}, {}.\n",
+        day.format("%A"),
+        day.format("%Y-%m-%d"),
+        next.format("%A"),
+        next.format("%Y-%m-%d"),
+    ));
+    p
+}
+
+/// Whether `tool` takes a date, as its schema says: a parameter whose `format` is `date`
+/// or `date-time`, one of whose name's words begins with "date" (`date`, `start_date`,
+/// `dateOfBirth`, `datetime`; not `update`), or whose description gives a layout with
+/// `YYYY` (most tools describe a date rather than declare its format: "The day, as
+/// YYYY-MM-DD."). Parameters of parameters are not read: a date inside an object is rare,
+/// and the line is only a help.
+pub(crate) fn takes_a_date(tool: &ToolSpec) -> bool {
+    let Some(props) = tool.input_schema["properties"].as_object() else {
+        return false;
+    };
+    props.iter().any(|(name, s)| {
+        let format = s["format"].as_str().unwrap_or("");
+        let description = s["description"].as_str().unwrap_or("");
+        format == "date"
+            || format == "date-time"
+            || name_words(name).any(|w| w.starts_with("date"))
+            || description.contains("YYYY")
+    })
+}
+
+/// The words of a parameter's name, lower case: split at anything not a letter or digit
+/// and where a capital follows a small letter (`dateOfBirth`).
+fn name_words(name: &str) -> impl Iterator<Item = String> + '_ {
+    let mut words = vec![String::new()];
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if !c.is_alphanumeric() {
+            words.push(String::new());
+            previous_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && previous_lower {
+            words.push(String::new());
+        }
+        previous_lower = c.is_lowercase();
+        words
+            .last_mut()
+            .expect("never empty")
+            .extend(c.to_lowercase());
+    }
+    words.into_iter().filter(|w| !w.is_empty())
+}
+
 /// The value of the prompt's example call: what `example-copy` knows a call that
 /// carries it, unsaid, copied from here (`checks/example_copy.rs`).
 pub(crate) const EXAMPLE_VALUE: &str = "12.5 * 4";
@@ -379,6 +473,40 @@ fn example(tools: &[ToolSpec]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_takes_a_date_by_its_parameters_format_name_or_layout() {
+        let with = |name: &str, schema: Value| {
+            takes_a_date(&ToolSpec::new(
+                "t",
+                "A tool",
+                serde_json::json!({"type": "object", "properties": {name: schema}}),
+            ))
+        };
+        let text = serde_json::json!({"type": "string"});
+        assert!(with("date", text.clone()));
+        assert!(with("start_date", text.clone()));
+        assert!(with("dateOfBirth", text.clone()));
+        assert!(with("datetime", text.clone()));
+        assert!(with(
+            "when",
+            serde_json::json!({"type": "string", "format": "date-time"})
+        ));
+        assert!(with(
+            "day",
+            serde_json::json!({"type": "string", "format": "date"})
+        ));
+        assert!(with(
+            "on",
+            serde_json::json!({"type": "string", "description": "In the format of MM-DD-YYYY."})
+        ));
+        assert!(!with("update", text.clone()));
+        assert!(!with("candidate", text.clone()));
+        assert!(!with(
+            "city",
+            serde_json::json!({"type": "string", "description": "The city, e.g. Paris."})
+        ));
+    }
     use serde_json::json;
 
     fn calculator() -> [ToolSpec; 1] {

@@ -182,6 +182,13 @@ impl OrchestratorBuilder {
         self
     }
 
+    /// The date the model is told it is where a tool takes a date (default: the
+    /// computer's, as each run starts).
+    pub fn today(mut self, today: crate::Today) -> Self {
+        self.config.today = today;
+        self
+    }
+
     /// Sees every event; several observers see them in the order they were added.
     pub fn observer(mut self, observer: impl Observer + 'static) -> Self {
         self.observers.push(Box::new(observer));
