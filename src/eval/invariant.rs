@@ -297,12 +297,22 @@ fn errands() -> Vec<Case> {
     load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/errands")).unwrap()
 }
 
+/// Eight languages saying "today", "tomorrow" and "the day after tomorrow" to a
+/// calendar, trains and flights, the days written out as of 2026-12-07: the dates a
+/// right call carries are ones the person never wrote. Not among [`shipped_sets`]: a
+/// person asked to approve such a call is told the date is not in what they wrote, and
+/// rightly, since they wrote "tomorrow".
+fn dates() -> Vec<Case> {
+    load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/dates")).unwrap()
+}
+
 #[test]
 fn every_right_call_of_the_language_sets_reaches_the_tool_unchanged() {
     holds_for(&languages(), 45);
     holds_for(&scripts(), 21);
     holds_for(&domains(), 24);
     holds_for(&errands(), 21);
+    holds_for(&dates(), 20);
 }
 
 /// A right call is right in every form BFCL accepts, not only the first one listed: a
