@@ -90,6 +90,15 @@ fn unknown_flag_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `--today` takes a day as the tools want it, and says so when it is not one.
+#[test]
+fn a_today_that_is_not_a_day_says_what_it_takes() {
+    let out = toolloop(&["ask", "What day is it?", "--today", "tomorrow"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("auto, off, or a day as YYYY-MM-DD"), "{err}");
+}
+
 mod tools {
     use super::*;
 
