@@ -20,6 +20,7 @@
 use std::ops::Range;
 use std::sync::LazyLock;
 
+use heck::ToSnakeCase;
 use regex::Regex;
 use serde_json::Value;
 
@@ -302,32 +303,12 @@ pub(crate) fn takes_a_date(tool: &ToolSpec) -> bool {
         let description = s["description"].as_str().unwrap_or("");
         format == "date"
             || format == "date-time"
-            || name_words(name).any(|w| w.starts_with("date"))
+            || name
+                .to_snake_case()
+                .split('_')
+                .any(|w| w.starts_with("date"))
             || description.contains("YYYY")
     })
-}
-
-/// The words of a parameter's name, lower case: split at anything not a letter or digit
-/// and where a capital follows a small letter (`dateOfBirth`).
-fn name_words(name: &str) -> impl Iterator<Item = String> + '_ {
-    let mut words = vec![String::new()];
-    let mut previous_lower = false;
-    for c in name.chars() {
-        if !c.is_alphanumeric() {
-            words.push(String::new());
-            previous_lower = false;
-            continue;
-        }
-        if c.is_uppercase() && previous_lower {
-            words.push(String::new());
-        }
-        previous_lower = c.is_lowercase();
-        words
-            .last_mut()
-            .expect("never empty")
-            .extend(c.to_lowercase());
-    }
-    words.into_iter().filter(|w| !w.is_empty())
 }
 
 /// The value of the prompt's example call: what `example-copy` knows a call that
