@@ -143,9 +143,8 @@ pub struct Config {
 }
 
 /// The date the system prompt tells the model it is, where a tool takes a date
-/// ([`crate::turn::prompt::dated`]). A model knows no date of its own:
-/// asked about a flight "today" or a meeting "tomorrow", Qwen2.5-Coder 0.5B wrote
-/// `"2023-04-15"`, a day of its training data, into the call.
+/// ([`crate::turn::prompt::dated`]). A model knows no date of its own: asked about a
+/// flight "today" or a meeting "tomorrow", it writes a day of its training data.
 ///
 /// ```
 /// use chrono::NaiveDate;

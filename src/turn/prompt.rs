@@ -240,15 +240,14 @@ fn type_name(s: &Value) -> String {
 
 /// `system` with a line that tells the model the date, last, where a tool of `tools` takes
 /// a date (as its schema says: a parameter formatted, named or described as one);
-/// otherwise, or for no date, `system` as it is. A model knows no date of its own, and a
-/// person says "today", "tomorrow", "morgen", "demain": asked about a flight, Qwen2.5-Coder
-/// 0.5B wrote `"2023-04-15"`, a day of its training data, into the call. Tomorrow is
-/// written out too, since a 0.5B model does not reliably add a day to a date; the weekday,
-/// for "on Friday". Only for a tool that takes a date: in every prompt, the line drew the
-/// same model to the demo clock and to answers made up "for today" for weather questions
-/// (BENCHMARKS.md, "The day's date"). Last, so that the rest of the prompt, and what the
-/// server caches of it, does not change with the day; and per run, so that a server left
-/// running overnight tells the new day.
+/// otherwise, or for no date, `system` as it is. A model knows no date of its own: for
+/// "today", "tomorrow", "morgen", "demain" it writes a day of its training data into the
+/// call. Tomorrow is written out too, since a small model does not reliably add a day to a
+/// date; the weekday, for "on Friday". Only where a tool takes a date: where none does, the
+/// line has nothing to fill and draws questions "for today" to a clock tool or to answers
+/// made up from it. Last, so that the rest of the prompt, and what the server caches of it,
+/// does not change with the day; and per run, so that a server left running overnight tells
+/// the new day.
 ///
 /// ```
 /// use chrono::NaiveDate;
