@@ -105,26 +105,19 @@ const COMMON_WORDS: usize = 2;
 /// English's, and no fewer than of any other language's listed here. Function words are
 /// what tells languages apart in a sentence too short for its letters to; an English
 /// question holds English ones ("me", "a", "about" in "Tell me a joke about cats"), so it
-/// is not named another language on them. The lists are NLTK's stop words, which `bm25`
+/// is not named another language on them. Names and quoted values are not read
+/// ([`super::question::topic`]). The lists are NLTK's stop words, which `bm25`
 /// builds already; a language without one is not read this way.
 fn common_words_agree(question: &str, lang: Lang) -> bool {
     use unicode_segmentation::UnicodeSegmentation;
     let Some(code) = stop_words_code(lang) else {
         return false;
     };
-    // A capitalised word within a sentence is a name, and a name says nothing of the
-    // sentence's language: "Los Angeles" in an English question, "De Niro", "La Paz".
-    let begins_sentence = |at: usize| {
-        question[..at]
-            .trim_end()
-            .chars()
-            .next_back()
-            .is_none_or(|c| matches!(c, '.' | '!' | '?' | '¿' | '¡' | ':' | '"' | '«' | '„'))
-    };
-    let words: Vec<String> = question
-        .unicode_word_indices()
-        .filter(|(at, w)| begins_sentence(*at) || !w.starts_with(char::is_uppercase))
-        .map(|(_, w)| w.to_lowercase())
+    // The values a question names (capitalised words inside a sentence, quoted text)
+    // say nothing of its language: "Los Angeles" in an English question, 'fika'.
+    let words: Vec<String> = super::question::topic(question)
+        .unicode_words()
+        .map(str::to_lowercase)
         .collect();
     let count = |code: &str| {
         let list = stop_words::get(code);

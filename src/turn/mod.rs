@@ -9,6 +9,7 @@ pub(crate) mod call_stream;
 pub(crate) mod language;
 pub(crate) mod placeholder;
 pub mod prompt;
+pub(crate) mod question;
 pub mod repair;
 mod reply;
 pub mod schema;
